@@ -1,0 +1,171 @@
+/// One fix per receiver epoch: the value that flows through every pipeline.
+///
+/// Coordinates are in ``datum``; a position with ``mode`` `.noFix` may carry no coordinates.
+/// Field names in JSON output follow gpsd's TPV report where one exists (see `PositionJSON`).
+public struct Position: Sendable, Hashable {
+    /// UTC instant of the fix; nil until a date is known.
+    public var time: Timestamp?
+    /// Degrees in ``datum`` (or nil without a fix).
+    public var latitude: Double?
+    /// Degrees in ``datum`` (or nil without a fix).
+    public var longitude: Double?
+    /// Metres above mean sea level.
+    public var altitude: Double?
+    /// Metres per second over ground.
+    public var speed: Double?
+    /// Degrees true.
+    public var course: Double?
+    public var mode: FixMode
+    public var quality: FixQuality?
+    /// Satellites used in the fix.
+    public var satellites: Int?
+    public var hdop: Double?
+    public var vdop: Double?
+    public var pdop: Double?
+    /// Metres, 1-sigma horizontal (GST, or gpsd's eph).
+    public var horizontalError: Double?
+    /// Metres, 1-sigma vertical (GST altitude error, or gpsd's epv).
+    public var verticalError: Double?
+    /// Degrees true: vehicle heading (HDT/THS), distinct from course over ground.
+    public var heading: Double?
+    public var datum: Datum
+    /// Easting in metres when ``datum`` is a projected CRS.
+    public var x: Double?
+    /// Northing in metres when ``datum`` is a projected CRS.
+    public var y: Double?
+    /// Id of the component that produced the position.
+    public var source: String
+    /// Device id: a config value, a serial number, a gpsd device path.
+    public var device: String?
+    /// Stable unique id: the idempotency key downstream.
+    public var id: String
+    /// String map for enrichment (geofence names, static tags).
+    public var attributes: [String: String]
+    /// Set on geofence transition positions.
+    public var event: FenceEvent?
+
+    public init(
+        time: Timestamp? = nil, latitude: Double? = nil, longitude: Double? = nil,
+        altitude: Double? = nil, speed: Double? = nil, course: Double? = nil,
+        mode: FixMode = .noFix, quality: FixQuality? = nil, satellites: Int? = nil,
+        hdop: Double? = nil, vdop: Double? = nil, pdop: Double? = nil,
+        horizontalError: Double? = nil, verticalError: Double? = nil, heading: Double? = nil,
+        datum: Datum = .wgs84, x: Double? = nil, y: Double? = nil,
+        source: String = "", device: String? = nil, id: String = "",
+        attributes: [String: String] = [:], event: FenceEvent? = nil
+    ) {
+        self.time = time; self.latitude = latitude; self.longitude = longitude
+        self.altitude = altitude; self.speed = speed; self.course = course
+        self.mode = mode; self.quality = quality; self.satellites = satellites
+        self.hdop = hdop; self.vdop = vdop; self.pdop = pdop
+        self.horizontalError = horizontalError; self.verticalError = verticalError
+        self.heading = heading; self.datum = datum; self.x = x; self.y = y
+        self.source = source; self.device = device; self.id = id
+        self.attributes = attributes; self.event = event
+    }
+
+    /// True when the position carries both coordinates.
+    @inlinable public var hasCoordinates: Bool { latitude != nil && longitude != nil }
+
+    /// The key that groups positions of one receiver: device id, else source id.
+    @inlinable public var deviceKey: String { device ?? source }
+}
+
+/// gpsd's TPV `mode`.
+public enum FixMode: Int, Sendable, Hashable, Comparable, CaseIterable {
+    case unknown = 0
+    case noFix = 1
+    case twoD = 2
+    case threeD = 3
+
+    public static func < (a: FixMode, b: FixMode) -> Bool { a.rawValue < b.rawValue }
+
+    /// Config spelling: `none`, `2d`, `3d`.
+    public init?(configName: String) {
+        switch configName.lowercased() {
+        case "none", "nofix", "no_fix": self = .noFix
+        case "2d": self = .twoD
+        case "3d": self = .threeD
+        default: return nil
+        }
+    }
+}
+
+/// gpsd's TPV `status` values, which NMEA GGA quality and RMC/GNS mode indicators map onto.
+public enum FixQuality: Int, Sendable, Hashable, CaseIterable {
+    case unknown = 0
+    case gps = 1
+    case dgps = 2
+    case rtkFixed = 3
+    case rtkFloat = 4
+    case estimated = 5   // dead reckoning
+    case gnssDeadReckoning = 6
+    case manual = 7      // time only / surveyed / manual input
+    case simulated = 8
+    case precise = 9     // P(Y)
+
+    public var name: String {
+        switch self {
+        case .unknown: "unknown"
+        case .gps: "gps"
+        case .dgps: "dgps"
+        case .rtkFixed: "rtk_fixed"
+        case .rtkFloat: "rtk_float"
+        case .estimated: "estimated"
+        case .gnssDeadReckoning: "gnss_dead_reckoning"
+        case .manual: "manual"
+        case .simulated: "simulated"
+        case .precise: "precise"
+        }
+    }
+}
+
+/// The datum (or projected CRS) a position's coordinates are in.
+public struct Datum: Sendable, Hashable, CustomStringConvertible {
+    /// Lowercase canonical name: `wgs84`, `gcj02`, `bd09`, or `EPSG:<code>`.
+    public let name: String
+
+    public init(name: String) { self.name = name }
+
+    public static let wgs84 = Datum(name: "wgs84")
+    public static let gcj02 = Datum(name: "gcj02")
+    public static let bd09 = Datum(name: "bd09")
+
+    /// Parses a config spelling (`WGS84`, `wgs-84`, `GCJ02`, `bd09`, `EPSG:32650`, `epsg:4326`).
+    public init?(parsing text: String) {
+        let t = String(text.lowercased().filter { $0 != "-" && $0 != "_" })
+        switch t {
+        case "wgs84", "epsg:4326": self = .wgs84
+        case "gcj02", "gcj": self = .gcj02
+        case "bd09", "bd09ll", "baidu": self = .bd09
+        default:
+            guard t.hasPrefix("epsg:"), let code = Int(t.dropFirst(5)), code > 0 else { return nil }
+            self.name = "EPSG:\(code)"
+        }
+    }
+
+    /// EPSG code when this is an `EPSG:` datum.
+    public var epsgCode: Int? {
+        guard name.hasPrefix("EPSG:") else { return nil }
+        return Int(name.dropFirst(5))
+    }
+
+    /// True for geographic datums whose coordinates are latitude/longitude degrees.
+    public var isGeographic: Bool { epsgCode == nil }
+
+    public var description: String { name }
+}
+
+/// A geofence transition carried by the position that caused it.
+public struct FenceEvent: Sendable, Hashable {
+    public enum Kind: String, Sendable, Hashable, CaseIterable {
+        case enter, exit, dwell
+    }
+    public var kind: Kind
+    public var fenceId: String
+    public var fenceName: String?
+
+    public init(kind: Kind, fenceId: String, fenceName: String? = nil) {
+        self.kind = kind; self.fenceId = fenceId; self.fenceName = fenceName
+    }
+}
