@@ -19,8 +19,11 @@ let package = Package(
     ],
     targets: [
         .target(name: "GatewayCore", swiftSettings: settings),
+        .target(name: "GatewayRuntime", dependencies: ["GatewayCore"], swiftSettings: settings),
         .target(name: "NMEA", dependencies: ["GatewayCore"], swiftSettings: settings),
         .target(name: "Geodesy", swiftSettings: settings),
+        plugin("FileOutput", dependencies: ["GatewayCore"]),
+        plugin("ConsoleOutput", dependencies: ["GatewayCore"]),
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore"], swiftSettings: settings),
     ],
     swiftLanguageModes: [.v6]

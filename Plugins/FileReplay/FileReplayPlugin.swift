@@ -1,0 +1,56 @@
+import GatewayCore
+
+/// The `file` source: replays NMEA logs, JSON Lines and GPX tracks.
+public enum FileReplayPlugin: SourcePlugin {
+    public static let info = PluginInfo(
+        type: "file", kind: .source,
+        summary: "Replays a receiver log (NMEA, gpsd-style with # lines), locgate JSON Lines, or a GPX 1.0/1.1 track.",
+        folder: "FileReplay",
+        options: [
+            OptionSpec("path", "path", required: true, "File to replay; relative paths are resolved against the config file's directory."),
+            OptionSpec("format", "nmea | jsonl | gpx", default: "from the extension", "Input format: .jsonl/.json → jsonl, .gpx → gpx, anything else → nmea."),
+            OptionSpec("rate", "\"max\" | \"realtime\" | \"<N>x\"", default: "\"max\"", "max: as fast as possible; realtime: paced by the positions' times; e.g. \"10x\": ten times faster than real time."),
+            OptionSpec("loop", "boolean", default: "false", "Start again at the end of the file (ids get a pass number so they stay unique)."),
+            OptionSpec("device", "string", default: "none", "Device id given to every position."),
+            OptionSpec("require_checksum", "boolean", default: "true", "NMEA only: reject sentences without a *HH checksum."),
+            OptionSpec("progress", "boolean", default: "true", "Show progress on stderr when it is a terminal and the rate is max."),
+        ],
+        sample: #"{ "type": "file", "path": "drive.nmea", "rate": "10x", "loop": false, "device": "test-receiver" }"#
+    )
+
+    public static func configure(_ options: inout OptionReader) -> FileReplayConfiguration {
+        var c = FileReplayConfiguration()
+        c.path = options.filePath("path") ?? ""
+        if c.path.isEmpty { options.report("path", "required option is missing") }
+        if options.has("format") {
+            c.format = FileReplayConfiguration.Format(rawValue: options.choice("format", ["nmea", "jsonl", "gpx"], default: "nmea")) ?? .nmea
+        } else {
+            let lower = c.path.lowercased()
+            c.format = lower.hasSuffix(".jsonl") || lower.hasSuffix(".json") ? .jsonl : lower.hasSuffix(".gpx") ? .gpx : .nmea
+        }
+        if let r = options.string("rate") {
+            if let rate = parseRate(r) { c.rate = rate } else {
+                options.report("rate", "expected \"max\", \"realtime\" or a multiplier such as \"10x\", got \"\(r)\"")
+            }
+        }
+        c.loop = options.bool("loop", default: false)
+        c.device = options.string("device")
+        c.requireChecksum = options.bool("require_checksum", default: true)
+        c.progress = options.bool("progress", default: true)
+        return c
+    }
+
+    static func parseRate(_ text: String) -> FileReplayConfiguration.Rate? {
+        switch text.lowercased() {
+        case "max": return .max
+        case "realtime", "1x": return .paced(1)
+        default:
+            guard text.lowercased().hasSuffix("x"), let f = Double(text.dropLast()), f > 0, f.isFinite else { return nil }
+            return .paced(f)
+        }
+    }
+
+    public static func makeSource(_ configuration: FileReplayConfiguration, context: ComponentContext) throws -> any PositionSource {
+        FileReplaySource(configuration: configuration, context: context)
+    }
+}

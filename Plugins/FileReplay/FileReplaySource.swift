@@ -1,0 +1,268 @@
+import GatewayCore
+import NMEA
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Configuration of the `file` source.
+public struct FileReplayConfiguration: Sendable {
+    public enum Format: String, Sendable, CaseIterable { case nmea, jsonl, gpx }
+    public enum Rate: Sendable, Equatable {
+        /// As fast as possible.
+        case max
+        /// Paced by the positions' times, multiplied (1 = real time, 10 = ten times faster).
+        case paced(Double)
+    }
+    public var path = ""
+    public var format: Format = .nmea
+    public var rate: Rate = .max
+    public var loop = false
+    public var device: String?
+    public var requireChecksum = true
+    public var progress = true
+}
+
+/// Replays a receiver log (NMEA), our own JSON Lines output, or a GPX track.
+public struct FileReplaySource: PositionSource {
+    let configuration: FileReplayConfiguration
+    let context: ComponentContext
+
+    public init(configuration: FileReplayConfiguration, context: ComponentContext) {
+        self.configuration = configuration
+        self.context = context
+    }
+
+    public func run(output: SourceOutput) async throws {
+        var pass = 0
+        repeat {
+            try Task.checkCancellation()
+            // Ids stay deterministic per pass: a restarted replay reproduces them, a loop does not repeat them.
+            let prefix = pass == 0 ? "\(context.id)-" : "\(context.id)-\(pass)-"
+            var pacer = Pacer(rate: configuration.rate, clock: context.clock)
+            switch configuration.format {
+            case .nmea: try await replayNMEA(output: output, idPrefix: prefix, pacer: &pacer)
+            case .jsonl: try await replayJSONL(output: output, idPrefix: prefix, pacer: &pacer)
+            case .gpx: try await replayGPX(output: output, idPrefix: prefix, pacer: &pacer)
+            }
+            pass += 1
+            if configuration.loop { context.logger.debug("end of \(configuration.path); looping (pass \(pass + 1))") }
+        } while configuration.loop
+    }
+
+    /// Sends positions, pacing them by their times when the rate is not `max`.
+    private func deliver(_ positions: inout [Position], output: SourceOutput, pacer: inout Pacer) async throws {
+        guard !positions.isEmpty else { return }
+        if case .max = configuration.rate {
+            await output.emit(positions)
+        } else {
+            for p in positions {
+                try await pacer.wait(for: p.time)
+                await output.emit([p])
+            }
+        }
+        positions.removeAll(keepingCapacity: true)
+    }
+
+    private func replayNMEA(output: SourceOutput, idPrefix: String, pacer: inout Pacer) async throws {
+        var options = NMEAOptions()
+        options.requireChecksum = configuration.requireChecksum
+        options.source = context.id
+        options.device = configuration.device
+        options.idPrefix = idPrefix
+        var decoder = NMEADecoder(options: options)
+        var positions: [Position] = []
+        var file = try ChunkedFile(path: configuration.path)
+        defer { file.close() }
+        var progress = Progress(enabled: configuration.progress && configuration.rate == .max, path: configuration.path, total: file.size)
+        while let chunk = try file.read() {
+            try Task.checkCancellation()
+            chunk.withUnsafeBytes { decoder.decode($0, into: &positions) }
+            try await deliver(&positions, output: output, pacer: &pacer)
+            progress.update(file.offset)
+            NMEAStatisticsReport.publish(decoder.statistics, to: context.stats)
+        }
+        decoder.flush(into: &positions)
+        try await deliver(&positions, output: output, pacer: &pacer)
+        progress.finish()
+        NMEAStatisticsReport.publish(decoder.statistics, to: context.stats)
+        context.logger.info("\(configuration.path): \(decoder.statistics)")
+    }
+
+    private func replayJSONL(output: SourceOutput, idPrefix: String, pacer: inout Pacer) async throws {
+        var file = try ChunkedFile(path: configuration.path)
+        defer { file.close() }
+        var progress = Progress(enabled: configuration.progress && configuration.rate == .max, path: configuration.path, total: file.size)
+        var carry: [UInt8] = []
+        var positions: [Position] = []
+        var lineNumber = 0
+        var bad = 0
+        let maxLine = 1 << 20
+        func handle(_ line: ArraySlice<UInt8>) {
+            lineNumber += 1
+            var slice = line
+            if slice.last == 13 { slice = slice.dropLast() }
+            guard slice.contains(where: { $0 != 32 && $0 != 9 }) else { return }
+            do {
+                let value = try slice.withUnsafeBytes { try JSONValue.parse($0) }
+                var p = try PositionJSON.decode(value, source: context.id) { _ in "\(idPrefix)l\(lineNumber)" }
+                if let d = configuration.device { p.device = d }
+                positions.append(p)
+            } catch {
+                bad += 1
+                context.stats.count("jsonl.bad_lines")
+                if bad <= 5 { context.logger.warning("\(configuration.path):\(lineNumber): skipped: \(error)") }
+            }
+        }
+        while let chunk = try file.read() {
+            try Task.checkCancellation()
+            var start = 0
+            for i in chunk.indices where chunk[i] == 10 {
+                if carry.isEmpty { handle(chunk[start..<i]) } else {
+                    carry.append(contentsOf: chunk[start..<i])
+                    handle(carry[...])
+                    carry.removeAll(keepingCapacity: true)
+                }
+                start = i + 1
+            }
+            carry.append(contentsOf: chunk[start...])
+            if carry.count > maxLine {
+                // An over-long line cannot be a position; skip to the next newline.
+                bad += 1
+                context.stats.count("jsonl.bad_lines")
+                context.logger.warning("\(configuration.path): skipped a line longer than \(maxLine) bytes")
+                carry.removeAll()
+            }
+            try await deliver(&positions, output: output, pacer: &pacer)
+            progress.update(file.offset)
+        }
+        if !carry.isEmpty { handle(carry[...]) }
+        try await deliver(&positions, output: output, pacer: &pacer)
+        progress.finish()
+        context.logger.info("\(configuration.path): \(lineNumber) lines, \(bad) skipped")
+    }
+
+    private func replayGPX(output: SourceOutput, idPrefix: String, pacer: inout Pacer) async throws {
+        var file = try ChunkedFile(path: configuration.path)
+        defer { file.close() }
+        var bytes: [UInt8] = []
+        while let chunk = try file.read() { bytes.append(contentsOf: chunk) }
+        let (points, skipped) = GPXReader.read(bytes)
+        if skipped > 0 {
+            context.stats.count("gpx.bad_points", by: skipped)
+            context.logger.warning("\(configuration.path): skipped \(skipped) point(s) without valid lat/lon")
+        }
+        var positions: [Position] = []
+        positions.reserveCapacity(min(points.count, 4096))
+        for (i, pt) in points.enumerated() {
+            var p = GPXReader.position(pt)
+            p.source = context.id
+            p.device = configuration.device
+            p.id = "\(idPrefix)\(i + 1)"
+            positions.append(p)
+            if positions.count >= 4096 { try await deliver(&positions, output: output, pacer: &pacer) }
+        }
+        try await deliver(&positions, output: output, pacer: &pacer)
+        context.logger.info("\(configuration.path): \(points.count) points")
+    }
+}
+
+/// Waits so positions come out at their own pace (scaled by the rate).
+struct Pacer {
+    let rate: FileReplayConfiguration.Rate
+    let clock: any GatewayClock
+    var origin: (data: Timestamp, wall: Timestamp)?
+
+    init(rate: FileReplayConfiguration.Rate, clock: any GatewayClock) {
+        self.rate = rate
+        self.clock = clock
+    }
+
+    mutating func wait(for time: Timestamp?) async throws {
+        guard case .paced(let factor) = rate, let time else { return }
+        guard let o = origin, time >= o.data, time.milliseconds - o.data.milliseconds < 3_600_000 else {
+            // First position, a time going backwards or a gap over an hour: restart the pacing there.
+            origin = (time, clock.now())
+            return
+        }
+        let due = Double(time.milliseconds - o.data.milliseconds) / factor
+        let elapsed = Double(clock.now().milliseconds - o.wall.milliseconds)
+        if due > elapsed { try await clock.sleep(for: .milliseconds(Int64(due - elapsed))) }
+    }
+}
+
+/// A file read in 256 KiB chunks with POSIX calls.
+struct ChunkedFile {
+    let path: String
+    private var fd: Int32
+    private(set) var size: Int
+    private(set) var offset = 0
+    private var buffer = [UInt8](repeating: 0, count: 256 * 1024)
+
+    init(path: String) throws {
+        self.path = path
+        fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw FileReplayError(path: path, message: "cannot open: \(String(cString: strerror(errno)))") }
+        var st = stat()
+        size = fstat(fd, &st) == 0 ? Int(st.st_size) : 0
+        if (st.st_mode & S_IFMT) == S_IFDIR {
+            close()
+            throw FileReplayError(path: path, message: "is a directory")
+        }
+    }
+
+    /// The next chunk, or nil at the end of the file.
+    mutating func read() throws -> ArraySlice<UInt8>? {
+        while true {
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw FileReplayError(path: path, message: "read failed: \(String(cString: strerror(errno)))")
+            }
+            if n == 0 { return nil }
+            offset += n
+            return buffer[0..<n]
+        }
+    }
+
+    mutating func close() {
+        if fd >= 0 { Glibc.close(fd); fd = -1 }
+    }
+}
+
+/// Progress on stderr for long replays at full speed, only when stderr is a terminal.
+struct Progress {
+    let enabled: Bool
+    let path: String
+    let total: Int
+    var lastDraw: Int64 = 0
+    let started = SystemClock().now()
+
+    init(enabled: Bool, path: String, total: Int) {
+        self.enabled = enabled && isatty(2) == 1 && total > 1 << 20
+        self.path = path
+        self.total = total
+    }
+
+    mutating func update(_ done: Int) {
+        guard enabled else { return }
+        let now = SystemClock().now().milliseconds
+        guard now - lastDraw >= 250 else { return }
+        lastDraw = now
+        let pct = total > 0 ? done * 100 / total : 0
+        let secs = max(0.001, Double(now - started.milliseconds) / 1000)
+        let mbps = Double(done) / 1_048_576 / secs
+        let line = "\r\(path): \(pct)% \(done >> 20)/\(total >> 20) MiB \(Int(mbps)) MiB/s"
+        _ = line.withCString { write(2, $0, strlen($0)) }
+    }
+
+    func finish() {
+        guard enabled else { return }
+        _ = "\r\u{1B}[K".withCString { write(2, $0, strlen($0)) }
+    }
+}
+
+public struct FileReplayError: Error, CustomStringConvertible {
+    public var path: String
+    public var message: String
+    public var description: String { "\(path): \(message)" }
+}

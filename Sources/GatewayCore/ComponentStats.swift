@@ -1,0 +1,45 @@
+import Synchronization
+
+/// Counters of one component, read by the periodic stats line and by tests.
+///
+/// `received`/`emitted`/`dropped` are kept by the runtime; components add named counters
+/// (`rejected.hdop`, `nmea.bad_checksum`) and gauges (`queue.depth`) of their own.
+public final class ComponentStats: Sendable {
+    public let id: String
+    private let receivedCount = Atomic<Int>(0)
+    private let emittedCount = Atomic<Int>(0)
+    private let droppedCount = Atomic<Int>(0)
+    private let named = Mutex<[(name: String, value: Int)]>([])
+
+    public init(id: String) { self.id = id }
+
+    public func addReceived(_ n: Int) { receivedCount.add(n, ordering: .relaxed) }
+    public func addEmitted(_ n: Int) { emittedCount.add(n, ordering: .relaxed) }
+    public func addDropped(_ n: Int) { droppedCount.add(n, ordering: .relaxed) }
+
+    public var received: Int { receivedCount.load(ordering: .relaxed) }
+    public var emitted: Int { emittedCount.load(ordering: .relaxed) }
+    public var dropped: Int { droppedCount.load(ordering: .relaxed) }
+
+    /// Adds to a named counter, creating it at zero.
+    public func count(_ name: String, by n: Int = 1) {
+        named.withLock { list in
+            if let i = list.firstIndex(where: { $0.name == name }) { list[i].value += n } else { list.append((name, n)) }
+        }
+    }
+
+    /// Sets a named gauge (or a counter kept elsewhere, such as a decoder's statistics).
+    public func set(_ name: String, _ value: Int) {
+        named.withLock { list in
+            if let i = list.firstIndex(where: { $0.name == name }) { list[i].value = value } else { list.append((name, value)) }
+        }
+    }
+
+    /// The value of a named counter or gauge, 0 if never set.
+    public func value(_ name: String) -> Int {
+        named.withLock { list in list.first(where: { $0.name == name })?.value ?? 0 }
+    }
+
+    /// Named counters and gauges in the order they first appeared.
+    public var namedValues: [(name: String, value: Int)] { named.withLock { $0 } }
+}

@@ -1,0 +1,351 @@
+/// Reads one component's options from its JSON object, reporting every problem with its path.
+///
+/// Each typed accessor marks its key as known, checks the value, substitutes `${ENV}` in strings,
+/// and on a problem reports it and returns the default so reading goes on; ``finish()`` then
+/// reports the keys nobody asked for (typos such as `"baud_rate"`).
+public struct OptionReader {
+    /// JSON path of this object, e.g. `sinks.upload` or `sinks.upload.batch`.
+    public let path: String
+    /// Directory relative file paths are resolved against (the configuration file's directory).
+    public let baseDirectory: String
+    public let environment: [String: String]
+    let object: JSONObject
+    let diagnostics: ConfigurationDiagnostics
+    /// Every key an accessor asked for, present or not: plugin tests compare it with the documented options.
+    public private(set) var askedKeys: [String] = []
+    private var consumed: Set<String> = []
+
+    public init(object: JSONObject, path: String, diagnostics: ConfigurationDiagnostics,
+                environment: [String: String] = [:], baseDirectory: String = ".") {
+        self.object = object
+        self.path = path
+        self.diagnostics = diagnostics
+        self.environment = environment
+        self.baseDirectory = baseDirectory
+    }
+
+    /// The JSON path of `key` inside this object.
+    public func path(of key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+
+    /// Reports a problem at `key` (for cross-field checks a plugin makes itself).
+    public func report(_ key: String, _ message: String) {
+        diagnostics.report(key.isEmpty ? path : path(of: key), message)
+    }
+
+    /// True when the object has `key` (the key counts as known).
+    public mutating func has(_ key: String) -> Bool {
+        ask(key)
+        return object[key] != nil
+    }
+
+    /// Marks keys handled elsewhere (the pipeline's common keys) as known.
+    public mutating func markKnown(_ keys: [String]) {
+        for k in keys { consumed.insert(k) }
+    }
+
+    /// Reports every key that no accessor asked for.
+    public func finish() {
+        for m in object where !consumed.contains(m.key) {
+            diagnostics.report(path(of: m.key), "unknown option")
+        }
+    }
+
+    private mutating func ask(_ key: String) {
+        if !askedKeys.contains(key) { askedKeys.append(key) }
+        consumed.insert(key)
+    }
+
+    private mutating func fetch(_ key: String) -> JSONValue? {
+        ask(key)
+        guard let v = object[key], v != .null else { return nil }
+        return v
+    }
+
+    // MARK: - Raw values
+
+    /// The raw JSON value of `key`, for options with a structure of their own.
+    public mutating func value(_ key: String) -> JSONValue? { fetch(key) }
+
+    /// A nested object as a reader of its own; call `finish()` on it when done.
+    public mutating func object(_ key: String) -> OptionReader? {
+        guard let v = fetch(key) else { return nil }
+        guard case .object(let o) = v else {
+            report(key, "expected an object, got \(v.kindName)")
+            return nil
+        }
+        return OptionReader(object: o, path: path(of: key), diagnostics: diagnostics, environment: environment, baseDirectory: baseDirectory)
+    }
+
+    // MARK: - Strings
+
+    /// A string with `${NAME}` / `${NAME:-default}` substituted, or nil when absent.
+    public mutating func string(_ key: String) -> String? {
+        guard let v = fetch(key) else { return nil }
+        guard case .string(let s) = v else {
+            report(key, "expected a string, got \(v.kindName)")
+            return nil
+        }
+        return substitute(s, at: key)
+    }
+
+    public mutating func string(_ key: String, default value: String) -> String {
+        string(key) ?? value
+    }
+
+    /// A string that must be present and non-empty.
+    public mutating func requiredString(_ key: String) -> String? {
+        let present = object[key] != nil && object[key] != .null
+        let s = string(key)
+        if !present { report(key, "required option is missing") } else if s?.isEmpty == true { report(key, "must not be empty") }
+        return s?.isEmpty == true ? nil : s
+    }
+
+    /// One of a fixed set of spellings.
+    public mutating func choice(_ key: String, _ allowed: [String], default value: String) -> String {
+        guard let s = string(key) else { return value }
+        guard allowed.contains(s) else {
+            report(key, "expected one of \(allowed.map { "\"\($0)\"" }.joined(separator: ", ")), got \"\(s)\"")
+            return value
+        }
+        return s
+    }
+
+    /// A file path, resolved against the configuration file's directory when relative.
+    public mutating func filePath(_ key: String) -> String? {
+        guard let s = string(key), !s.isEmpty else { return nil }
+        return OptionReader.resolve(s, against: baseDirectory)
+    }
+
+    /// Resolves a relative path against a directory.
+    public static func resolve(_ p: String, against base: String) -> String {
+        if p.hasPrefix("/") || base.isEmpty || base == "." { return p }
+        return base.hasSuffix("/") ? base + p : base + "/" + p
+    }
+
+    public mutating func stringArray(_ key: String) -> [String]? {
+        guard let v = fetch(key) else { return nil }
+        guard case .array(let items) = v else {
+            report(key, "expected an array of strings, got \(v.kindName)")
+            return nil
+        }
+        var out: [String] = []
+        for (i, item) in items.enumerated() {
+            guard case .string(let s) = item else {
+                diagnostics.report("\(path(of: key))[\(i)]", "expected a string, got \(item.kindName)")
+                continue
+            }
+            out.append(substitute(s, at: "\(key)[\(i)]"))
+        }
+        return out
+    }
+
+    /// An object of string values (numbers and booleans are accepted and written as text).
+    public mutating func stringMap(_ key: String) -> [String: String]? {
+        guard let v = fetch(key) else { return nil }
+        guard case .object(let o) = v else {
+            report(key, "expected an object of strings, got \(v.kindName)")
+            return nil
+        }
+        var out: [String: String] = [:]
+        for m in o {
+            switch m.value {
+            case .string(let s): out[m.key] = substitute(s, at: "\(key).\(m.key)")
+            case .number(let n): out[m.key] = n == n.rounded() && abs(n) < 1e15 ? String(Int64(n)) : String(n)
+            case .bool(let b): out[m.key] = String(b)
+            default: diagnostics.report("\(path(of: key)).\(m.key)", "expected a string, got \(m.value.kindName)")
+            }
+        }
+        return out
+    }
+
+    // MARK: - Numbers
+
+    public mutating func double(_ key: String) -> Double? {
+        guard let v = fetch(key) else { return nil }
+        guard case .number(let n) = v else {
+            report(key, "expected a number, got \(v.kindName)")
+            return nil
+        }
+        return n
+    }
+
+    public mutating func double(_ key: String, default value: Double, in range: ClosedRange<Double>? = nil) -> Double {
+        guard let n = double(key) else { return value }
+        if let r = range, !r.contains(n) {
+            report(key, "must be between \(JSONValue.number(r.lowerBound).jsonText) and \(JSONValue.number(r.upperBound).jsonText), got \(JSONValue.number(n).jsonText)")
+            return value
+        }
+        return n
+    }
+
+    public mutating func optionalDouble(_ key: String, in range: ClosedRange<Double>) -> Double? {
+        guard let n = double(key) else { return nil }
+        guard range.contains(n) else {
+            report(key, "must be between \(JSONValue.number(range.lowerBound).jsonText) and \(JSONValue.number(range.upperBound).jsonText), got \(JSONValue.number(n).jsonText)")
+            return nil
+        }
+        return n
+    }
+
+    public mutating func int(_ key: String) -> Int? {
+        guard let n = double(key) else { return nil }
+        guard n == n.rounded(), abs(n) < 1e15 else {
+            report(key, "expected a whole number, got \(JSONValue.number(n).jsonText)")
+            return nil
+        }
+        return Int(n)
+    }
+
+    public mutating func int(_ key: String, default value: Int, in range: ClosedRange<Int>? = nil) -> Int {
+        guard let n = int(key) else { return value }
+        if let r = range, !r.contains(n) {
+            report(key, "must be between \(r.lowerBound) and \(r.upperBound), got \(n)")
+            return value
+        }
+        return n
+    }
+
+    public mutating func optionalInt(_ key: String, in range: ClosedRange<Int>) -> Int? {
+        guard let n = int(key) else { return nil }
+        guard range.contains(n) else {
+            report(key, "must be between \(range.lowerBound) and \(range.upperBound), got \(n)")
+            return nil
+        }
+        return n
+    }
+
+    public mutating func bool(_ key: String, default value: Bool) -> Bool {
+        guard let v = fetch(key) else { return value }
+        guard case .bool(let b) = v else {
+            report(key, "expected true or false, got \(v.kindName)")
+            return value
+        }
+        return b
+    }
+
+    // MARK: - Durations
+
+    /// A duration: a string with a unit (`"500ms"`, `"20s"`, `"2m"`, `"1h30m"`) or a number of seconds.
+    public mutating func duration(_ key: String) -> Duration? {
+        guard let v = fetch(key) else { return nil }
+        switch v {
+        case .number(let n) where n >= 0: return .milliseconds(Int64((n * 1000).rounded()))
+        case .string(let s):
+            if let d = DurationText.parse(substitute(s, at: key)) { return d }
+            report(key, "expected a duration such as \"20s\", got \"\(s)\"")
+        default:
+            report(key, "expected a duration such as \"20s\", got \(v.kindName == "a number" ? v.jsonText : v.kindName)")
+        }
+        return nil
+    }
+
+    public mutating func duration(_ key: String, default value: Duration, minimum: Duration = .zero) -> Duration {
+        guard let d = duration(key) else { return value }
+        if d < minimum {
+            report(key, "must be at least \(DurationText.format(minimum)), got \(DurationText.format(d))")
+            return value
+        }
+        return d
+    }
+
+    // MARK: - Environment
+
+    /// Replaces `${NAME}` and `${NAME:-default}` with environment values; an unset variable without
+    /// a default is a problem at `key`.
+    public func substitute(_ s: String, at key: String) -> String {
+        guard s.contains("${") else { return s }
+        var out = ""
+        var rest = Substring(s)
+        while let start = rest.firstRange(of: "${") {
+            out += rest[..<start.lowerBound]
+            guard let end = rest[start.upperBound...].firstIndex(of: "}") else {
+                report(key, "unterminated ${ in \"\(s)\"")
+                return s
+            }
+            let body = rest[start.upperBound..<end]
+            let name: Substring
+            var fallback: Substring?
+            if let sep = body.firstRange(of: ":-") {
+                name = body[..<sep.lowerBound]
+                fallback = body[sep.upperBound...]
+            } else {
+                name = body
+            }
+            if let v = environment[String(name)] {
+                out += v
+            } else if let f = fallback {
+                out += f
+            } else {
+                report(key, "environment variable \(name) is not set (write ${\(name):-default} for a default)")
+            }
+            rest = rest[rest.index(after: end)...]
+        }
+        out += rest
+        return out
+    }
+}
+
+/// Duration text as written in configurations and logs.
+public enum DurationText {
+    /// Parses `"500ms"`, `"20s"`, `"2m"`, `"1h"`, `"1d"`, `"1.5s"`, `"1h30m"`, or a bare number of seconds.
+    public static func parse(_ text: String) -> Duration? {
+        let s = text.trimmingSpaces()
+        if s.isEmpty { return nil }
+        if let n = Double(s), n >= 0 { return .milliseconds(Int64((n * 1000).rounded())) }
+        var total: Double = 0
+        var i = s.startIndex
+        var any = false
+        while i < s.endIndex {
+            let numStart = i
+            while i < s.endIndex, s[i].isNumber || s[i] == "." { i = s.index(after: i) }
+            guard numStart < i, let n = Double(s[numStart..<i]) else { return nil }
+            let unitStart = i
+            while i < s.endIndex, s[i].isLetter { i = s.index(after: i) }
+            let factor: Double
+            switch s[unitStart..<i] {
+            case "ms": factor = 0.001
+            case "s", "sec": factor = 1
+            case "m", "min": factor = 60
+            case "h": factor = 3600
+            case "d": factor = 86_400
+            default: return nil
+            }
+            total += n * factor
+            any = true
+        }
+        return any ? .milliseconds(Int64((total * 1000).rounded())) : nil
+    }
+
+    /// Short text for a duration: `500ms`, `20s`, `2m`, `1.5s`.
+    public static func format(_ d: Duration) -> String {
+        let ms = d.milliseconds
+        if ms % 3_600_000 == 0 && ms > 0 { return "\(ms / 3_600_000)h" }
+        if ms % 60_000 == 0 && ms > 0 { return "\(ms / 60_000)m" }
+        if ms % 1000 == 0 { return "\(ms / 1000)s" }
+        if ms < 1000 { return "\(ms)ms" }
+        return "\(Double(ms) / 1000)s"
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds (truncated).
+    public var milliseconds: Int64 {
+        let c = components
+        return c.seconds * 1000 + c.attoseconds / 1_000_000_000_000_000
+    }
+
+    /// Seconds as a floating-point number.
+    public var secondsDouble: Double {
+        let c = components
+        return Double(c.seconds) + Double(c.attoseconds) / 1e18
+    }
+}
+
+extension String {
+    func trimmingSpaces() -> String {
+        var s = Substring(self)
+        while let f = s.first, f.isWhitespace { s.removeFirst() }
+        while let l = s.last, l.isWhitespace { s.removeLast() }
+        return String(s)
+    }
+}

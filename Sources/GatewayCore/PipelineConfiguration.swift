@@ -1,0 +1,218 @@
+/// A validated pipeline: named sources, transforms and sinks wired by `inputs`.
+///
+/// ```json
+/// { "settings": { "shutdown_timeout": "10s", "stats_interval": "60s" },
+///   "sources":    { "rx":   { "type": "file", "path": "drive.nmea" } },
+///   "transforms": { "moved": { "type": "distance_filter", "inputs": ["rx"], "min_distance_m": 10 } },
+///   "sinks":      { "out":  { "type": "file", "inputs": ["moved"], "path": "out.jsonl" } } }
+/// ```
+public struct PipelineConfiguration: Sendable {
+    /// One configured component.
+    public struct Component: Sendable {
+        public var id: String
+        public var kind: ComponentKind
+        public var type: String
+        public var inputs: [String]
+        public var description: String?
+        /// Sinks only: the buffer in front of the sink.
+        public var buffer: BufferSettings
+        public var prepared: PreparedComponent
+        /// JSON path of the component, e.g. `sinks.upload`.
+        public var path: String { "\(kind.section).\(id)" }
+    }
+
+    /// The bounded buffer in front of a sink.
+    public struct BufferSettings: Sendable, Hashable {
+        /// What happens when the buffer is full.
+        public enum WhenFull: String, Sendable, Hashable, CaseIterable {
+            /// The upstream waits (backpressure): nothing is lost; a slow sink slows its sources.
+            case block
+            /// The oldest buffered positions are dropped and counted: the latest fix wins (live displays).
+            case dropOldest = "drop_oldest"
+        }
+        public var maxPositions: Int = 10_000
+        public var whenFull: WhenFull = .block
+
+        public init(maxPositions: Int = 10_000, whenFull: WhenFull = .block) {
+            self.maxPositions = maxPositions
+            self.whenFull = whenFull
+        }
+    }
+
+    /// Process-wide settings.
+    public struct Settings: Sendable {
+        /// How long sinks get to flush after shutdown begins.
+        public var shutdownTimeout: Duration = .seconds(10)
+        /// How often the stats line is logged (nil: never).
+        public var statsInterval: Duration? = .seconds(60)
+        /// Log level from the file; `--log-level` wins over it.
+        public var logLevel: LogLevel?
+    }
+
+    public var sources: [Component] = []
+    public var transforms: [Component] = []
+    public var sinks: [Component] = []
+    public var settings = Settings()
+
+    /// Every component, sources first.
+    public var components: [Component] { sources + transforms + sinks }
+
+    public func component(_ id: String) -> Component? { components.first { $0.id == id } }
+
+    /// The common keys every component may have besides its plugin's options.
+    public static let commonKeys = ["type", "inputs", "description", "buffer"]
+
+    /// Loads and validates a configuration, reporting every problem at once.
+    public static func load(
+        json bytes: some Collection<UInt8>, registry: PluginRegistry,
+        environment: [String: String] = [:], baseDirectory: String = "."
+    ) throws(ConfigurationError) -> PipelineConfiguration {
+        let root: JSONValue
+        do { root = try JSONValue.parse(bytes) } catch {
+            throw ConfigurationError(problems: [ConfigurationProblem(path: "$", message: "not valid JSON: \(error)")])
+        }
+        let diagnostics = ConfigurationDiagnostics()
+        let config = read(root, registry: registry, environment: environment, baseDirectory: baseDirectory, diagnostics: diagnostics)
+        if !diagnostics.isEmpty { throw ConfigurationError(problems: diagnostics.problems) }
+        return config
+    }
+
+    private static func read(
+        _ root: JSONValue, registry: PluginRegistry, environment: [String: String], baseDirectory: String,
+        diagnostics: ConfigurationDiagnostics
+    ) -> PipelineConfiguration {
+        var config = PipelineConfiguration()
+        guard case .object(let top) = root else {
+            diagnostics.report("$", "expected an object with \"sources\", \"transforms\" and \"sinks\", got \(root.kindName)")
+            return config
+        }
+        var reader = OptionReader(object: top, path: "", diagnostics: diagnostics, environment: environment, baseDirectory: baseDirectory)
+        if var s = reader.object("settings") {
+            config.settings.shutdownTimeout = s.duration("shutdown_timeout", default: .seconds(10))
+            if let v = s.value("stats_interval") {
+                config.settings.statsInterval = v == .bool(false) ? nil : s.duration("stats_interval", default: .seconds(60), minimum: .milliseconds(100))
+            }
+            if let l = s.string("log_level") {
+                if let level = LogLevel(name: l) { config.settings.logLevel = level } else {
+                    s.report("log_level", "expected one of trace, debug, info, warning, error, got \"\(l)\"")
+                }
+            }
+            s.finish()
+        }
+        var seen: [String: String] = [:]
+        for kind in ComponentKind.allCases {
+            guard let section = reader.value(kind.section) else { continue }
+            guard case .object(let members) = section else {
+                diagnostics.report(kind.section, "expected an object of named \(kind.section), got \(section.kindName)")
+                continue
+            }
+            for m in members {
+                let path = "\(kind.section).\(m.key)"
+                if let other = seen[m.key] {
+                    diagnostics.report(path, "component id \"\(m.key)\" is already used by \(other)")
+                    continue
+                }
+                seen[m.key] = path
+                if m.key.isEmpty || m.key.contains(where: { $0 == "." || $0.isWhitespace }) {
+                    diagnostics.report(path, "component ids must be non-empty, without dots or spaces")
+                }
+                if let c = readComponent(m.key, kind: kind, value: m.value, registry: registry, environment: environment,
+                                         baseDirectory: baseDirectory, diagnostics: diagnostics) {
+                    switch kind {
+                    case .source: config.sources.append(c)
+                    case .transform: config.transforms.append(c)
+                    case .sink: config.sinks.append(c)
+                    }
+                }
+            }
+        }
+        reader.finish()
+        if config.sources.isEmpty && !top.keys.contains("sources") { diagnostics.report("sources", "a pipeline needs at least one source") }
+        if config.sinks.isEmpty && !top.keys.contains("sinks") { diagnostics.report("sinks", "a pipeline needs at least one sink") }
+        checkGraph(config, diagnostics: diagnostics)
+        return config
+    }
+
+    private static func readComponent(
+        _ id: String, kind: ComponentKind, value: JSONValue, registry: PluginRegistry, environment: [String: String],
+        baseDirectory: String, diagnostics: ConfigurationDiagnostics
+    ) -> Component? {
+        let path = "\(kind.section).\(id)"
+        guard case .object(let object) = value else {
+            diagnostics.report(path, "expected an object, got \(value.kindName)")
+            return nil
+        }
+        var reader = OptionReader(object: object, path: path, diagnostics: diagnostics, environment: environment, baseDirectory: baseDirectory)
+        reader.markKnown(commonKeys)
+        let description = reader.string("description")
+        var inputs: [String] = []
+        if kind == .source {
+            if reader.has("inputs") { reader.report("inputs", "a source has no inputs") }
+        } else {
+            inputs = reader.stringArray("inputs") ?? []
+            if object["inputs"] == nil { reader.report("inputs", "required option is missing: name the components this \(kind.rawValue) reads from") }
+            else if inputs.isEmpty && object["inputs"]?.arrayValue != nil { reader.report("inputs", "must name at least one component") }
+        }
+        var buffer = BufferSettings()
+        if var b = reader.object("buffer") {
+            if kind != .sink { b.report("", "only sinks have a buffer") }
+            buffer.maxPositions = b.int("max_positions", default: buffer.maxPositions, in: 1...10_000_000)
+            let policy = b.choice("when_full", BufferSettings.WhenFull.allCases.map(\.rawValue), default: buffer.whenFull.rawValue)
+            buffer.whenFull = BufferSettings.WhenFull(rawValue: policy) ?? .block
+            b.finish()
+        }
+        guard let type = reader.requiredString("type") else { return nil }
+        guard let plugin = registry.plugin(kind: kind, type: type) else {
+            let known = registry.plugins(of: kind).map(\.info.type)
+            reader.report("type", "unknown \(kind.rawValue) type \"\(type)\"; known: \(known.joined(separator: ", "))")
+            return nil
+        }
+        let prepared = plugin.prepare(&reader)
+        reader.finish()
+        return Component(id: id, kind: kind, type: type, inputs: inputs, description: description, buffer: buffer, prepared: prepared)
+    }
+
+    /// Inputs that name nothing or a sink, cycles among transforms, and two components claiming one resource.
+    private static func checkGraph(_ config: PipelineConfiguration, diagnostics: ConfigurationDiagnostics) {
+        let byID = Dictionary(config.components.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+        for c in config.transforms + config.sinks {
+            for (i, input) in c.inputs.enumerated() {
+                guard let target = byID[input] else {
+                    diagnostics.report("\(c.path).inputs[\(i)]", "\"\(input)\" names no source or transform")
+                    continue
+                }
+                if target.kind == .sink { diagnostics.report("\(c.path).inputs[\(i)]", "\"\(input)\" is a sink; sinks have no output") }
+                if input == c.id { diagnostics.report("\(c.path).inputs[\(i)]", "a component cannot read its own output") }
+            }
+            if Set(c.inputs).count != c.inputs.count { diagnostics.report("\(c.path).inputs", "names a component twice") }
+        }
+        // Cycle detection over transforms (sources have no inputs, sinks no outputs).
+        var state: [String: Int] = [:]  // 1 visiting, 2 done
+        var reported = Set<String>()
+        func visit(_ id: String, trail: [String]) {
+            guard let c = byID[id], c.kind == .transform else { return }
+            if state[id] == 2 { return }
+            if state[id] == 1 {
+                let cycle = trail.drop(while: { $0 != id }) + [id]
+                if reported.insert(Set(cycle).sorted().joined(separator: ",")).inserted {
+                    diagnostics.report("\(c.path).inputs", "cycle: \(cycle.joined(separator: " -> "))")
+                }
+                return
+            }
+            state[id] = 1
+            for input in c.inputs where input != id { visit(input, trail: trail + [id]) }
+            state[id] = 2
+        }
+        for t in config.transforms { visit(t.id, trail: []) }
+        var claimedBy: [String: String] = [:]
+        for c in config.components {
+            for claim in c.prepared.claims {
+                if let other = claimedBy[claim] {
+                    diagnostics.report(c.path, "\(claim) is already claimed by \(other)")
+                } else {
+                    claimedBy[claim] = c.path
+                }
+            }
+        }
+    }
+}

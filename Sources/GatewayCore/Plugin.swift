@@ -1,0 +1,150 @@
+/// One documented option of a plugin: the single source of truth for `locgate plugins` and the
+/// option table in the plugin's README (a test checks they agree).
+public struct OptionSpec: Sendable, Hashable {
+    public var name: String
+    /// `string`, `number`, `integer`, `boolean`, `duration`, `path`, `array`, `object`, or a list of choices.
+    public var type: String
+    /// Default as written in JSON, or nil when the option is required or has no default.
+    public var defaultValue: String?
+    public var required: Bool
+    /// What it does, with its unit.
+    public var summary: String
+
+    public init(_ name: String, _ type: String, default defaultValue: String? = nil, required: Bool = false, _ summary: String) {
+        self.name = name
+        self.type = type
+        self.defaultValue = defaultValue
+        self.required = required
+        self.summary = summary
+    }
+}
+
+/// What a plugin says about itself.
+public struct PluginInfo: Sendable {
+    /// The `type` string in configurations (snake_case).
+    public var type: String
+    public var kind: ComponentKind
+    /// One line.
+    public var summary: String
+    public var options: [OptionSpec]
+    /// A sample component configuration (a JSON object with `type`, and `inputs` for transforms
+    /// and sinks); a test decodes every sample.
+    public var sample: String
+    /// The plugin's folder under `Plugins/`.
+    public var folder: String
+
+    public init(type: String, kind: ComponentKind, summary: String, folder: String, options: [OptionSpec], sample: String) {
+        self.type = type
+        self.kind = kind
+        self.summary = summary
+        self.folder = folder
+        self.options = options
+        self.sample = sample
+    }
+}
+
+/// A plugin: a configuration type read from JSON and a factory for the running component.
+///
+/// `configure` reads every option through the reader (which reports problems with their paths
+/// and returns defaults so reading continues); it does no I/O. `make…` builds the running
+/// component from a configuration that validated cleanly, and may fail for run-time reasons
+/// (a file that cannot be opened).
+public protocol GatewayPlugin: SendableMetatype {
+    associatedtype Configuration: Sendable
+    static var info: PluginInfo { get }
+    /// Reads and checks the options; problems go to the reader.
+    static func configure(_ options: inout OptionReader) -> Configuration
+    /// Resources the component claims exclusively (a device path, a listening port): two
+    /// components claiming one resource is a configuration error.
+    static func claims(of configuration: Configuration) -> [String]
+}
+
+extension GatewayPlugin {
+    public static func claims(of configuration: Configuration) -> [String] { [] }
+}
+
+public protocol SourcePlugin: GatewayPlugin {
+    static func makeSource(_ configuration: Configuration, context: ComponentContext) throws -> any PositionSource
+}
+
+public protocol TransformPlugin: GatewayPlugin {
+    static func makeTransform(_ configuration: Configuration, context: ComponentContext) throws -> any PositionTransform
+}
+
+public protocol SinkPlugin: GatewayPlugin {
+    static func makeSink(_ configuration: Configuration, context: ComponentContext) throws -> any PositionSink
+    /// Whether upstream waits for the sink to persist each batch (sinks with a durable queue).
+    static func isDurable(_ configuration: Configuration) -> Bool
+}
+
+extension SinkPlugin {
+    public static func isDurable(_ configuration: Configuration) -> Bool { false }
+}
+
+/// A running component, as built from a configuration.
+public enum BuiltComponent: Sendable {
+    case source(any PositionSource)
+    case transform(any PositionTransform)
+    case sink(any PositionSink)
+}
+
+/// A component whose options were read; `build` makes the running component.
+public struct PreparedComponent: Sendable {
+    public let claims: [String]
+    /// For sinks: upstream waits for the sink's acknowledgement.
+    public let durable: Bool
+    public let build: @Sendable (ComponentContext) throws -> BuiltComponent
+}
+
+/// A registered plugin, type-erased.
+public struct RegisteredPlugin: Sendable {
+    public let info: PluginInfo
+    public let prepare: @Sendable (inout OptionReader) -> PreparedComponent
+}
+
+/// Every plugin type the process knows, by kind and `type` string.
+public struct PluginRegistry: Sendable {
+    private var plugins: [String: RegisteredPlugin] = [:]
+
+    public init() {}
+
+    private static func key(_ kind: ComponentKind, _ type: String) -> String { "\(kind.rawValue)/\(type)" }
+
+    public mutating func register<P: SourcePlugin>(source plugin: P.Type) {
+        add(P.info) { reader in
+            let c = P.configure(&reader)
+            return PreparedComponent(claims: P.claims(of: c), durable: false) { ctx in .source(try P.makeSource(c, context: ctx)) }
+        }
+    }
+
+    public mutating func register<P: TransformPlugin>(transform plugin: P.Type) {
+        add(P.info) { reader in
+            let c = P.configure(&reader)
+            return PreparedComponent(claims: P.claims(of: c), durable: false) { ctx in .transform(try P.makeTransform(c, context: ctx)) }
+        }
+    }
+
+    public mutating func register<P: SinkPlugin>(sink plugin: P.Type) {
+        add(P.info) { reader in
+            let c = P.configure(&reader)
+            return PreparedComponent(claims: P.claims(of: c), durable: P.isDurable(c)) { ctx in .sink(try P.makeSink(c, context: ctx)) }
+        }
+    }
+
+    private mutating func add(_ info: PluginInfo, prepare: @escaping @Sendable (inout OptionReader) -> PreparedComponent) {
+        precondition(plugins[PluginRegistry.key(info.kind, info.type)] == nil, "plugin \(info.kind.rawValue) \(info.type) registered twice")
+        plugins[PluginRegistry.key(info.kind, info.type)] = RegisteredPlugin(info: info, prepare: prepare)
+    }
+
+    public func plugin(kind: ComponentKind, type: String) -> RegisteredPlugin? {
+        plugins[PluginRegistry.key(kind, type)]
+    }
+
+    /// All plugins of a kind, sorted by type.
+    public func plugins(of kind: ComponentKind) -> [RegisteredPlugin] {
+        plugins.values.filter { $0.info.kind == kind }.sorted { $0.info.type < $1.info.type }
+    }
+
+    /// All plugins: sources, transforms, sinks, each sorted by type.
+    public var all: [RegisteredPlugin] { ComponentKind.allCases.flatMap { plugins(of: $0) } }
+}

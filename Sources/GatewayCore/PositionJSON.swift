@@ -1,0 +1,205 @@
+/// The JSON form of a ``Position``: gpsd TPV field names where gpsd has one.
+///
+/// One object per position, e.g.
+/// `{"class":"TPV","id":"rx-1584538100600","source":"rx","device":"/dev/ttyACM0",
+///   "time":"2020-03-18T13:28:20.600Z","mode":3,"status":2,"lat":41.574970205,"lon":-93.750558641,
+///   "altMSL":278.02,"speed":1.673,"track":92.308,"uSat":9,"hdop":1,"eph":4.75,"datum":"wgs84"}`.
+/// Absent values are omitted. This is the schema of the file sink's `jsonl`, the stdout sink, the
+/// `jsonl` replay format and the `exec` source's JSON Lines input.
+public enum PositionJSON {
+    /// Field names, in output order, with what they hold — the documented schema.
+    public static let fields: [(name: String, meaning: String)] = [
+        ("class", "always \"TPV\" (optional on input)"),
+        ("id", "stable unique id, the idempotency key (generated on input when absent)"),
+        ("source", "id of the component that produced the position"),
+        ("device", "device id (serial number, device path, configured id)"),
+        ("time", "ISO 8601 UTC with milliseconds and Z; numbers are read as epoch seconds"),
+        ("mode", "0 unknown, 1 no fix, 2 2D, 3 3D"),
+        ("status", "gpsd status: 1 GPS, 2 DGPS, 3 RTK fixed, 4 RTK float, 5 dead reckoning, 6 GNSS+DR, 7 manual, 8 simulated, 9 P(Y)"),
+        ("lat", "latitude, degrees, in datum"),
+        ("lon", "longitude, degrees, in datum"),
+        ("altMSL", "altitude above mean sea level, metres"),
+        ("speed", "speed over ground, m/s"),
+        ("track", "course over ground, degrees true"),
+        ("heading", "vehicle heading, degrees true (HDT/THS)"),
+        ("uSat", "satellites used in the fix"),
+        ("hdop", "horizontal dilution of precision"),
+        ("vdop", "vertical dilution of precision"),
+        ("pdop", "position dilution of precision"),
+        ("eph", "horizontal error, metres (1-sigma)"),
+        ("epv", "vertical error, metres (1-sigma)"),
+        ("datum", "wgs84, gcj02, bd09 or EPSG:<code>; default wgs84"),
+        ("x", "easting, metres, when datum is a projected CRS"),
+        ("y", "northing, metres, when datum is a projected CRS"),
+        ("attributes", "object of string values (geofence names, static tags)"),
+        ("event", "geofence transition: {\"type\":\"enter|exit|dwell\",\"fence\":ID,\"name\":NAME}"),
+    ]
+
+    /// Appends the JSON object for `p` (no trailing newline).
+    public static func append(_ p: Position, to out: inout [UInt8]) {
+        @inline(__always) func key(_ k: StaticString) {
+            out.append(UInt8(ascii: ","))
+            out.append(UInt8(ascii: "\""))
+            out.append(contentsOf: UnsafeBufferPointer(start: k.utf8Start, count: k.utf8CodeUnitCount))
+            out.append(UInt8(ascii: "\""))
+            out.append(UInt8(ascii: ":"))
+        }
+        out.append(contentsOf: #"{"class":"TPV""#.utf8)
+        key("id"); JSONWriter.appendString(p.id, to: &out)
+        if !p.source.isEmpty { key("source"); JSONWriter.appendString(p.source, to: &out) }
+        if let d = p.device { key("device"); JSONWriter.appendString(d, to: &out) }
+        if let t = p.time {
+            key("time"); out.append(UInt8(ascii: "\"")); t.appendISO8601(to: &out); out.append(UInt8(ascii: "\""))
+        }
+        key("mode"); JSONWriter.appendInt(Int64(p.mode.rawValue), to: &out)
+        if let q = p.quality { key("status"); JSONWriter.appendInt(Int64(q.rawValue), to: &out) }
+        if let v = p.latitude { key("lat"); JSONWriter.appendNumber(v, decimals: 9, to: &out) }
+        if let v = p.longitude { key("lon"); JSONWriter.appendNumber(v, decimals: 9, to: &out) }
+        if let v = p.altitude { key("altMSL"); JSONWriter.appendNumber(v, decimals: 3, to: &out) }
+        if let v = p.speed { key("speed"); JSONWriter.appendNumber(v, decimals: 3, to: &out) }
+        if let v = p.course { key("track"); JSONWriter.appendNumber(v, decimals: 3, to: &out) }
+        if let v = p.heading { key("heading"); JSONWriter.appendNumber(v, decimals: 3, to: &out) }
+        if let v = p.satellites { key("uSat"); JSONWriter.appendInt(Int64(v), to: &out) }
+        if let v = p.hdop { key("hdop"); JSONWriter.appendNumber(v, decimals: 2, to: &out) }
+        if let v = p.vdop { key("vdop"); JSONWriter.appendNumber(v, decimals: 2, to: &out) }
+        if let v = p.pdop { key("pdop"); JSONWriter.appendNumber(v, decimals: 2, to: &out) }
+        if let v = p.horizontalError { key("eph"); JSONWriter.appendNumber(v, decimals: 3, to: &out) }
+        if let v = p.verticalError { key("epv"); JSONWriter.appendNumber(v, decimals: 3, to: &out) }
+        key("datum"); JSONWriter.appendString(p.datum.name, to: &out)
+        if let v = p.x { key("x"); JSONWriter.appendNumber(v, decimals: 3, to: &out) }
+        if let v = p.y { key("y"); JSONWriter.appendNumber(v, decimals: 3, to: &out) }
+        if !p.attributes.isEmpty {
+            key("attributes")
+            out.append(UInt8(ascii: "{"))
+            for (i, k) in p.attributes.keys.sorted().enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                JSONWriter.appendString(k, to: &out)
+                out.append(UInt8(ascii: ":"))
+                JSONWriter.appendString(p.attributes[k] ?? "", to: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+        if let e = p.event {
+            key("event")
+            out.append(contentsOf: #"{"type":"#.utf8)
+            JSONWriter.appendString(e.kind.rawValue, to: &out)
+            out.append(contentsOf: #","fence":"#.utf8)
+            JSONWriter.appendString(e.fenceId, to: &out)
+            if let n = e.fenceName {
+                out.append(contentsOf: #","name":"#.utf8)
+                JSONWriter.appendString(n, to: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+        out.append(UInt8(ascii: "}"))
+    }
+
+    /// The JSON text of one position.
+    public static func string(_ p: Position) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        append(p, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Why a JSON object is not a position.
+    public struct DecodeError: Error, Sendable, CustomStringConvertible {
+        public var field: String
+        public var problem: String
+        public var description: String { "\(field): \(problem)" }
+    }
+
+    /// Reads a position from a parsed JSON object in this schema.
+    ///
+    /// `source` fills `source` when the object has none; the caller supplies an id when the object
+    /// has none (`makeID`), so ids stay deterministic per input.
+    public static func decode(_ value: JSONValue, source: String, makeID: (Position) -> String) throws(DecodeError) -> Position {
+        guard case .object(let o) = value else { throw DecodeError(field: "$", problem: "expected an object, got \(value.kindName)") }
+        if let c = o["class"], c != .string("TPV") {
+            throw DecodeError(field: "class", problem: "expected \"TPV\", got \(c.jsonText)")
+        }
+        func number(_ k: String) throws(DecodeError) -> Double? {
+            guard let v = o[k] else { return nil }
+            switch v {
+            case .null: return nil
+            case .number(let n): return n
+            default: throw DecodeError(field: k, problem: "expected a number, got \(v.kindName)")
+            }
+        }
+        func string(_ k: String) throws(DecodeError) -> String? {
+            guard let v = o[k] else { return nil }
+            switch v {
+            case .null: return nil
+            case .string(let s): return s
+            default: throw DecodeError(field: k, problem: "expected a string, got \(v.kindName)")
+            }
+        }
+        var p = Position()
+        switch o["time"] {
+        case nil, .null?: break
+        case .string(let s)?:
+            guard let t = Timestamp(iso8601: s) else { throw DecodeError(field: "time", problem: "not an ISO 8601 time: \"\(s)\"") }
+            p.time = t
+        case .number(let n)?: p.time = Timestamp(seconds: n)
+        case let v?: throw DecodeError(field: "time", problem: "expected a string, got \(v.kindName)")
+        }
+        p.latitude = try number("lat")
+        p.longitude = try number("lon")
+        if let lat = p.latitude, !(-90...90).contains(lat) { throw DecodeError(field: "lat", problem: "out of range: \(lat)") }
+        if let lon = p.longitude, !(-180...180).contains(lon) { throw DecodeError(field: "lon", problem: "out of range: \(lon)") }
+        if (p.latitude == nil) != (p.longitude == nil) {
+            throw DecodeError(field: p.latitude == nil ? "lat" : "lon", problem: "lat and lon must come together")
+        }
+        if let m = try number("mode") {
+            guard let mode = FixMode(rawValue: Int(m)), Double(mode.rawValue) == m else {
+                throw DecodeError(field: "mode", problem: "expected 0, 1, 2 or 3, got \(m)")
+            }
+            p.mode = mode
+        } else {
+            p.mode = p.hasCoordinates ? .twoD : .noFix
+        }
+        if let s = try number("status") {
+            guard let q = FixQuality(rawValue: Int(s)) else { throw DecodeError(field: "status", problem: "expected 0...9, got \(s)") }
+            p.quality = q
+        }
+        p.altitude = try number("altMSL")
+        if p.altitude == nil { p.altitude = try number("alt") }
+        p.speed = try number("speed")
+        p.course = try number("track")
+        p.heading = try number("heading")
+        if let u = try number("uSat") { p.satellites = Int(u) }
+        p.hdop = try number("hdop")
+        p.vdop = try number("vdop")
+        p.pdop = try number("pdop")
+        p.horizontalError = try number("eph")
+        p.verticalError = try number("epv")
+        if let d = try string("datum") {
+            guard let datum = Datum(parsing: d) else { throw DecodeError(field: "datum", problem: "unknown datum \"\(d)\"") }
+            p.datum = datum
+        }
+        p.x = try number("x")
+        p.y = try number("y")
+        p.source = try string("source") ?? source
+        p.device = try string("device")
+        if let a = o["attributes"], a != .null {
+            guard case .object(let attrs) = a else { throw DecodeError(field: "attributes", problem: "expected an object, got \(a.kindName)") }
+            for m in attrs {
+                switch m.value {
+                case .string(let s): p.attributes[m.key] = s
+                case .number(let n): p.attributes[m.key] = n == n.rounded() && abs(n) < 1e15 ? String(Int64(n)) : String(n)
+                case .bool(let b): p.attributes[m.key] = String(b)
+                default: throw DecodeError(field: "attributes.\(m.key)", problem: "expected a string, got \(m.value.kindName)")
+                }
+            }
+        }
+        if let e = o["event"], e != .null {
+            guard case .object(let eo) = e, case .string(let k)? = eo["type"], let kind = FenceEvent.Kind(rawValue: k),
+                  case .string(let fence)? = eo["fence"] else {
+                throw DecodeError(field: "event", problem: "expected {\"type\":\"enter|exit|dwell\",\"fence\":ID}")
+            }
+            p.event = FenceEvent(kind: kind, fenceId: fence, fenceName: eo["name"]?.stringValue)
+        }
+        p.id = try string("id") ?? makeID(p)
+        return p
+    }
+}

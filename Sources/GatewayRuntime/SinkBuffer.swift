@@ -1,0 +1,283 @@
+import GatewayCore
+import Synchronization
+
+/// The bounded buffer in front of one sink, with a named overflow policy.
+///
+/// - `block`: a sender waits while the buffer is full (backpressure); nothing is lost.
+/// - `drop_oldest`: the oldest buffered positions are dropped and counted; the newest fix wins.
+///
+/// In `durable` mode a sender also waits until the sink acknowledged that what it received is
+/// persisted, so a position counts as accepted only once it is on disk.
+public final class SinkBuffer: SinkInput, Sendable {
+    private struct Waiter {
+        var id: UInt64
+        var continuation: CheckedContinuation<Void, Never>
+    }
+
+    private struct State {
+        var batches: [[Position]] = []
+        var head = 0
+        var count = 0
+        var closed = false
+        var consumer: (id: UInt64, continuation: CheckedContinuation<SinkEvent, Never>)?
+        var spaceWaiters: [Waiter] = []
+        var ackWaiters: [(seq: UInt64, waiter: Waiter)] = []
+        var enqueuedSeq: UInt64 = 0
+        var deliveredSeq: UInt64 = 0
+        var acknowledgedSeq: UInt64 = 0
+        var nextID: UInt64 = 0
+
+        mutating func takeAll() -> [Position] {
+            var out: [Position]
+            if batches.count - head == 1 {
+                out = batches[head]
+            } else {
+                out = []
+                out.reserveCapacity(count)
+                for i in head..<batches.count { out.append(contentsOf: batches[i]) }
+            }
+            batches.removeAll(keepingCapacity: true)
+            head = 0
+            count = 0
+            deliveredSeq = enqueuedSeq
+            return out
+        }
+    }
+
+    public let capacity: Int
+    public let policy: PipelineConfiguration.BufferSettings.WhenFull
+    public let durable: Bool
+    private let stats: ComponentStats
+    private let state = Mutex(State())
+
+    public init(capacity: Int, policy: PipelineConfiguration.BufferSettings.WhenFull, durable: Bool, stats: ComponentStats) {
+        self.capacity = max(1, capacity)
+        self.policy = policy
+        self.durable = durable
+        self.stats = stats
+    }
+
+    /// Positions waiting in the buffer.
+    public var depth: Int { state.withLock { $0.count } }
+
+    // MARK: - Producer side
+
+    /// Adds a batch; see the type's policies for when this waits.
+    public func send(_ batch: [Position]) async {
+        guard !batch.isEmpty else { return }
+        stats.addReceived(batch.count)
+        var waitedForSpace = false
+        while true {
+            enum Step { case enqueued(UInt64, [CheckedContinuation<Void, Never>]), wait(UInt64), dropped }
+            let step: Step = state.withLock { s in
+                if s.closed { return .dropped }
+                let full = s.count > 0 && s.count + batch.count > capacity
+                if full && policy == .block && !waitedForSpace {
+                    s.nextID += 1
+                    return .wait(s.nextID)
+                }
+                // Space, or drop_oldest, or a cancelled wait: enqueue (cancellation never loses a batch).
+                s.batches.append(batch)
+                s.count += batch.count
+                s.enqueuedSeq += 1
+                if policy == .dropOldest { dropOverflow(&s) }
+                var freed: [CheckedContinuation<Void, Never>] = []
+                if let c = s.consumer {
+                    s.consumer = nil
+                    let all = s.takeAll()
+                    freed = s.spaceWaiters.map(\.continuation)
+                    s.spaceWaiters.removeAll()
+                    c.continuation.resume(returning: .positions(all))
+                }
+                return .enqueued(s.enqueuedSeq, freed)
+            }
+            switch step {
+            case .dropped:
+                stats.addDropped(batch.count)
+                stats.count("dropped.closed", by: batch.count)
+                return
+            case .enqueued(let seq, let freed):
+                for w in freed { w.resume() }
+                if durable { await waitForAcknowledgement(seq) }
+                return
+            case .wait(let id):
+                await withTaskCancellationHandler {
+                    await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                        let resumeNow = state.withLock { s -> Bool in
+                            if s.closed || Task.isCancelled || s.count + batch.count <= capacity { return true }
+                            s.spaceWaiters.append(Waiter(id: id, continuation: c))
+                            return false
+                        }
+                        if resumeNow { c.resume() }
+                    }
+                } onCancel: {
+                    resumeWaiter(id)
+                }
+                // After one wait the batch goes in even if still full: a cancelled sender must not lose it,
+                // and the buffer overshoots by at most one batch per sender.
+                waitedForSpace = Task.isCancelled
+            }
+        }
+    }
+
+    /// Adds a batch without waiting for space or acknowledgement (shutdown flushes of held positions).
+    public func enqueueWithoutWaiting(_ batch: [Position]) {
+        guard !batch.isEmpty else { return }
+        stats.addReceived(batch.count)
+        let (consumer, all): (CheckedContinuation<SinkEvent, Never>?, [Position]) = state.withLock { s in
+            guard !s.closed else { return (nil, []) }
+            s.batches.append(batch)
+            s.count += batch.count
+            s.enqueuedSeq += 1
+            if policy == .dropOldest { dropOverflow(&s) }
+            guard let c = s.consumer else { return (nil, []) }
+            s.consumer = nil
+            return (c.continuation, s.takeAll())
+        }
+        consumer?.resume(returning: .positions(all))
+    }
+
+    private func dropOverflow(_ s: inout State) {
+        var dropped = 0
+        while s.count > capacity, s.head < s.batches.count {
+            let excess = s.count - capacity
+            let first = s.batches[s.head].count
+            if first <= excess {
+                s.count -= first
+                dropped += first
+                s.batches[s.head] = []
+                s.head += 1
+            } else {
+                s.batches[s.head].removeFirst(excess)
+                s.count -= excess
+                dropped += excess
+            }
+        }
+        if dropped > 0 {
+            stats.addDropped(dropped)
+            stats.count("dropped.buffer_full", by: dropped)
+        }
+    }
+
+    private func waitForAcknowledgement(_ seq: UInt64) async {
+        let id: UInt64 = state.withLock { s in s.nextID += 1; return s.nextID }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { s -> Bool in
+                    if s.closed || Task.isCancelled || s.acknowledgedSeq >= seq { return true }
+                    s.ackWaiters.append((seq, Waiter(id: id, continuation: c)))
+                    return false
+                }
+                if resumeNow { c.resume() }
+            }
+        } onCancel: {
+            resumeWaiter(id)
+        }
+    }
+
+    private func resumeWaiter(_ id: UInt64) {
+        let c: CheckedContinuation<Void, Never>? = state.withLock { s in
+            if let i = s.spaceWaiters.firstIndex(where: { $0.id == id }) { return s.spaceWaiters.remove(at: i).continuation }
+            if let i = s.ackWaiters.firstIndex(where: { $0.waiter.id == id }) { return s.ackWaiters.remove(at: i).waiter.continuation }
+            return nil
+        }
+        c?.resume()
+    }
+
+    /// Ends the stream: the sink drains what is buffered, then reads `.end`; later sends are dropped.
+    public func close() {
+        let (consumer, waiters): (CheckedContinuation<SinkEvent, Never>?, [CheckedContinuation<Void, Never>]) = state.withLock { s in
+            s.closed = true
+            var consumer: CheckedContinuation<SinkEvent, Never>?
+            if s.count == 0, let c = s.consumer {
+                consumer = c.continuation
+                s.consumer = nil
+            }
+            let waiters = s.spaceWaiters.map(\.continuation) + s.ackWaiters.map(\.waiter.continuation)
+            s.spaceWaiters.removeAll()
+            s.ackWaiters.removeAll()
+            return (consumer, waiters)
+        }
+        consumer?.resume(returning: .end)
+        for w in waiters { w.resume() }
+    }
+
+    // MARK: - Consumer side
+
+    public func next(timeout: Duration?) async -> SinkEvent {
+        if let ready = takeIfReady() { return ready }
+        guard let timeout else {
+            let event = await waitForData()
+            if case .timeout = event { return .end }  // only a cancelled wait ends this way
+            return event
+        }
+        return await withTaskGroup(of: SinkEvent?.self) { group in
+            group.addTask { await self.waitForData() }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return nil
+            }
+            var result: SinkEvent = .timeout
+            var first = true
+            for await r in group {
+                if first { group.cancelAll(); first = false }
+                if let r, case .positions = r { result = r } else if let r, case .end = r, case .timeout = result { result = r }
+            }
+            return result
+        }
+    }
+
+    public func acknowledge() {
+        let waiters: [CheckedContinuation<Void, Never>] = state.withLock { s in
+            s.acknowledgedSeq = s.deliveredSeq
+            let ready = s.ackWaiters.filter { $0.seq <= s.acknowledgedSeq }
+            s.ackWaiters.removeAll { $0.seq <= s.acknowledgedSeq }
+            return ready.map(\.waiter.continuation)
+        }
+        for w in waiters { w.resume() }
+    }
+
+    private func takeIfReady() -> SinkEvent? {
+        let (event, waiters): (SinkEvent?, [CheckedContinuation<Void, Never>]) = state.withLock { s in
+            if s.count > 0 {
+                let all = s.takeAll()
+                let w = s.spaceWaiters.map(\.continuation)
+                s.spaceWaiters.removeAll()
+                return (.positions(all), w)
+            }
+            return (s.closed ? .end : nil, [])
+        }
+        for w in waiters { w.resume() }
+        return event
+    }
+
+    /// Waits for data or the end; a cancelled wait returns `.timeout`.
+    private func waitForData() async -> SinkEvent {
+        let id: UInt64 = state.withLock { s in s.nextID += 1; return s.nextID }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<SinkEvent, Never>) in
+                let (immediate, waiters): (SinkEvent?, [CheckedContinuation<Void, Never>]) = state.withLock { s in
+                    if s.count > 0 {
+                        let all = s.takeAll()
+                        let w = s.spaceWaiters.map(\.continuation)
+                        s.spaceWaiters.removeAll()
+                        return (.positions(all), w)
+                    }
+                    if s.closed { return (.end, []) }
+                    if Task.isCancelled { return (.timeout, []) }
+                    s.consumer = (id, c)
+                    return (nil, [])
+                }
+                for w in waiters { w.resume() }
+                if let immediate { c.resume(returning: immediate) }
+            }
+        } onCancel: {
+            let c: CheckedContinuation<SinkEvent, Never>? = state.withLock { s in
+                guard let consumer = s.consumer, consumer.id == id else { return nil }
+                s.consumer = nil
+                return consumer.continuation
+            }
+            c?.resume(returning: .timeout)
+        }
+    }
+}
