@@ -19,6 +19,8 @@ struct EpochAssembler: Sendable {
         var hasContent = false
         var position = Position()
         var mode: FixMode?
+        /// A GGA or GNS in this epoch carried an altitude.
+        var altitudeFix = false
     }
 
     private let options: NMEAOptions
@@ -110,6 +112,7 @@ struct EpochAssembler: Sendable {
                     if let alt = s.altitude {
                         p.altitude = alt
                         epoch.mode = .threeD
+                        epoch.altitudeFix = true
                     } else if currentMode != .twoD {
                         epoch.mode = .twoD
                     }
@@ -142,7 +145,10 @@ struct EpochAssembler: Sendable {
                 epoch.mode = .noFix
             }
         case .gsa(let s):
-            if let m = s.mode, let mode = FixMode(rawValue: m) { epoch.mode = mode }
+            if let m = s.mode, let mode = FixMode(rawValue: m) {
+                // gpsd keeps the 3D fix a GGA with altitude gave this epoch when GSA says 2D.
+                if !(mode == .twoD && epoch.altitudeFix) { epoch.mode = mode }
+            }
             if let v = s.pdop { p.pdop = v }
             if let v = s.hdop { p.hdop = v }
             if let v = s.vdop { p.vdop = v }

@@ -22,6 +22,8 @@ struct Comparison {
     var mismatches: [Int64: String] = [:]
     /// Our timed epochs that gpsd did not report.
     var extra: [Int64] = []
+    /// Modes of the extra epochs.
+    var extraModes: [FixMode] = []
 }
 
 enum GpsdChk {
@@ -83,6 +85,7 @@ enum GpsdChk {
             }
         }
         result.extra = byTime.keys.filter { !used.contains($0) }.sorted()
+        result.extraModes = result.extra.compactMap { byTime[$0]?.mode }
         return result
     }
 
@@ -104,6 +107,7 @@ enum GpsdChk {
             report += "\n  \(Timestamp(milliseconds: t)) \(why)"
         }
         for t in r.extra.prefix(4) { report += "\n  extra \(Timestamp(milliseconds: t))" }
+        report += "\n  extra modes \(r.extraModes.map(\.rawValue))"
         print(report)
         #expect(r.mismatches.isEmpty, "\(report)")
     }
