@@ -25,6 +25,7 @@ let package = Package(
         plugin("FileOutput", dependencies: ["GatewayCore"]),
         plugin("ConsoleOutput", dependencies: ["GatewayCore"]),
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore"], swiftSettings: settings),
+        .testTarget(name: "NMEATests", dependencies: ["NMEA", "GatewayCore"], resources: [.copy("Fixtures")], swiftSettings: settings),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,56 @@
+/// Counters of what an ``NMEADecoder`` saw, for logs and metrics.
+public struct NMEAStatistics: Sendable, Equatable, CustomStringConvertible {
+    /// Input bytes consumed.
+    public var bytes = 0
+    /// Sentences that passed every check and were used.
+    public var accepted = 0
+    /// Checksum present but wrong or malformed.
+    public var badChecksum = 0
+    /// No `*HH` checksum while ``NMEAOptions/requireChecksum`` is on.
+    public var missingChecksum = 0
+    /// A non-printable or reserved byte inside the body.
+    public var invalidCharacter = 0
+    /// Lines longer than ``NMEAOptions/maxSentenceLength``.
+    public var tooLong = 0
+    /// Sentences cut off by the start of another one.
+    public var truncated = 0
+    /// Known sentences with a field that does not parse.
+    public var badField = 0
+    /// Bytes outside any sentence or comment (binary noise, NULs, garbage lines).
+    public var noiseBytes = 0
+    /// Well-formed sentences of a type this decoder does not use.
+    public var unknown = 0
+    /// Well-formed proprietary `$P…` sentences.
+    public var proprietary = 0
+    /// AIS `!…` sentences, framed and ignored.
+    public var ais = 0
+    /// `#` comment lines.
+    public var comments = 0
+    /// Positions emitted (one per receiver epoch).
+    public var epochs = 0
+
+    /// Creates zeroed counters.
+    public init() {}
+
+    /// Sentences rejected for any reason (noise bytes are not sentences and are not included).
+    public var rejected: Int {
+        badChecksum + missingChecksum + invalidCharacter + tooLong + truncated + badField
+    }
+
+    /// One compact line for logs, such as `bytes=1200 accepted=20 rejected=1 (checksum=1) epochs=5`.
+    public var description: String {
+        var s = "bytes=\(bytes) accepted=\(accepted) rejected=\(rejected)"
+        let reasons: [(String, Int)] = [
+            ("checksum", badChecksum), ("missing_checksum", missingChecksum),
+            ("invalid_char", invalidCharacter), ("too_long", tooLong),
+            ("truncated", truncated), ("bad_field", badField),
+        ]
+        let nonZero = reasons.filter { $0.1 != 0 }
+        if !nonZero.isEmpty {
+            s += " (" + nonZero.map { "\($0.0)=\($0.1)" }.joined(separator: " ") + ")"
+        }
+        s += " unknown=\(unknown) proprietary=\(proprietary) ais=\(ais) comments=\(comments)"
+        s += " noise_bytes=\(noiseBytes) epochs=\(epochs)"
+        return s
+    }
+}
