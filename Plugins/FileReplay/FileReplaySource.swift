@@ -79,12 +79,12 @@ public struct FileReplaySource: PositionSource {
             chunk.withUnsafeBytes { decoder.decode($0, into: &positions) }
             try await deliver(&positions, output: output, pacer: &pacer)
             progress.update(file.offset)
-            NMEAStatisticsReport.publish(decoder.statistics, to: context.stats)
+            decoder.statistics.publish(to: context.stats)
         }
         decoder.flush(into: &positions)
         try await deliver(&positions, output: output, pacer: &pacer)
         progress.finish()
-        NMEAStatisticsReport.publish(decoder.statistics, to: context.stats)
+        decoder.statistics.publish(to: context.stats)
         context.logger.info("\(configuration.path): \(decoder.statistics)")
     }
 

@@ -1,3 +1,5 @@
+import GatewayCore
+
 /// Counters of what an ``NMEADecoder`` saw, for logs and metrics.
 public struct NMEAStatistics: Sendable, Equatable, CustomStringConvertible {
     /// Input bytes consumed.
@@ -52,5 +54,20 @@ public struct NMEAStatistics: Sendable, Equatable, CustomStringConvertible {
         s += " unknown=\(unknown) proprietary=\(proprietary) ais=\(ais) comments=\(comments)"
         s += " noise_bytes=\(noiseBytes) epochs=\(epochs)"
         return s
+    }
+}
+
+extension NMEAStatistics {
+    /// Copies the counters into a component's stats (as `nmea.*` values), for the stats line.
+    public func publish(to stats: ComponentStats) {
+        stats.set("nmea.accepted", accepted)
+        stats.set("nmea.rejected", rejected)
+        for (name, value) in [
+            ("nmea.bad_checksum", badChecksum), ("nmea.missing_checksum", missingChecksum),
+            ("nmea.invalid_char", invalidCharacter), ("nmea.too_long", tooLong), ("nmea.truncated", truncated),
+            ("nmea.bad_field", badField), ("nmea.noise_bytes", noiseBytes), ("nmea.unknown", unknown),
+        ] where value > 0 {
+            stats.set(name, value)
+        }
     }
 }

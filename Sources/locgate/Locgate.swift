@@ -1,0 +1,195 @@
+import BuiltinPlugins
+import Dispatch
+import Foundation
+import GatewayCore
+import GatewayRuntime
+import Synchronization
+
+/// The `locgate` command line.
+@main
+enum Locgate {
+    static let version = "0.1.0"
+
+    static let usage = """
+    locgate \(version) — a plugin-based location gateway: GNSS sources → transforms → sinks.
+
+    Usage:
+      locgate run [CONFIG]        Run a pipeline. Without CONFIG, runs a demo: a bundled receiver
+                                  log replayed to stdout.
+      locgate validate CONFIG     Check a pipeline file; exit 0, or 2 listing every problem.
+      locgate plugins [TYPE]      List every plugin type with its options, defaults and a sample.
+      locgate version             Print the version.
+
+    Options:
+      --log-level LEVEL           trace, debug, info (default), warning, error.
+      -h, --help                  Show this help.
+      --version                   Print the version.
+
+    Exit status: 0 success, 1 runtime failure, 2 invalid configuration or usage.
+    Docs: Docs/Configuration.md, and `locgate plugins` for every option.
+    """
+
+    static func main() async {
+        var args = Array(CommandLine.arguments.dropFirst())
+        var logLevel: LogLevel?
+        if let i = args.firstIndex(where: { $0 == "--log-level" || $0.hasPrefix("--log-level=") }) {
+            let value: String?
+            if args[i].hasPrefix("--log-level=") {
+                value = String(args[i].dropFirst("--log-level=".count))
+                args.remove(at: i)
+            } else {
+                value = i + 1 < args.count ? args[i + 1] : nil
+                args.removeSubrange(i..<min(args.count, i + 2))
+            }
+            guard let v = value, let level = LogLevel(name: v) else {
+                fail("--log-level expects one of trace, debug, info, warning, error", code: 2)
+            }
+            logLevel = level
+        }
+        if args.contains("-h") || args.contains("--help") || args.first == "help" {
+            print(usage)
+            exit(0)
+        }
+        if args.contains("--version") { print("locgate \(version)"); exit(0) }
+        let command = args.first ?? "run"
+        let rest = Array(args.dropFirst())
+        switch command {
+        case "run":
+            guard rest.count <= 1 else { fail("usage: locgate run [CONFIG]", code: 2) }
+            await run(configPath: rest.first, logLevel: logLevel)
+        case "validate":
+            guard rest.count == 1 else { fail("usage: locgate validate CONFIG", code: 2) }
+            validate(rest[0])
+        case "plugins":
+            listPlugins(filter: rest.first)
+        case "version":
+            print("locgate \(version)")
+        default:
+            fail("unknown command \"\(command)\"\n\n\(usage)", code: 2)
+        }
+    }
+
+    static func fail(_ message: String, code: Int32) -> Never {
+        FileHandle.standardError.write(Data("locgate: \(message)\n".utf8))
+        exit(code)
+    }
+
+    // MARK: - Configuration
+
+    static func load(_ path: String) -> PipelineConfiguration {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            let reason = FileManager.default.fileExists(atPath: path) ? "cannot read it" : "no such file"
+            fail("\(path): \(reason)", code: 2)
+        }
+        let base = (path as NSString).deletingLastPathComponent
+        do {
+            return try PipelineConfiguration.load(json: [UInt8](data), registry: BuiltinPlugins.registry,
+                                                  environment: ProcessInfo.processInfo.environment,
+                                                  baseDirectory: base.isEmpty ? "." : base)
+        } catch {
+            fail("\(path): \(error)", code: 2)
+        }
+    }
+
+    static func validate(_ path: String) {
+        let config = load(path)
+        print("\(path): valid — \(config.sources.count) source(s), \(config.transforms.count) transform(s), \(config.sinks.count) sink(s)")
+    }
+
+    // MARK: - Run
+
+    static func run(configPath: String?, logLevel: LogLevel?) async {
+        var demoFile: String?
+        let config: PipelineConfiguration
+        if let configPath {
+            config = load(configPath)
+        } else {
+            let path = NSTemporaryDirectory() + "locgate-demo-\(getpid()).nmea"
+            guard FileManager.default.createFile(atPath: path, contents: Data(DemoLog.text.utf8)) else {
+                fail("cannot write the demo log to \(path)", code: 1)
+            }
+            demoFile = path
+            let json = """
+            {
+              "settings": { "stats_interval": false },
+              "sources": { "demo": { "type": "file", "path": "\(path)", "rate": "5x", "device": "ericsson-gru04" } },
+              "sinks": { "console": { "type": "stdout", "inputs": ["demo"], "format": "text" } }
+            }
+            """
+            do {
+                config = try PipelineConfiguration.load(json: Array(json.utf8), registry: BuiltinPlugins.registry)
+            } catch {
+                fail("the demo pipeline is invalid: \(error)", code: 1)
+            }
+            FileHandle.standardError.write(Data("""
+            locgate demo: replaying \(DemoLog.name) (a real receiver log) at 5x to stdout.
+            Write a pipeline file (see Docs/examples/) and run `locgate run CONFIG` for your own.
+
+            """.utf8))
+        }
+        defer { if let demoFile { unlink(demoFile) } }
+        let level = logLevel ?? config.settings.logLevel ?? .info
+        let handler = StderrLogHandler(minimumLevel: demoFile != nil && logLevel == nil ? .warning : level)
+        let pipeline: Pipeline
+        do {
+            pipeline = try Pipeline(configuration: config, logHandler: handler)
+        } catch {
+            Logger(label: "locgate", handler: handler).error("\(error)")
+            if let demoFile { unlink(demoFile) }
+            exit(1)
+        }
+        let signalSources = SignalHandling.install(pipeline: pipeline, logger: Logger(label: "locgate", handler: handler))
+        let code = await pipeline.run()
+        signalSources.forEach { $0.cancel() }
+        if let demoFile { unlink(demoFile) }
+        exit(code)
+    }
+
+    // MARK: - Plugins
+
+    static func listPlugins(filter: String?) {
+        var out = ""
+        let plugins = BuiltinPlugins.registry.all.filter { filter == nil || $0.info.type == filter }
+        if plugins.isEmpty { fail("no plugin of type \"\(filter ?? "")\"", code: 2) }
+        for p in plugins {
+            let i = p.info
+            out += "\(i.kind.rawValue) \(i.type) — \(i.summary)\n"
+            for o in i.options {
+                let def = o.required ? "required" : "default \(o.defaultValue ?? "none")"
+                out += "    \(o.name) (\(o.type); \(def)): \(o.summary)\n"
+            }
+            out += "  sample: \(i.sample)\n\n"
+        }
+        print(out, terminator: "")
+    }
+}
+
+/// SIGINT/SIGTERM: the first asks the pipeline to stop gracefully, a second exits at once.
+enum SignalHandling {
+    /// Installs the handlers; the returned sources must stay alive while the pipeline runs.
+    static func install(pipeline: Pipeline, logger: Logger) -> [any DispatchSourceSignal] {
+        signal(SIGPIPE, SIG_IGN)
+        let count = SignalCounter()
+        var sources: [any DispatchSourceSignal] = []
+        for (sig, name) in [(SIGINT, "SIGINT"), (SIGTERM, "SIGTERM")] {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler {
+                if count.increment() > 1 {
+                    logger.warning("second signal: exiting now")
+                    exit(130)
+                }
+                logger.info("\(name): stopping (send again to exit at once)")
+                pipeline.shutdown(reason: name)
+            }
+            source.resume()
+            sources.append(source)
+        }
+        return sources
+    }
+}
+
+final class SignalCounter: Sendable {
+    private let value = Mutex(0)
+    func increment() -> Int { value.withLock { $0 += 1; return $0 } }
+}
