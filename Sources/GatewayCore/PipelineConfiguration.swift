@@ -17,6 +17,17 @@ public struct PipelineConfiguration: Sendable {
         /// Sinks only: the buffer in front of the sink.
         public var buffer: BufferSettings
         public var prepared: PreparedComponent
+        public init(id: String, kind: ComponentKind, type: String, inputs: [String] = [], description: String? = nil,
+                    buffer: BufferSettings = BufferSettings(), prepared: PreparedComponent) {
+            self.id = id
+            self.kind = kind
+            self.type = type
+            self.inputs = inputs
+            self.description = description
+            self.buffer = buffer
+            self.prepared = prepared
+        }
+
         /// JSON path of the component, e.g. `sinks.upload`.
         public var path: String { "\(kind.section).\(id)" }
     }
@@ -47,12 +58,25 @@ public struct PipelineConfiguration: Sendable {
         public var statsInterval: Duration? = .seconds(60)
         /// Log level from the file; `--log-level` wins over it.
         public var logLevel: LogLevel?
+
+        public init(shutdownTimeout: Duration = .seconds(10), statsInterval: Duration? = .seconds(60), logLevel: LogLevel? = nil) {
+            self.shutdownTimeout = shutdownTimeout
+            self.statsInterval = statsInterval
+            self.logLevel = logLevel
+        }
     }
 
     public var sources: [Component] = []
     public var transforms: [Component] = []
     public var sinks: [Component] = []
     public var settings = Settings()
+
+    public init(sources: [Component] = [], transforms: [Component] = [], sinks: [Component] = [], settings: Settings = Settings()) {
+        self.sources = sources
+        self.transforms = transforms
+        self.sinks = sinks
+        self.settings = settings
+    }
 
     /// Every component, sources first.
     public var components: [Component] { sources + transforms + sinks }
@@ -129,7 +153,7 @@ public struct PipelineConfiguration: Sendable {
         reader.finish()
         if config.sources.isEmpty && !top.keys.contains("sources") { diagnostics.report("sources", "a pipeline needs at least one source") }
         if config.sinks.isEmpty && !top.keys.contains("sinks") { diagnostics.report("sinks", "a pipeline needs at least one sink") }
-        checkGraph(config, diagnostics: diagnostics)
+        checkGraph(config, declared: Set(seen.keys), diagnostics: diagnostics)
         return config
     }
 
@@ -173,11 +197,13 @@ public struct PipelineConfiguration: Sendable {
     }
 
     /// Inputs that name nothing or a sink, cycles among transforms, and two components claiming one resource.
-    private static func checkGraph(_ config: PipelineConfiguration, diagnostics: ConfigurationDiagnostics) {
+    private static func checkGraph(_ config: PipelineConfiguration, declared: Set<String>, diagnostics: ConfigurationDiagnostics) {
         let byID = Dictionary(config.components.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         for c in config.transforms + config.sinks {
             for (i, input) in c.inputs.enumerated() {
                 guard let target = byID[input] else {
+                    // A component that exists but failed to load already has its own problem.
+                    if declared.contains(input) { continue }
                     diagnostics.report("\(c.path).inputs[\(i)]", "\"\(input)\" names no source or transform")
                     continue
                 }

@@ -94,6 +94,12 @@ public struct PreparedComponent: Sendable {
     /// For sinks: upstream waits for the sink's acknowledgement.
     public let durable: Bool
     public let build: @Sendable (ComponentContext) throws -> BuiltComponent
+
+    public init(claims: [String] = [], durable: Bool = false, build: @escaping @Sendable (ComponentContext) throws -> BuiltComponent) {
+        self.claims = claims
+        self.durable = durable
+        self.build = build
+    }
 }
 
 /// A registered plugin, type-erased.

@@ -171,20 +171,22 @@ public final class Pipeline: Sendable {
     public func run() async -> Int32 {
         logger.info("starting: \(sources.count) source(s), \(transforms.count) transform(s), \(sinks.count) sink(s)")
         let sinksClosed = ShutdownTrigger()
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.runSinks(closed: sinksClosed) }
-            group.addTask { await self.reportStatsPeriodically() }
+        enum Part: Sendable { case sinks, sources, stats }
+        await withTaskGroup(of: Part.self) { group in
+            group.addTask { await self.runSinks(closed: sinksClosed); return .sinks }
+            group.addTask { await self.reportStatsPeriodically(); return .stats }
             group.addTask {
                 await self.runSources()
                 self.finishTransforms()
                 for s in self.sinks { s.buffer.close() }
                 sinksClosed.fire(reason: "sources ended")
+                return .sources
             }
-            // Sinks and sources end on their own; the stats reporter is cancelled once they have.
-            var finished = 0
-            while await group.next() != nil {
-                finished += 1
-                if finished == 2 { group.cancelAll() }
+            // Sinks and sources end on their own; the stats reporter is cancelled once both have.
+            var remaining: Set<Part> = [.sinks, .sources]
+            while let part = await group.next() {
+                remaining.remove(part)
+                if remaining.isEmpty { group.cancelAll() }
             }
         }
         logStats()

@@ -1,0 +1,40 @@
+# locgate — build, run, test and benchmark on Debian 12 with the Swift toolchain.
+# `make run` and `make test` install what they need first (apt, as root or through sudo).
+
+APT_PACKAGES := libserialport-dev libsqlite3-dev libproj-dev proj-bin proj-data zlib1g-dev \
+                gpsd gpsd-clients socat python3 procps
+SWIFT_FLAGS ?=
+CONFIG ?=
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: deps build release run test bench clean
+
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	@# gpsd's package enables a system service on a socket; the tests run their own gpsd through gpsfake.
+	@command -v systemctl >/dev/null 2>&1 && $(SUDO) systemctl disable --now gpsd.socket gpsd.service >/dev/null 2>&1 || true
+
+build: deps
+	swift build $(SWIFT_FLAGS)
+
+release: deps
+	swift build -c release --product locgate
+
+run: build
+	.build/debug/locgate run $(CONFIG)
+
+test: build
+	swift test --disable-xctest $(SWIFT_FLAGS)
+
+bench: deps
+	bash Benchmarks/nmea_replay.sh
+
+clean:
+	rm -rf .build
