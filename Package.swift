@@ -22,6 +22,7 @@ let package = Package(
         .target(name: "NMEA", dependencies: ["GatewayCore"], swiftSettings: settings),
         .target(name: "Geodesy", swiftSettings: settings),
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore"], swiftSettings: settings),
+        .testTarget(name: "GeodesyTests", dependencies: ["Geodesy"], resources: [.copy("Fixtures")], swiftSettings: settings),
     ],
     swiftLanguageModes: [.v6]
 )
