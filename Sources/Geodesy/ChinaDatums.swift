@@ -6,11 +6,14 @@ import Foundation
 /// on the Krasovsky ellipsoid (a = 6378245.0, ee = 0.00669342162296594323) from
 /// (lon − 105, lat − 35); BD-09 rotates and scales GCJ-02 (x_pi = π·3000/180, +0.0065/+0.006).
 ///
-/// The inverses are exact: they start from the usual one-step approximation (off by up to
-/// 4.9 m for GCJ-02 and 0.22 m for BD-09 in China) and iterate the forward formula as a fixed point
-/// until the residual is below 1e-11° (about 1 µm). The forward maps differ from a shift by
-/// a Jacobian within ~1 % of identity, so each iteration gains two digits; two to four
-/// iterations suffice everywhere in China. All functions are allocation-free.
+/// The inverses are exact: they iterate the forward formula as a fixed point,
+/// `x ← x − (forward(x) − target)`. The first GCJ-02 step is the usual one-step inverse
+/// (off by up to 4.9 m in China); BD-09 starts from its one-step inverse (off by up to
+/// 0.22 m). The forward maps differ from a shift by a Jacobian within ~1 % of identity, so
+/// each correction shrinks the error about a hundredfold: stopping once the residual is
+/// below 1e-8° (after applying that last correction) leaves about 1e-10°: round trips over
+/// China close within 11 µm (GCJ-02) and 21 µm (BD-09), measured by the tests. GCJ-02 takes
+/// three or four forward evaluations, BD-09 two more. All functions are allocation-free.
 ///
 /// Outside ``ChinaBounds`` the GCJ-02 shift is the identity. BD-09 ↔ GCJ-02 always applies
 /// (as in every public library). An inverse decides by its *input*: a GCJ-02 point outside
@@ -51,7 +54,8 @@ public enum ChinaDatums {
     /// GCJ-02 → WGS84, exact to < 1 µm by fixed-point iteration (identity outside `bounds`).
     public static func gcj02ToWGS84(_ point: GeoPoint, bounds: ChinaBounds = .box) -> GeoPoint {
         guard bounds.applies(latitude: point.latitude, longitude: point.longitude) else { return point }
-        var w = gcjApproximateInverse(point)
+        // Starting at the target makes the first step exactly the one-step inverse.
+        var w = point
         for _ in 0..<maxIterations {
             let f = gcjForward(w)
             let dLat = f.latitude - point.latitude
@@ -102,8 +106,8 @@ public enum ChinaDatums {
     static let krasovskyA = 6378245.0
     static let krasovskyEE = 0.00669342162296594323
     static let xPi = Double.pi * 3000.0 / 180.0
-    /// Residual in degrees at which iteration stops (~1 µm on the ground).
-    static let tolerance = 1e-11
+    /// Residual in degrees (1 mm) below which the correction just applied is the last; see the type's comment.
+    static let tolerance = 1e-8
     /// Convergence takes 2–4 iterations in China; the cap only bounds odd input (NaN, poles).
     static let maxIterations = 10
 
@@ -114,7 +118,7 @@ public enum ChinaDatums {
         return GeoPoint(latitude: point.latitude + d.latitude, longitude: point.longitude + d.longitude)
     }
 
-    /// The one-step inverse most libraries ship (error up to ~5 m); the iteration's start.
+    /// The one-step inverse most libraries ship (error up to 4.9 m in China); used by tests.
     @inline(__always)
     static func gcjApproximateInverse(_ point: GeoPoint) -> GeoPoint {
         let d = gcjDelta(latitude: point.latitude, longitude: point.longitude)

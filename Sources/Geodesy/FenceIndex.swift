@@ -31,8 +31,13 @@ public struct FenceIndex: Sendable {
 
     private let ids: [Int]
     private let rects: [Rect]
-    /// `levels[0]` holds the entries in packing order; `levels[k]`'s children are ranges of `levels[k - 1]`.
-    private let levels: [[Node]]
+    /// Every level in one array, leaves (the entries, `count` 0) first and the top level last;
+    /// a node's `start` is the absolute index of its first child, so a query walks one buffer.
+    private let nodes: [Node]
+    /// Index range of the top level in ``nodes``.
+    private let top: Range<Int>
+    /// Depth-first stack size that cannot overflow: a full node's children per level, plus the top level.
+    private let stackCapacity: Int
 
     /// Number of indexed entries.
     public var count: Int { ids.count }
@@ -52,7 +57,23 @@ public struct FenceIndex: Sendable {
             if ordered.count <= 1 { break }
         }
         if !level.isEmpty { levels.append(level) }
-        self.levels = levels
+        // Concatenate levels, turning child offsets (relative to the level below) into absolute indices.
+        var nodes = [Node]()
+        nodes.reserveCapacity(levels.reduce(0) { $0 + $1.count })
+        var belowBase = 0
+        var top = 0..<0
+        for (depth, levelNodes) in levels.enumerated() {
+            let base = nodes.count
+            for var node in levelNodes {
+                if depth > 0 { node.start += Int32(belowBase) }
+                nodes.append(node)
+            }
+            belowBase = base
+            top = base..<nodes.count
+        }
+        self.nodes = nodes
+        self.top = top
+        stackCapacity = Self.capacity * (levels.count + 1)
     }
 
     /// Convenience: builds the index from shapes, using each shape's offset in the array as its id.
@@ -92,6 +113,7 @@ public struct FenceIndex: Sendable {
     /// Calls `body` with the id of every entry whose box contains the point (edges included).
     public func forEachCandidate(containing point: GeoPoint, _ body: (Int) throws -> Void) rethrows {
         let x = normalizeLongitude(point.longitude), y = point.latitude
+        let ids = self.ids, rects = self.rects
         // Stored boxes start in -180..<180 and end before 540: x and x + 360 are the only copies.
         try search(Rect(minX: x, maxX: x, minY: y, maxY: y)) { entry in
             try body(ids[entry])
@@ -107,6 +129,7 @@ public struct FenceIndex: Sendable {
     /// Calls `body` with the id of every entry whose box intersects `box` (edges included).
     public func forEachCandidate(intersecting box: GeoBox, _ body: (Int) throws -> Void) rethrows {
         let q = Rect(minX: box.minLongitude, maxX: box.maxLongitude, minY: box.minLatitude, maxY: box.maxLatitude)
+        let ids = self.ids, rects = self.rects
         // Copies at -360, 0, +360 cover every overlap on the circle; report each entry at its first copy.
         var shift = -360.0
         while shift <= 360 {
@@ -138,26 +161,36 @@ public struct FenceIndex: Sendable {
         return result
     }
 
-    /// Depth-first search from the root; `body` gets entry indices whose rect meets `q`.
+    /// Depth-first search from the top level; `body` gets entry indices whose rect meets `q`.
+    ///
+    /// Iterative with a stack on the call frame (`withUnsafeTemporaryAllocation`): recursion
+    /// through a closure made Swift copy the index's arrays at every node.
     @inline(__always)
     private func search(_ q: Rect, _ body: (Int) throws -> Void) rethrows {
-        guard let top = levels.last else { return }
-        for node in top {
-            try visit(node, level: levels.count - 1, q, body)
-        }
-    }
-
-    private func visit(_ node: Node, level: Int, _ q: Rect, _ body: (Int) throws -> Void) rethrows {
-        let r = node.rect
-        guard r.minX <= q.maxX && r.maxX >= q.minX && r.minY <= q.maxY && r.maxY >= q.minY else { return }
-        if level == 0 {
-            try body(Int(node.start))
-            return
-        }
-        let children = levels[level - 1]
-        let start = Int(node.start)
-        for i in start..<(start + Int(node.count)) {
-            try visit(children[i], level: level - 1, q, body)
+        let top = self.top
+        try nodes.withUnsafeBufferPointer { nodes in
+            try withUnsafeTemporaryAllocation(of: Int32.self, capacity: stackCapacity) { stack in
+                var depth = 0
+                for i in top {
+                    stack[depth] = Int32(i)
+                    depth += 1
+                }
+                while depth > 0 {
+                    depth -= 1
+                    let node = nodes[Int(stack[depth])]
+                    let r = node.rect
+                    guard r.minX <= q.maxX && r.maxX >= q.minX && r.minY <= q.maxY && r.maxY >= q.minY else { continue }
+                    if node.count == 0 {
+                        try body(Int(node.start))
+                        continue
+                    }
+                    let start = Int(node.start)
+                    for i in start..<(start + Int(node.count)) {
+                        stack[depth] = Int32(i)
+                        depth += 1
+                    }
+                }
+            }
         }
     }
 }
