@@ -193,6 +193,15 @@ func degreesToRing(_ ring: [GeoPoint], _ p: GeoPoint) -> Double {
                                          to: GeoPoint(latitude: corner.latitude - 0.001, longitude: corner.longitude + 0.001)))
     }
 
+    @Test func segmentsAndHoles() throws {
+        let fence = FenceShape.polygon(try polygon(PointInPolygonTests.squareWithHole))
+        // Wholly inside the fence, wholly inside the hole, and from the hole out across the fence.
+        #expect(fence.segmentIntersects(from: GeoPoint(latitude: 1, longitude: 1), to: GeoPoint(latitude: 2, longitude: 2)))
+        #expect(!fence.segmentIntersects(from: GeoPoint(latitude: 4.5, longitude: 4.5), to: GeoPoint(latitude: 5.5, longitude: 5.5)))
+        #expect(fence.segmentIntersects(from: GeoPoint(latitude: 5, longitude: 5), to: GeoPoint(latitude: 5, longitude: 20)))
+        #expect(!fence.segmentIntersects(from: GeoPoint(latitude: 11, longitude: -1), to: GeoPoint(latitude: 11, longitude: 20)))
+    }
+
     @Test func segmentsCrossFencesOnTheAntimeridian() throws {
         let fence = FenceShape.polygon(try polygon([[[179.9, -0.1], [-179.9, -0.1], [-179.9, 0.1], [179.9, 0.1]]]))
         #expect(fence.segmentIntersects(from: GeoPoint(latitude: 0, longitude: 179.5), to: GeoPoint(latitude: 0, longitude: -179.5)))
