@@ -141,7 +141,7 @@ import Testing
             check("gcj→bd", ChinaDatums.gcj02ToBD09(point(c.GCJ02)), c.BD09, limit: 0.02)
             check("bd→gcj", ChinaDatums.bd09ToGCJ02(point(c.BD09)), c.GCJ02, limit: 0.02)
         }
-        print("gcoord cities, max error (m):", worst.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" })
+        report("gcoord cities, max error (m): \(worst.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" })")
     }
 
     @Test func roundTripsCloseUnderOneCentimetreOnADenseGridOverChina() {
@@ -167,7 +167,7 @@ import Testing
         #expect(maxGCJ < 0.01)
         #expect(maxBD < 0.01)
         #expect(maxOneStepBD < 0.25)
-        print("round trip over \(count) grid points: max WGS→GCJ→WGS \(maxGCJ) m, WGS→BD→WGS \(maxBD) m; one-step BD→GCJ max error \(maxOneStepBD) m")
+        report("round trip over \(count) grid points: max WGS→GCJ→WGS \(maxGCJ) m, WGS→BD→WGS \(maxBD) m; one-step BD→GCJ max error \(maxOneStepBD) m")
     }
 
     @Test func confirmsTheClaimsOfInverseAccuracyJSON() throws {
@@ -204,6 +204,6 @@ import Testing
         // Sub-millimetre numbers depend on rounding; the claim to check is "under 1 mm".
         #expect(stats(plus2).max < 0.001 && claims.approx_plus_2_iter.max_m < 0.001)
         #expect(stats(exact).max < 1e-4)
-        print("inverse accuracy: one-step \(stats(oneStep)) m, +1 iter \(stats(plus1)), +2 iter \(stats(plus2)), exact \(stats(exact))")
+        report("inverse accuracy: one-step \(stats(oneStep)) m, +1 iter \(stats(plus1)), +2 iter \(stats(plus2)), exact \(stats(exact))")
     }
 }

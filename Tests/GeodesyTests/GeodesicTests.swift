@@ -84,7 +84,7 @@ import Testing
         }
         #expect(worstDistance < 1e-3)
         #expect(worstBearing < 1e-6)
-        print("destination/inverse round trip: max distance error \(worstDistance) m, bearing \(worstBearing)°")
+        report("destination/inverse round trip: max distance error \(worstDistance) m, bearing \(worstBearing)°")
     }
 
     @Test func haversineIsWithinSixTenthsOfAPercentOfTheEllipsoid() {

@@ -1,5 +1,6 @@
 import Foundation
 import Geodesy
+import Testing
 
 /// Loads the JSON fixtures copied from /work/shared/data/coords (see Fixtures/coords).
 enum Fixtures {
@@ -89,4 +90,10 @@ struct SeededGenerator: RandomNumberGenerator {
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
     }
+}
+
+/// Records a measured number (accuracy maxima) with the test, without printing: the text is
+/// attached to the test and saved when `swift test --attachments-path DIR` is given.
+func report(_ text: String, sourceLocation: SourceLocation = #_sourceLocation) {
+    Attachment.record(text, named: "measured.txt", sourceLocation: sourceLocation)
 }
