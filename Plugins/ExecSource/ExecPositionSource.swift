@@ -101,6 +101,8 @@ public struct ExecPositionSource: PositionSource {
                 var p = try PositionJSON.decode(value, source: context.id) { p in
                     p.time.map { "\(context.id)-\($0.milliseconds)" } ?? "\(context.id)-r\(run)-l\(lineNumber)"
                 }
+                // This component produced it, whatever the program wrote.
+                p.source = context.id
                 if let d = configuration.device { p.device = d }
                 positions.append(p)
             } catch {

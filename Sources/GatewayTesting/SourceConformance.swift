@@ -120,8 +120,11 @@ public enum SourceConformance {
     /// Runs the source against a peer the test controls: waits for a first position, calls
     /// `peerDown` (the server goes away), then `peerUp` (it comes back, and sends positions),
     /// and requires positions to arrive again, which means the source reconnected by itself.
+    ///
+    /// After `peerDown` the check waits `settle` (longer than the source's idle flush) so positions
+    /// still held from the old connection do not count as a reconnect.
     public static func checkReconnects(
-        within bound: Duration = .seconds(30),
+        within bound: Duration = .seconds(30), settle: Duration = .seconds(2),
         peerDown: @Sendable () async throws -> Void,
         peerUp: @Sendable () async throws -> Void,
         make: (ComponentContext) throws -> any PositionSource
@@ -134,6 +137,7 @@ public enum SourceConformance {
             throw Failure(check: "reconnect", details: "no position arrived before the peer went down")
         }
         try await peerDown()
+        try? await Task.sleep(for: settle)
         let before = collector.count
         try await peerUp()
         let rejoined = await Poll.until(timeout: bound) { collector.count > before || running.ended != nil }
