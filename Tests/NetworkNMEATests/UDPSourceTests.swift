@@ -5,13 +5,7 @@ import Testing
 
 @Suite struct UDPSourceTests {
     func configure(_ json: String) throws -> UDPNMEAConfiguration {
-        let o = try #require(try JSONValue.parse(string: json).objectValue)
-        let d = ConfigurationDiagnostics()
-        var reader = OptionReader(object: o, path: "sources.rx", diagnostics: d)
-        let c = UDPNMEAPlugin.configure(&reader)
-        reader.finish()
-        #expect(d.problems.isEmpty)
-        return c
+        try PluginOptions.valid(UDPNMEAPlugin.self, json)
     }
 
     @Test func namesEachSenderAsItsOwnDevice() async throws {
@@ -68,6 +62,11 @@ import Testing
             }
         }, make: { ctx in try UDPNMEAPlugin.makeSource(c, context: ctx) })
         try await SourceConformance.checkCancellation(make: { ctx in try UDPNMEAPlugin.makeSource(c, context: ctx) })
+    }
+
+    @Test func reportsABadPortAndAnUnknownKeyWithTheirPaths() throws {
+        let (_, problems) = try PluginOptions.read(UDPNMEAPlugin.self, #"{ "type": "udp", "port": 70000, "bind_addr": "x" }"#)
+        #expect(problems.map(\.path) == ["sources.under_test.port", "sources.under_test.bind_addr"])
     }
 
     @Test func claimsItsPort() throws {
