@@ -1,7 +1,9 @@
 import ConsoleOutput
+import ExecSource
 import FileOutput
 import FileReplay
 import GatewayCore
+import NetworkNMEA
 
 /// The one list of built-in plugins. A plugin folder under `Plugins/` that is missing here fails
 /// `BuiltinPluginsTests`.
@@ -9,7 +11,10 @@ public enum BuiltinPlugins {
     public static let registry: PluginRegistry = {
         var r = PluginRegistry()
         // Sources
+        r.register(source: ExecSourcePlugin.self)
         r.register(source: FileReplayPlugin.self)
+        r.register(source: TCPNMEAPlugin.self)
+        r.register(source: UDPNMEAPlugin.self)
         // Transforms
         // Sinks
         r.register(sink: FileSinkPlugin.self)

@@ -1,0 +1,237 @@
+import GatewayCore
+import NMEA
+
+/// Runs a program and turns its standard output into positions; its standard error goes to
+/// the log at warning level. The program is restarted with backoff whenever it exits, and
+/// stopped (SIGTERM, then SIGKILL after `kill_timeout`) when the source is cancelled.
+public struct ExecPositionSource: PositionSource {
+    let configuration: ExecSourceConfiguration
+    let context: ComponentContext
+    /// Without output for this long, the pending NMEA epoch is emitted.
+    static let idleFlush: Duration = .seconds(1)
+    /// A run at least this long was healthy: the next restart starts the backoff afresh.
+    static let healthyRun: Int64 = 10_000
+    /// Longest stderr line logged; the rest is cut off.
+    static let maxLogLine = 1000
+
+    public init(configuration: ExecSourceConfiguration, context: ComponentContext) {
+        self.configuration = configuration
+        self.context = context
+    }
+
+    public func run(output: SourceOutput) async throws {
+        let wakeup = try Wakeup()
+        var backoff = Backoff(initial: configuration.restartInitial, cap: configuration.restartMax)
+        let name = configuration.command.first ?? "?"
+        var run = 0
+        var nmeaTotals = NMEAStatistics()
+        while true {
+            try Task.checkCancellation()
+            run += 1
+            let started = context.clock.now().milliseconds
+            do {
+                let child = try ChildProcess(argv: configuration.command, environment: configuration.environment, cwd: configuration.cwd)
+                context.stats.count("exec.starts")
+                context.logger.info("started \(name) (pid \(child.pid))")
+                let ending = await pump(child, run: run, wakeup: wakeup, output: output, nmeaTotals: &nmeaTotals)
+                switch ending {
+                case .cancelled:
+                    let (exit, forced) = await child.terminate(grace: configuration.killTimeout)
+                    context.logger.info("stopped \(name): \(exit)\(forced ? " (SIGKILL after \(DurationText.format(configuration.killTimeout)))" : "")")
+                    throw CancellationError()
+                case .stalled:
+                    let (exit, forced) = await child.terminate(grace: configuration.killTimeout)
+                    context.stats.count("exec.stalls")
+                    context.logger.warning("\(name) printed nothing for \(DurationText.format(configuration.stallTimeout ?? .zero)); stopped it (\(exit)\(forced ? ", SIGKILL" : ""))")
+                case .outputClosed:
+                    // Stdout closed: the program is exiting (or closed stdout and hangs: then it is stopped).
+                    let exit = await child.terminate(grace: configuration.killTimeout).exit
+                    context.stats.count("exec.exits")
+                    if case .exited(0) = exit { context.logger.info("\(name) \(exit)") } else { context.logger.warning("\(name) \(exit)") }
+                }
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                context.stats.count("exec.start_failures")
+                context.logger.error("\(error)")
+            }
+            if context.clock.now().milliseconds - started >= Self.healthyRun { backoff.reset() }
+            let delay = backoff.next()
+            context.logger.info("restarting \(name) in \(DurationText.format(delay))")
+            try await context.clock.sleep(for: delay)
+        }
+    }
+
+    private enum Ending { case outputClosed, stalled, cancelled }
+
+    /// Reads the child's stdout and stderr until stdout closes, it stalls, or the task is cancelled.
+    private func pump(_ child: ChildProcess, run: Int, wakeup: Wakeup, output: SourceOutput, nmeaTotals: inout NMEAStatistics) async -> Ending {
+        var nmea: NMEADecoder?
+        if configuration.format == .nmea {
+            var options = NMEAOptions()
+            options.requireChecksum = configuration.requireChecksum
+            options.source = context.id
+            options.device = configuration.device
+            options.idPrefix = "\(context.id)-"
+            nmea = NMEADecoder(options: options)
+        }
+        let base = nmeaTotals
+        defer {
+            if let s = nmea?.statistics {
+                nmeaTotals = base.adding(s)
+                nmeaTotals.publish(to: context.stats)
+            }
+        }
+        var lines = LineSplitter(maxLength: configuration.maxLineBytes)
+        var errLines = LineSplitter(maxLength: Self.maxLogLine)
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        var positions: [Position] = []
+        var lineNumber = 0
+        var stderrOpen = true
+        var lastOutput = context.clock.now().milliseconds
+        var pending = false
+
+        func handleLine(_ line: ArraySlice<UInt8>) {
+            lineNumber += 1
+            var slice = line
+            if slice.last == 13 { slice = slice.dropLast() }
+            guard slice.contains(where: { $0 != 32 && $0 != 9 }) else { return }
+            do {
+                let value = try slice.withUnsafeBytes { try JSONValue.parse($0) }
+                var p = try PositionJSON.decode(value, source: context.id) { p in
+                    p.time.map { "\(context.id)-\($0.milliseconds)" } ?? "\(context.id)-r\(run)-l\(lineNumber)"
+                }
+                // This component produced it, whatever the program wrote.
+                p.source = context.id
+                if let d = configuration.device { p.device = d }
+                positions.append(p)
+            } catch {
+                context.stats.count("exec.bad_lines")
+                let bad = context.stats.value("exec.bad_lines")
+                // The first few are worth a look; after that the counter tells the story.
+                if bad <= 5 { context.logger.warning("stdout line \(lineNumber) skipped: \(error)") }
+            }
+        }
+
+        while true {
+            var timeout = Self.idleFlush
+            if !pending, let stall = configuration.stallTimeout { timeout = stall }
+            else if !pending { timeout = .seconds(60) }
+            let ready = await wakeup.wait(stderrOpen ? [child.stdout, child.stderr] : [child.stdout], timeout: timeout)
+            if Task.isCancelled { return .cancelled }
+            let now = context.clock.now().milliseconds
+            if ready.isEmpty {
+                if pending, var d = nmea {
+                    d.flush(into: &positions)
+                    nmea = d
+                    await output.emit(positions)
+                    positions.removeAll(keepingCapacity: true)
+                }
+                pending = false
+                if let stall = configuration.stallTimeout, now - lastOutput >= stall.milliseconds { return .stalled }
+                continue
+            }
+            if stderrOpen && ready.contains(child.stderr) {
+                let n = child.read(child.stderr, into: &buffer)
+                if n == 0 {
+                    stderrOpen = false
+                    errLines.finish { logStderr($0) }
+                } else {
+                    errLines.feed(buffer[0..<n], onLine: { logStderr($0) }, onOverlong: {})
+                }
+            }
+            guard ready.contains(child.stdout) else { continue }
+            let n = child.read(child.stdout, into: &buffer)
+            if n == 0 {
+                if var d = nmea {
+                    d.flush(into: &positions)
+                    nmea = d
+                } else {
+                    lines.finish { handleLine($0) }
+                }
+                errLines.finish { logStderr($0) }
+                await output.emit(positions)
+                return .outputClosed
+            }
+            lastOutput = now
+            pending = true
+            if var d = nmea {
+                buffer.withUnsafeBytes { d.decode(UnsafeRawBufferPointer(rebasing: $0[0..<n]), into: &positions) }
+                nmea = d
+                base.adding(d.statistics).publish(to: context.stats)
+            } else {
+                lines.feed(buffer[0..<n], onLine: { handleLine($0) }, onOverlong: {
+                    context.stats.count("exec.long_lines")
+                    if context.stats.value("exec.long_lines") <= 5 {
+                        context.logger.warning("skipped a stdout line longer than \(configuration.maxLineBytes) bytes")
+                    }
+                })
+            }
+            if !positions.isEmpty {
+                await output.emit(positions)
+                positions.removeAll(keepingCapacity: true)
+            }
+        }
+    }
+
+    private func logStderr(_ line: ArraySlice<UInt8>) {
+        var slice = line
+        if slice.last == 13 { slice = slice.dropLast() }
+        guard !slice.isEmpty else { return }
+        context.stats.count("exec.stderr_lines")
+        context.logger.warning("stderr: \(String(decoding: slice, as: UTF8.self))")
+    }
+}
+
+/// Splits a byte stream into lines, skipping (and reporting) lines longer than a cap without
+/// holding them in memory.
+struct LineSplitter {
+    let maxLength: Int
+    private var carry: [UInt8] = []
+    /// Inside an over-long line: drop bytes until the next newline.
+    private var skipping = false
+
+    init(maxLength: Int) { self.maxLength = maxLength }
+
+    mutating func feed(_ bytes: ArraySlice<UInt8>, onLine: (ArraySlice<UInt8>) -> Void, onOverlong: () -> Void) {
+        var start = bytes.startIndex
+        for i in bytes.indices where bytes[i] == 10 {
+            if skipping {
+                skipping = false
+            } else if carry.isEmpty {
+                if i - start > maxLength { onOverlong() } else { onLine(bytes[start..<i]) }
+            } else {
+                carry.append(contentsOf: bytes[start..<i])
+                if carry.count > maxLength { onOverlong() } else { onLine(carry[...]) }
+                carry.removeAll(keepingCapacity: true)
+            }
+            start = i + 1
+        }
+        guard !skipping else { return }
+        carry.append(contentsOf: bytes[start...])
+        if carry.count > maxLength {
+            onOverlong()
+            carry.removeAll()
+            skipping = true
+        }
+    }
+
+    /// The unterminated last line, if any.
+    mutating func finish(onLine: (ArraySlice<UInt8>) -> Void) {
+        if !carry.isEmpty && !skipping { onLine(carry[...]) }
+        carry.removeAll()
+        skipping = false
+    }
+}
+
+extension NMEAStatistics {
+    /// Counters of two decoders (one per run of the program) added up.
+    func adding(_ o: NMEAStatistics) -> NMEAStatistics {
+        var s = self
+        s.bytes += o.bytes; s.accepted += o.accepted; s.badChecksum += o.badChecksum
+        s.missingChecksum += o.missingChecksum; s.invalidCharacter += o.invalidCharacter; s.tooLong += o.tooLong
+        s.truncated += o.truncated; s.badField += o.badField; s.noiseBytes += o.noiseBytes; s.unknown += o.unknown
+        s.proprietary += o.proprietary; s.ais += o.ais; s.comments += o.comments; s.epochs += o.epochs
+        return s
+    }
+}

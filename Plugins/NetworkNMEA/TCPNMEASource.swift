@@ -1,0 +1,118 @@
+import GatewayCore
+import NMEA
+
+/// Reads NMEA from a TCP server, reconnecting with capped exponential backoff.
+///
+/// One connection at a time; each connection gets a fresh decoder (a half sentence from the old
+/// one must not join the new stream). Ids come from the fix time, so a reconnect does not
+/// repeat them. No bytes for `stall_timeout` counts as a dead peer (`tcp.stalls`).
+public struct TCPNMEASource: PositionSource {
+    let configuration: TCPNMEAConfiguration
+    let context: ComponentContext
+    /// Without input for this long, the pending epoch is emitted.
+    static let idleFlush: Duration = .seconds(1)
+
+    public init(configuration: TCPNMEAConfiguration, context: ComponentContext) {
+        self.configuration = configuration
+        self.context = context
+    }
+
+    public func run(output: SourceOutput) async throws {
+        let wakeup = try Wakeup()
+        var backoff = Backoff(initial: configuration.reconnectInitial, cap: configuration.reconnectMax)
+        let endpoint = "\(configuration.host):\(configuration.port)"
+        var totals = NMEAStatistics()
+        while true {
+            try Task.checkCancellation()
+            do {
+                let socket = try await SocketHandle.connect(host: configuration.host, port: configuration.port,
+                                                            timeout: configuration.connectTimeout, wakeup: wakeup)
+                context.stats.count("tcp.connects")
+                context.logger.info("connected to \(endpoint)")
+                let received = try await read(socket, wakeup: wakeup, output: output, totals: &totals)
+                // A connection that delivered data was healthy: the next failure starts the backoff afresh.
+                if received { backoff.reset() }
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                if Task.isCancelled { throw CancellationError() }
+                context.stats.count("tcp.connect_failures")
+                context.logger.warning("\(error)")
+            }
+            let delay = backoff.next()
+            context.logger.info("reconnecting to \(endpoint) in \(DurationText.format(delay))")
+            try await context.clock.sleep(for: delay)
+        }
+    }
+
+    /// Reads one connection until it ends, stalls or fails; true when any byte arrived.
+    private func read(_ socket: SocketHandle, wakeup: Wakeup, output: SourceOutput, totals: inout NMEAStatistics) async throws -> Bool {
+        var options = NMEAOptions()
+        options.requireChecksum = configuration.requireChecksum
+        options.source = context.id
+        options.device = configuration.device
+        options.idPrefix = "\(context.id)-"
+        var decoder = NMEADecoder(options: options)
+        let base = totals
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        var positions: [Position] = []
+        var anyBytes = false
+        var lastData = context.clock.now()
+        var pending = false
+        defer {
+            totals = base.adding(decoder.statistics)
+            totals.publish(to: context.stats)
+        }
+        while true {
+            let wait = pending ? min(Self.idleFlush, configuration.stallTimeout) : configuration.stallTimeout
+            let ready = await wakeup.wait([socket.fd], timeout: wait)
+            try Task.checkCancellation()
+            if ready.isEmpty {
+                let quiet = context.clock.now().milliseconds - lastData.milliseconds
+                if pending {
+                    decoder.flush(into: &positions)
+                    pending = false
+                    await output.emit(positions)
+                    positions.removeAll(keepingCapacity: true)
+                }
+                if quiet >= configuration.stallTimeout.milliseconds {
+                    context.stats.count("tcp.stalls")
+                    context.logger.warning("no data for \(DurationText.format(configuration.stallTimeout)); reconnecting")
+                    return anyBytes
+                }
+                continue
+            }
+            switch try socket.read(into: &buffer) {
+            case .wouldBlock:
+                continue
+            case .end:
+                decoder.flush(into: &positions)
+                await output.emit(positions)
+                context.logger.warning("server closed the connection")
+                return anyBytes
+            case .bytes(let n):
+                anyBytes = true
+                pending = true
+                lastData = context.clock.now()
+                buffer.withUnsafeBytes { decoder.decode(UnsafeRawBufferPointer(rebasing: $0[0..<n]), into: &positions) }
+                if !positions.isEmpty {
+                    await output.emit(positions)
+                    positions.removeAll(keepingCapacity: true)
+                }
+                base.adding(decoder.statistics).publish(to: context.stats)
+            }
+        }
+    }
+}
+
+extension NMEAStatistics {
+    /// Counters of two decoders (one per connection or sender) added up, for a source's stats line.
+    func adding(_ o: NMEAStatistics) -> NMEAStatistics {
+        var s = self
+        s.bytes += o.bytes; s.accepted += o.accepted; s.badChecksum += o.badChecksum
+        s.missingChecksum += o.missingChecksum; s.invalidCharacter += o.invalidCharacter; s.tooLong += o.tooLong
+        s.truncated += o.truncated; s.badField += o.badField; s.noiseBytes += o.noiseBytes; s.unknown += o.unknown
+        s.proprietary += o.proprietary; s.ais += o.ais; s.comments += o.comments; s.epochs += o.epochs
+        return s
+    }
+}

@@ -1,0 +1,131 @@
+import BuiltinPlugins
+import Foundation
+import GatewayCore
+import Testing
+
+/// The package root, found from this file's path.
+let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+
+/// Folders under `Plugins/`.
+func pluginFolders() throws -> [String] {
+    let dir = "\(packageRoot)/Plugins"
+    return try FileManager.default.contentsOfDirectory(atPath: dir).filter { name in
+        var isDir: ObjCBool = false
+        return !name.hasPrefix(".") && FileManager.default.fileExists(atPath: "\(dir)/\(name)", isDirectory: &isDir) && isDir.boolValue
+    }.sorted()
+}
+
+/// The README option table a plugin must have, generated from its `PluginInfo` (the single source of truth).
+func optionTable(_ info: PluginInfo) -> String {
+    func cell(_ s: String) -> String { s.replacingOccurrences(of: "|", with: "\\|") }
+    var lines = ["| option | type | default | description |", "|---|---|---|---|"]
+    for o in info.options {
+        lines.append("| `\(o.name)` | \(cell(o.type)) | \(o.required ? "required" : cell(o.defaultValue ?? "none")) | \(cell(o.summary)) |")
+    }
+    return lines.joined(separator: "\n")
+}
+
+/// Option names in every markdown table of `text` whose first column header is `option`
+/// (one list per table, in order), with backticks stripped.
+func optionTables(in text: String) -> [[String]] {
+    var tables: [[String]] = []
+    var current: [String]?
+    for raw in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        let line = raw.trimmingCharacters(in: .whitespaces)
+        guard line.hasPrefix("|") else {
+            if let c = current { tables.append(c); current = nil }
+            continue
+        }
+        let cells = line.dropFirst().split(separator: "|", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        guard let first = cells.first else { continue }
+        if current == nil {
+            if first.lowercased() == "option" { current = [] }
+            continue
+        }
+        if first.allSatisfy({ $0 == "-" || $0 == ":" }) { continue }
+        current?.append(first.replacingOccurrences(of: "`", with: ""))
+    }
+    if let c = current { tables.append(c) }
+    return tables
+}
+
+@Suite struct BuiltinPluginsTests {
+    static let plugins = BuiltinPlugins.registry.all
+
+    @Test func everyPluginFolderIsRegistered() throws {
+        let registered = Set(Self.plugins.map(\.info.folder))
+        for folder in try pluginFolders() {
+            #expect(registered.contains(folder), "Plugins/\(folder) is not registered in Sources/BuiltinPlugins/BuiltinPlugins.swift")
+        }
+        for folder in registered {
+            #expect(FileManager.default.fileExists(atPath: "\(packageRoot)/Plugins/\(folder)"), "a plugin names folder \(folder), which does not exist")
+        }
+    }
+
+    @Test func typesAreSnakeCase() {
+        for p in Self.plugins {
+            #expect(p.info.type.allSatisfy { $0.isLowercase || $0.isNumber || $0 == "_" }, "\(p.info.type)")
+        }
+    }
+
+    @Test(arguments: BuiltinPlugins.registry.all.map(\.info.type).indices)
+    func sampleDecodesAndAsksOnlyForDocumentedOptions(index: Int) throws {
+        let plugin = Self.plugins[index]
+        let info = plugin.info
+        let sample = try #require(try JSONValue.parse(string: info.sample).objectValue, "\(info.type): sample is not a JSON object")
+        // 1. Through the real configuration reader, inside a minimal pipeline so inputs resolve.
+        var sources = #"{ "source_under_test": \#(info.sample) }"#
+        var sinks = #"{ "sink_under_test": \#(info.sample) }"#
+        var transforms = "{}"
+        switch info.kind {
+        case .source: sinks = #"{ "dummy_sink": { "type": "stdout", "inputs": ["source_under_test"] } }"#
+        case .transform:
+            sources = #"{ "receiver": { "type": "file", "path": "x.nmea" } }"#
+            transforms = #"{ "transform_under_test": \#(info.sample) }"#
+            sinks = #"{ "dummy_sink": { "type": "stdout", "inputs": ["transform_under_test"] } }"#
+        case .sink: sources = #"{ "receiver": { "type": "file", "path": "x.nmea" } }"#
+        }
+        // Sample inputs name `receiver` (or some other id): rename them to what exists here.
+        let upstream = info.kind == .source ? nil : "receiver"
+        var pipeline = #"{ "sources": \#(sources), "transforms": \#(transforms), "sinks": \#(sinks) }"#
+        if let upstream, let inputs = sample["inputs"]?.arrayValue, inputs.count == 1, let name = inputs[0].stringValue, name != upstream {
+            pipeline = pipeline.replacingOccurrences(of: "[\"\(name)\"]", with: "[\"\(upstream)\"]")
+        }
+        do {
+            let config = try PipelineConfiguration.load(json: Array(pipeline.utf8), registry: BuiltinPlugins.registry,
+                                                        environment: ["HOME": "/root"])
+            #expect(config.components.contains { $0.type == info.type })
+        } catch {
+            Issue.record("\(info.kind.rawValue) \(info.type): sample does not decode: \(error)")
+        }
+        // 2. Every key the plugin asks for is documented.
+        let diagnostics = ConfigurationDiagnostics()
+        var reader = OptionReader(object: sample, path: "sample", diagnostics: diagnostics, environment: ["HOME": "/root"])
+        reader.markKnown(PipelineConfiguration.commonKeys)
+        _ = plugin.prepare(&reader)
+        let documented = Set(info.options.map(\.name))
+        for key in reader.askedKeys {
+            #expect(documented.contains(key), "\(info.type) reads option \"\(key)\", which its PluginInfo does not document")
+        }
+    }
+
+    @Test(arguments: BuiltinPlugins.registry.all.map(\.info.type).indices)
+    func readmeTableListsExactlyTheDocumentedOptions(index: Int) throws {
+        let info = Self.plugins[index].info
+        // LOCGATE_PRINT_TABLES=DIR writes each generated table to DIR/<kind>-<type>.md, to paste into a README.
+        if let dir = ProcessInfo.processInfo.environment["LOCGATE_PRINT_TABLES"] {
+            try optionTable(info).write(toFile: "\(dir)/\(info.kind.rawValue)-\(info.type).md", atomically: true, encoding: .utf8)
+        }
+        let path = "\(packageRoot)/Plugins/\(info.folder)/README.md"
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        let names = info.options.map(\.name)
+        let tables = optionTables(in: text)
+        #expect(tables.contains(names), """
+            Plugins/\(info.folder)/README.md has no option table for \(info.kind.rawValue) "\(info.type)" listing exactly \(names); \
+            found \(tables). Generated from PluginInfo:
+            \(optionTable(info))
+            """)
+        #expect(text.contains("## Troubleshooting"), "Plugins/\(info.folder)/README.md has no Troubleshooting section")
+        #expect(text.contains(info.sample), "Plugins/\(info.folder)/README.md does not show the sample configuration verbatim")
+    }
+}
