@@ -31,6 +31,7 @@ let package = Package(
         .testTarget(name: "LocgateTests", dependencies: [], swiftSettings: settings),
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore"], swiftSettings: settings),
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "GatewayCore"], resources: [.copy("Fixtures")], swiftSettings: settings),
+        .testTarget(name: "GeodesyTests", dependencies: ["Geodesy"], resources: [.copy("Fixtures")], swiftSettings: settings),
     ],
     swiftLanguageModes: [.v6]
 )
