@@ -1,6 +1,8 @@
 import ConsoleOutput
+import Coordinates
 import FileOutput
 import FileReplay
+import Filters
 import GatewayCore
 
 /// The one list of built-in plugins. A plugin folder under `Plugins/` that is missing here fails
@@ -11,6 +13,13 @@ public enum BuiltinPlugins {
         // Sources
         r.register(source: FileReplayPlugin.self)
         // Transforms
+        r.register(transform: CoordinatesPlugin.self)
+        r.register(transform: DedupePlugin.self)
+        r.register(transform: DistanceFilterPlugin.self)
+        r.register(transform: JumpFilterPlugin.self)
+        r.register(transform: QualityFilterPlugin.self)
+        r.register(transform: SetPlugin.self)
+        r.register(transform: ThrottlePlugin.self)
         // Sinks
         r.register(sink: FileSinkPlugin.self)
         r.register(sink: StdoutSinkPlugin.self)
