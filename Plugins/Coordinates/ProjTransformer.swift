@@ -36,14 +36,14 @@ public final class ProjTransformer: @unchecked Sendable {
         proj_log_level(ctx, PJ_LOG_NONE)
         let raw = proj_create_crs_to_crs(ctx, source, target, nil)
         guard let raw else {
-            let error = ProjTransformer.error(ctx, "create \(source) → \(target)")
+            let error = ProjTransformer.check(ctx, "create \(source) → \(target)")
             proj_context_destroy(ctx)
             throw error
         }
         let normalized = proj_normalize_for_visualization(ctx, raw)
         proj_destroy(raw)
         guard let normalized else {
-            let error = ProjTransformer.error(ctx, "normalize \(source) → \(target)")
+            let error = ProjTransformer.check(ctx, "normalize \(source) → \(target)")
             proj_context_destroy(ctx)
             throw error
         }
@@ -71,37 +71,21 @@ public final class ProjTransformer: @unchecked Sendable {
         let out = proj_trans(operation, PJ_FWD, input)
         let x = out.xyzt.x, y = out.xyzt.y
         guard x.isFinite, y.isFinite else {
-            throw check(proj_errno(operation), "transform (\(longitude), \(latitude))")
+            let error = ProjTransformer.check(context, "transform (\(longitude), \(latitude))", errno: proj_errno(operation))
+            proj_errno_reset(operation)
+            throw error
         }
         return (x, y)
     }
 
-    /// Transforms many points in place (longitudes become x, latitudes y); returns how many failed.
-    public func forward(longitudes: inout [Double], latitudes: inout [Double]) -> Int {
-        let n = min(longitudes.count, latitudes.count)
-        longitudes.withUnsafeMutableBufferPointer { xs in
-            latitudes.withUnsafeMutableBufferPointer { ys in
-                _ = proj_trans_generic(operation, PJ_FWD,
-                                       xs.baseAddress, MemoryLayout<Double>.stride, n,
-                                       ys.baseAddress, MemoryLayout<Double>.stride, n,
-                                       nil, 0, 0, nil, 0, 0)
-            }
-        }
-        proj_errno_reset(operation)
-        var failed = 0
-        for i in 0..<n where !longitudes[i].isFinite || !latitudes[i].isFinite { failed += 1 }
-        return failed
-    }
-
-    /// The one place a PROJ error number becomes a Swift error.
-    private func check(_ errno: Int32, _ what: String) -> ProjError {
-        defer { proj_errno_reset(operation) }
-        return ProjTransformer.error(context, what, errno: errno)
-    }
-
-    private static func error(_ ctx: OpaquePointer, _ what: String, errno: Int32? = nil) -> ProjError {
+    /// The one check every PROJ failure goes through: PROJ's error number and message become a
+    /// ``ProjError`` (`errno` nil: the context's last error). Uses `proj_context_errno_string`,
+    /// the thread-safe successor of the deprecated `proj_errno_string`.
+    private static func check(_ ctx: OpaquePointer, _ what: String, errno: Int32? = nil) -> ProjError {
         let code = errno ?? proj_context_errno(ctx)
-        let message = code == 0 ? "no result (point outside the CRS's domain?)" : proj_context_errno_string(ctx, code).map { String(cString: $0) } ?? "PROJ error \(code)"
+        let message = code == 0
+            ? "no result (point outside the CRS's domain?)"
+            : proj_context_errno_string(ctx, code).map { String(cString: $0) } ?? "PROJ error \(code)"
         return ProjError(operation: what, message: message)
     }
 }

@@ -99,6 +99,17 @@ func metres(_ a: (Double, Double), _ b: (Double, Double)) -> Double {
         #expect(abs(y - expected[0].1) <= 1e-6)
     }
 
+    @Test func aPointOutsideTheProjectionIsDroppedAndCounted() throws {
+        var (t, stats, log) = try makeTransform(#"{"to": "EPSG:3857"}"#)
+        #expect(convert(&t, position(lon: 10, lat: 91)) == nil)
+        let lines = log.lines.withLock { $0.map(\.1) }
+        #expect(lines.contains { $0.contains("PROJ transform (10.0, 91.0): ") }, "\(lines)")
+        #expect(stats.value("dropped.projection") == 1)
+        #expect(stats.dropped == 1)
+        // The operation is still usable after an error.
+        #expect(convert(&t, position(lon: 0, lat: 0))?.x == 0)
+    }
+
     @Test func anAlreadyProjectedPositionPassesUnchanged() throws {
         var (t, _, _) = try makeTransform(#"{"to": "EPSG:32650"}"#)
         let first = try #require(convert(&t, position(lon: 116.4, lat: 39.9)))
