@@ -289,3 +289,37 @@ extension PluginRegistry {
         return r
     }()
 }
+
+@Suite struct FilterChainTests {
+    @Test func aNoisyTrackThroughQualityJumpAndDistanceKeepsMovesAndHeartbeats() {
+        // Parked 0–119 s with ±4 m noise, a bad-HDOP fix and a multipath jump; a 12 m/s drive
+        // 120–149 s; parked again 150–300 s.
+        let noise: [Double] = [0, 3, -4, 2, -1, 4, -3, 1]
+        var track: [Position] = []
+        for i in 0..<120 {
+            var p = fix(Double(i), north: noise[i % noise.count])
+            p.hdop = i == 30 ? 25 : 0.9
+            if i == 31 { p.latitude = 30.02 } // ~2 km jump for one second
+            track.append(p)
+        }
+        for i in 0..<30 { track.append(fix(Double(120 + i), north: Double(i + 1) * 12)) }
+        for i in 0..<151 { track.append(fix(Double(150 + i), north: 360 + noise[i % noise.count])) }
+
+        let stats = (quality: ComponentStats(id: "q"), jump: ComponentStats(id: "j"), distance: ComponentStats(id: "d"))
+        var quality = QualityFilterTransform(configuration: QualityFilterConfiguration(minMode: .threeD, maxHDOP: 5), stats: stats.quality)
+        var jump = JumpFilterTransform(configuration: JumpFilterConfiguration(maxSpeed: 50, resetAfter: 5), stats: stats.jump)
+        var distance = DistanceFilterTransform(configuration: DistanceFilterConfiguration(minDistance: 10, heartbeat: .seconds(60)), stats: stats.distance)
+        var out: [Position] = []
+        for p in track {
+            var a: [Position] = [], b: [Position] = []
+            quality.process(p, into: &a)
+            for q in a { jump.process(q, into: &b) }
+            for q in b { distance.process(q, into: &out) }
+        }
+        let times = out.map { Int($0.time!.seconds(since: track[0].time!)) }
+        #expect(stats.quality.value("dropped.hdop") == 1)
+        #expect(stats.jump.value("dropped.jump") == 1)
+        // Parked: first fix and one heartbeat a minute; driving: every fix; parked again: heartbeats.
+        #expect(times == [0, 60] + Array(120..<150) + [209, 269])
+    }
+}
