@@ -35,6 +35,7 @@ test: build
 
 bench: deps
 	bash Benchmarks/nmea_replay.sh
+	sh Benchmarks/coordinates.sh
 
 clean:
 	rm -rf .build

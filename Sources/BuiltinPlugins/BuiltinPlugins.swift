@@ -1,7 +1,9 @@
 import ConsoleOutput
 import ExecSource
+import Coordinates
 import FileOutput
 import FileReplay
+import Filters
 import GatewayCore
 import NetworkNMEA
 
@@ -16,6 +18,13 @@ public enum BuiltinPlugins {
         r.register(source: TCPNMEAPlugin.self)
         r.register(source: UDPNMEAPlugin.self)
         // Transforms
+        r.register(transform: CoordinatesPlugin.self)
+        r.register(transform: DedupePlugin.self)
+        r.register(transform: DistanceFilterPlugin.self)
+        r.register(transform: JumpFilterPlugin.self)
+        r.register(transform: QualityFilterPlugin.self)
+        r.register(transform: SetPlugin.self)
+        r.register(transform: ThrottlePlugin.self)
         // Sinks
         r.register(sink: FileSinkPlugin.self)
         r.register(sink: StdoutSinkPlugin.self)

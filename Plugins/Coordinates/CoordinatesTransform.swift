@@ -1,0 +1,118 @@
+import GatewayCore
+import Geodesy
+
+/// Converts each position's coordinates to the configured datum or projected CRS.
+///
+/// - Geographic targets (WGS84, GCJ-02, BD-09) rewrite latitude/longitude, set `datum`, and clear
+///   x/y. The conversions are Geodesy's `ChinaDatums` (exact iterative inverses).
+/// - Projected targets (`EPSG:<code>`) set x/y (easting/northing, metres) and `datum`, and keep
+///   latitude/longitude as the geographic WGS84 coordinates the projection was computed from,
+///   so every downstream consumer (geofences, distance filters, GPX) still has degrees.
+/// - A position whose datum is a projected CRS carries WGS84 latitude/longitude (see above), so
+///   it converts from WGS84.
+/// - Positions without coordinates pass unchanged. A position in an unknown datum is dropped
+///   (counted as `dropped.unknown_datum`) rather than silently mislabelled.
+public struct CoordinatesTransform: PositionTransform {
+    public let configuration: CoordinatesConfiguration
+    private let projector: ProjTransformer?
+    private let target: Datum
+    private let logger: Logger
+    private let stats: ComponentStats
+    /// Sources already warned about, so a wrong datum is reported once per source, not per fix.
+    private var reportedSources: Set<String> = []
+
+    public init(configuration: CoordinatesConfiguration, context: ComponentContext) throws {
+        self.configuration = configuration
+        self.target = configuration.to.datum
+        self.logger = context.logger
+        self.stats = context.stats
+        if case .projected(let code) = configuration.to {
+            let p = try ProjTransformer(source: "EPSG:4326", target: "EPSG:\(code)")
+            guard p.targetIsProjected else {
+                throw ProjError(operation: "create EPSG:4326 → EPSG:\(code)", message: "\(p.targetName) is not a projected CRS")
+            }
+            projector = p
+        } else {
+            projector = nil
+        }
+    }
+
+    public mutating func process(_ position: Position, into output: inout [Position]) {
+        guard let latitude = position.latitude, let longitude = position.longitude else {
+            output.append(position)
+            return
+        }
+        let own: ChinaDatums.Datum
+        if let d = CoordinatesTransform.chinaDatum(of: position.datum) {
+            own = d
+        } else if !position.datum.isGeographic {
+            own = .wgs84
+        } else {
+            report(position, "is in the unknown datum \"\(position.datum.name)\"; dropping such positions", counter: "dropped.unknown_datum")
+            stats.addDropped(1)
+            return
+        }
+        if let from = configuration.from, from != own {
+            report(position, "is in \(position.datum.name), expected \(CoordinatesTransform.datum(of: from).name); converting from \(position.datum.name)", counter: "unexpected_datum")
+        }
+        let point = GeoPoint(latitude: latitude, longitude: longitude)
+        var p = position
+        switch configuration.to {
+        case .geographic(let to):
+            let q = ChinaDatums.convert(point, from: own, to: to, bounds: configuration.chinaBounds)
+            p.latitude = q.latitude
+            p.longitude = q.longitude
+            p.x = nil
+            p.y = nil
+        case .projected:
+            if position.datum == target, position.x != nil, position.y != nil {
+                output.append(position)
+                return
+            }
+            let w = ChinaDatums.convert(point, from: own, to: .wgs84, bounds: configuration.chinaBounds)
+            guard let projector else { return }
+            do {
+                let xy = try projector.forward(longitude: w.longitude, latitude: w.latitude)
+                p.latitude = w.latitude
+                p.longitude = w.longitude
+                p.x = xy.x
+                p.y = xy.y
+            } catch {
+                logger.debug("dropped position \(position.id): \(error)")
+                stats.count("dropped.projection")
+                stats.addDropped(1)
+                return
+            }
+        }
+        p.datum = target
+        output.append(p)
+    }
+
+    /// Logs a warning the first time a source sends such a position; counts every one.
+    private mutating func report(_ position: Position, _ message: String, counter: String) {
+        stats.count(counter)
+        if reportedSources.insert(position.source).inserted {
+            let from = position.source.isEmpty ? "a position" : "a position from \(position.source)"
+            logger.warning("\(from) \(message) (reported once per source; counter \(counter))")
+        }
+    }
+
+    /// Geodesy's datum for a position's datum, or nil when it is not WGS84, GCJ-02 or BD-09.
+    static func chinaDatum(of datum: Datum) -> ChinaDatums.Datum? {
+        switch datum {
+        case .wgs84: .wgs84
+        case .gcj02: .gcj02
+        case .bd09: .bd09
+        default: nil
+        }
+    }
+
+    /// The position datum for a Geodesy datum.
+    static func datum(of datum: ChinaDatums.Datum) -> Datum {
+        switch datum {
+        case .wgs84: .wgs84
+        case .gcj02: .gcj02
+        case .bd09: .bd09
+        }
+    }
+}

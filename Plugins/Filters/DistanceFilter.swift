@@ -1,0 +1,114 @@
+import GatewayCore
+import Geodesy
+
+/// Options of the `distance_filter` transform.
+public struct DistanceFilterConfiguration: Sendable, Hashable {
+    /// Metres a position must be from the last passed one (geodesic distance on WGS84).
+    public var minDistance: Double = 10
+    /// Pass one position every this long while stationary; nil = never.
+    public var heartbeat: Duration?
+    /// A position this long after the device's previous one starts afresh and always passes.
+    public var gap: Duration = .seconds(60)
+
+    public init(minDistance: Double = 10, heartbeat: Duration? = nil, gap: Duration = .seconds(60)) {
+        self.minDistance = minDistance
+        self.heartbeat = heartbeat
+        self.gap = gap
+    }
+}
+
+/// The `distance_filter` transform: passes a position only when it moved, with a heartbeat.
+public enum DistanceFilterPlugin: TransformPlugin {
+    public static let info = PluginInfo(
+        type: "distance_filter", kind: .transform,
+        summary: "Passes a position only when it moved at least min_distance_m from the last one passed (per device), with a heartbeat while stationary.",
+        folder: "Filters",
+        options: [
+            OptionSpec("min_distance_m", "number", default: "10", "Metres (geodesic, WGS84) a position must be from the device's last passed position to pass."),
+            OptionSpec("heartbeat", "duration", default: "\"0s\" (off)", "While stationary, still pass one position when this long (by the positions' times) has passed since the last one passed."),
+            OptionSpec("gap", "duration", default: "\"60s\"", "A position at least this long after the device's previous position (passed or not) always passes: the first fix after an outage."),
+        ],
+        sample: #"{ "type": "distance_filter", "inputs": ["receiver"], "min_distance_m": 10, "heartbeat": "60s", "gap": "60s" }"#
+    )
+
+    public static func configure(_ options: inout OptionReader) -> DistanceFilterConfiguration {
+        var c = DistanceFilterConfiguration()
+        c.minDistance = options.double("min_distance_m", default: 10, in: 0...1e7)
+        let heartbeat = options.duration("heartbeat", default: .zero)
+        c.heartbeat = heartbeat > .zero ? heartbeat : nil
+        c.gap = options.duration("gap", default: .seconds(60), minimum: .milliseconds(1))
+        return c
+    }
+
+    public static func makeTransform(_ configuration: DistanceFilterConfiguration, context: ComponentContext) throws -> any PositionTransform {
+        DistanceFilterTransform(configuration: configuration, stats: context.stats)
+    }
+}
+
+/// Passes positions that moved `minDistance` from the device's last passed one.
+///
+/// Always passes: a device's first position, the first position after a `gap` (or after time
+/// went backwards — a replay restarting), a position carrying a geofence `event`, and with a
+/// `heartbeat`, one position per heartbeat while stationary. Time is the positions' own, so a
+/// replay filters like live input; a position without time can only pass by distance.
+/// Positions without coordinates (no fix) are dropped as `dropped.no_fix`, unless they carry an event.
+public struct DistanceFilterTransform: PositionTransform {
+    public let configuration: DistanceFilterConfiguration
+    private let drops: DropCounter
+    private let stats: ComponentStats
+
+    private struct DeviceState {
+        var lastPassedPoint: GeoPoint
+        var lastPassedTime: Timestamp?
+        var lastSeenTime: Timestamp?
+    }
+    private var devices: [String: DeviceState] = [:]
+
+    public init(configuration: DistanceFilterConfiguration, stats: ComponentStats) {
+        self.configuration = configuration
+        self.stats = stats
+        self.drops = DropCounter(stats: stats)
+    }
+
+    public mutating func process(_ position: Position, into output: inout [Position]) {
+        let key = position.deviceKey
+        guard let point = position.geoPoint else {
+            if position.event != nil { output.append(position) } else { drops.drop("no_fix") }
+            return
+        }
+        let time = position.time
+        let previous = devices[key]
+        if passes(position, point, previous) {
+            devices[key] = DeviceState(lastPassedPoint: point, lastPassedTime: time ?? previous?.lastPassedTime,
+                                       lastSeenTime: time ?? previous?.lastSeenTime)
+            output.append(position)
+        } else {
+            if let time { devices[key]?.lastSeenTime = time }
+            drops.drop("stationary")
+        }
+    }
+
+    /// Whether a position passes, counting why when it is not by plain distance.
+    private func passes(_ position: Position, _ point: GeoPoint, _ previous: DeviceState?) -> Bool {
+        guard let previous else { return true }
+        if position.event != nil { return true }
+        if let time = position.time, let seen = previous.lastSeenTime {
+            let sinceSeen = time.seconds(since: seen)
+            if sinceSeen < 0 {
+                stats.count("passed.time_reset")
+                return true
+            }
+            if sinceSeen >= configuration.gap.secondsDouble {
+                stats.count("passed.gap")
+                return true
+            }
+        }
+        if Geodesic.distance(from: previous.lastPassedPoint, to: point) >= configuration.minDistance { return true }
+        if let heartbeat = configuration.heartbeat, let time = position.time, let last = previous.lastPassedTime,
+           time.seconds(since: last) >= heartbeat.secondsDouble {
+            stats.count("passed.heartbeat")
+            return true
+        }
+        return false
+    }
+}

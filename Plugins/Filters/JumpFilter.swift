@@ -1,0 +1,92 @@
+import GatewayCore
+import Geodesy
+
+/// Options of the `jump_filter` transform.
+public struct JumpFilterConfiguration: Sendable, Hashable {
+    /// Metres per second: a position implying more from the last good one is a jump.
+    public var maxSpeed: Double = 70
+    /// After this many consecutive rejects the filter starts afresh.
+    public var resetAfter: Int = 5
+
+    public init(maxSpeed: Double = 70, resetAfter: Int = 5) {
+        self.maxSpeed = maxSpeed
+        self.resetAfter = resetAfter
+    }
+}
+
+/// The `jump_filter` transform: drops multipath jumps by implied speed.
+public enum JumpFilterPlugin: TransformPlugin {
+    public static let info = PluginInfo(
+        type: "jump_filter", kind: .transform,
+        summary: "Drops a position implying a speed above max_speed from the device's last good one; resets after reset_after consecutive rejects.",
+        folder: "Filters",
+        options: [
+            OptionSpec("max_speed", "number", default: "70", "Metres per second: the highest plausible speed from the last good position (geodesic distance over the positions' time difference)."),
+            OptionSpec("reset_after", "integer", default: "5", "After this many consecutive rejects the last good position is forgotten and the next position is accepted as a new start (a real relocation)."),
+        ],
+        sample: #"{ "type": "jump_filter", "inputs": ["receiver"], "max_speed": 50, "reset_after": 5 }"#
+    )
+
+    public static func configure(_ options: inout OptionReader) -> JumpFilterConfiguration {
+        var c = JumpFilterConfiguration()
+        c.maxSpeed = options.double("max_speed", default: 70, in: 0.001...1e6)
+        c.resetAfter = options.int("reset_after", default: 5, in: 1...1_000_000)
+        return c
+    }
+
+    public static func makeTransform(_ configuration: JumpFilterConfiguration, context: ComponentContext) throws -> any PositionTransform {
+        JumpFilterTransform(configuration: configuration, stats: context.stats)
+    }
+}
+
+/// Per device, keeps the last good position and drops what would need more than `maxSpeed` to reach.
+///
+/// A device's first position is good. Positions without coordinates pass untouched (nothing to
+/// judge). A position without time, or whose time went backwards (a replay restarting), is
+/// accepted as a new start. Two positions at the same time in different places imply an
+/// infinite speed and the second is rejected. After `resetAfter` consecutive rejects the last
+/// good position is forgotten (counted as `resets`), so the next position is accepted.
+public struct JumpFilterTransform: PositionTransform {
+    public let configuration: JumpFilterConfiguration
+    private let drops: DropCounter
+    private let stats: ComponentStats
+
+    private struct DeviceState {
+        var lastGood: GeoPoint
+        var lastGoodTime: Timestamp?
+        var rejects: Int
+    }
+    private var devices: [String: DeviceState] = [:]
+
+    public init(configuration: JumpFilterConfiguration, stats: ComponentStats) {
+        self.configuration = configuration
+        self.stats = stats
+        self.drops = DropCounter(stats: stats)
+    }
+
+    public mutating func process(_ position: Position, into output: inout [Position]) {
+        guard let point = position.geoPoint else {
+            output.append(position)
+            return
+        }
+        let key = position.deviceKey
+        if var state = devices[key], let time = position.time, let last = state.lastGoodTime, time >= last {
+            let distance = Geodesic.distance(from: state.lastGood, to: point)
+            let dt = time.seconds(since: last)
+            let tooFast = dt > 0 ? distance / dt > configuration.maxSpeed : distance > 0
+            if tooFast {
+                drops.drop("jump")
+                state.rejects += 1
+                if state.rejects >= configuration.resetAfter {
+                    stats.count("resets")
+                    devices[key] = nil
+                } else {
+                    devices[key] = state
+                }
+                return
+            }
+        }
+        devices[key] = DeviceState(lastGood: point, lastGoodTime: position.time, rejects: 0)
+        output.append(position)
+    }
+}

@@ -1,0 +1,66 @@
+import GatewayCore
+
+/// Options of the `set` transform.
+public struct SetConfiguration: Sendable, Hashable {
+    /// Attributes added to every position.
+    public var attributes: [String: String] = [:]
+    /// Device id set on every position.
+    public var device: String?
+    /// Replace values the position already has (true) or only fill in missing ones.
+    public var overwrite: Bool = true
+
+    public init(attributes: [String: String] = [:], device: String? = nil, overwrite: Bool = true) {
+        self.attributes = attributes
+        self.device = device
+        self.overwrite = overwrite
+    }
+}
+
+/// The `set` transform: static attributes and a device id (values may use `${ENV}`).
+public enum SetPlugin: TransformPlugin {
+    public static let info = PluginInfo(
+        type: "set", kind: .transform,
+        summary: "Sets static attributes and the device id on every position; values may use ${ENV}.",
+        folder: "Filters",
+        options: [
+            OptionSpec("attributes", "object", default: "{}", "Attributes to add, name → value (strings; numbers and booleans are written as text; ${NAME} is substituted)."),
+            OptionSpec("device", "string", default: "none (unchanged)", "Device id to set, e.g. \"${DEVICE_ID}\" — the upload payload's device/vip id."),
+            OptionSpec("overwrite", "boolean", default: "true", "Replace a device id or attribute the position already has; false only fills in missing ones."),
+        ],
+        sample: #"{ "type": "set", "inputs": ["receiver"], "device": "${DEVICE_ID:-unit-1}", "attributes": { "fleet": "north", "vip": "${VIP_ID:-0}" } }"#
+    )
+
+    public static func configure(_ options: inout OptionReader) -> SetConfiguration {
+        var c = SetConfiguration()
+        c.attributes = options.stringMap("attributes") ?? [:]
+        c.device = options.string("device")
+        if c.device?.isEmpty == true { options.report("device", "must not be empty") }
+        c.overwrite = options.bool("overwrite", default: true)
+        if c.attributes.isEmpty && c.device == nil {
+            options.report("", "set needs \"attributes\" or \"device\" (it would change nothing)")
+        }
+        return c
+    }
+
+    public static func makeTransform(_ configuration: SetConfiguration, context: ComponentContext) throws -> any PositionTransform {
+        SetTransform(configuration: configuration)
+    }
+}
+
+/// Writes the configured device id and attributes into every position.
+public struct SetTransform: PositionTransform {
+    public let configuration: SetConfiguration
+
+    public init(configuration: SetConfiguration) { self.configuration = configuration }
+
+    public mutating func process(_ position: Position, into output: inout [Position]) {
+        var p = position
+        if let device = configuration.device, configuration.overwrite || p.device == nil {
+            p.device = device
+        }
+        for (k, v) in configuration.attributes where configuration.overwrite || p.attributes[k] == nil {
+            p.attributes[k] = v
+        }
+        output.append(p)
+    }
+}
