@@ -35,7 +35,8 @@ import Testing
     @Test func unknownTypeNamesTheKnownOnes() {
         let p = problems(#"{"sources":{"rx":{"type":"serail"}},"sinks":{"o":{"type":"stdout","inputs":["rx"]}}}"#)
         #expect(p.count == 1)
-        #expect(p[0].hasPrefix("sources.rx.type: unknown source type \"serail\"; known: file"))
+        #expect(p[0].hasPrefix("sources.rx.type: unknown source type \"serail\"; known: "))
+        #expect(p[0].contains("file"))
     }
 
     @Test func unknownKeyIsReportedWithItsPath() {
