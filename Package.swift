@@ -27,6 +27,7 @@ let package = Package(
         plugin("ConsoleOutput", dependencies: ["GatewayCore"]),
         plugin("Geofence", dependencies: ["GatewayCore", "Geodesy"]),
         .target(name: "BuiltinPlugins", dependencies: ["GatewayCore", "FileReplay", "FileOutput", "ConsoleOutput", "Geofence"], swiftSettings: settings),
+        .executableTarget(name: "GeofenceBenchmark", dependencies: ["GatewayCore", "Geodesy", "Geofence"], path: "Benchmarks/GeofenceBenchmark", swiftSettings: settings),
         .executableTarget(name: "locgate", dependencies: ["GatewayCore", "GatewayRuntime", "BuiltinPlugins"], swiftSettings: settings),
         .testTarget(name: "GatewayRuntimeTests", dependencies: ["GatewayCore", "GatewayRuntime", "BuiltinPlugins"], swiftSettings: settings),
         .testTarget(name: "LocgateTests", dependencies: [], swiftSettings: settings),

@@ -131,18 +131,16 @@ public struct GeofenceTransform: PositionTransform {
             return
         }
         let key = position.deviceKey
-        var device = devices[key] ?? DeviceState()
+        // Taken out of the dictionary so mutating its fence map does not copy it.
+        var device = devices.removeValue(forKey: key) ?? DeviceState()
         let set = fenceSet
         let border = configuration.borderMeters
 
-        // Fences that can change state: near the point, crossed by the segment from the last
-        // point, or already holding state for this device.
+        // Fences whose state can change: those containing the point, those the segment from
+        // the last point may cross, and those already holding state for this device. A fence
+        // merely near the point (within the border) cannot change an idle machine.
         relevant.removeAll(keepingCapacity: true)
-        if border > 0 {
-            set.index.forEachCandidate(intersecting: GeoBox(minLatitude: point.latitude, maxLatitude: point.latitude, minLongitude: point.longitude, maxLongitude: point.longitude).expanded(byMetres: border)) { relevant.append($0) }
-        } else {
-            relevant.append(contentsOf: containing)
-        }
+        relevant.append(contentsOf: containing)
         if let last = device.last {
             let segmentBox = GeoBox(minLatitude: last.latitude, maxLatitude: last.latitude, minLongitude: last.longitude, maxLongitude: last.longitude)
                 .union(GeoBox(minLatitude: point.latitude, maxLatitude: point.latitude, minLongitude: point.longitude, maxLongitude: point.longitude))
@@ -154,22 +152,32 @@ public struct GeofenceTransform: PositionTransform {
         relevant.sort()
 
         var previous = -1
+        var next = 0   // walks `containing` (sorted) alongside `relevant`
         for i in relevant where i != previous {
             previous = i
+            while next < containing.count && containing[next] < i { next += 1 }
+            let isIn = next < containing.count && containing[next] == i
             let fence = set.fences[i]
-            var machine = device.fences[fence.id] ?? FenceStateMachine()
-            let location = fence.shape.locate(point)
-            let evidence: FenceEvidence
-            if border > 0 {
-                let distance = fence.shape.distanceToBoundary(from: point)
-                evidence = distance < border ? .border : location == .outside ? .outside : .inside
-            } else {
-                evidence = location == .outside ? .outside : .inside
-            }
+            let existing = device.fences[fence.id]
+            var machine = existing ?? FenceStateMachine()
+            // Distances are computed only where the border band changes the outcome: a
+            // confirmed-inside machine treats inside and border alike, an outside one treats
+            // outside and border alike unless the track jumped across the fence.
             var crossed = false
-            if evidence == .outside, !machine.isInside, let last = device.last, fence.shape.locate(last) == .outside,
-               border == 0 || fence.shape.distanceToBoundary(from: last) >= border {
-                crossed = fence.shape.segmentIntersects(from: last, to: point)
+            let evidence: FenceEvidence
+            switch (isIn, machine.isInside) {
+            case (true, true):
+                evidence = .inside
+            case (true, false):
+                evidence = border > 0 && fence.shape.distanceToBoundary(from: point) < border ? .border : .inside
+            case (false, true):
+                evidence = border > 0 && fence.shape.distanceToBoundary(from: point) < border ? .border : .outside
+            case (false, false):
+                evidence = .outside
+                if let last = device.last, fence.shape.locate(last) == .outside, fence.shape.segmentIntersects(from: last, to: point) {
+                    crossed = border == 0 || (fence.shape.distanceToBoundary(from: point) >= border && fence.shape.distanceToBoundary(from: last) >= border)
+                }
+                if !crossed && existing == nil { continue }
             }
             let action = machine.event(evidence, at: position.time, crossed: crossed, rule: configuration.rule)
             for kind in action.kinds {
@@ -185,7 +193,11 @@ public struct GeofenceTransform: PositionTransform {
                 event.event = FenceEvent(kind: kind, fenceId: fence.id, fenceName: fence.name)
                 output.append(event)
             }
-            device.fences[fence.id] = machine.isIdle ? nil : machine
+            if machine.isIdle {
+                if existing != nil { device.fences[fence.id] = nil }
+            } else if machine != existing {
+                device.fences[fence.id] = machine
+            }
         }
         device.last = point
         devices[key] = device
