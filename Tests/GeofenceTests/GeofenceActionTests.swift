@@ -98,6 +98,19 @@ import Testing
         #expect(rows == GeofencePlugin.info.options.map(\.name))
     }
 
+    @Test func sampleConfiguresAndEveryOptionIsRead() throws {
+        guard case .object(let sample) = try JSONValue.parse(string: GeofencePlugin.info.sample) else { throw GeofenceSetupError(description: "sample is not an object") }
+        let diagnostics = ConfigurationDiagnostics()
+        var reader = OptionReader(object: sample, path: "transforms.fence", diagnostics: diagnostics, baseDirectory: "/tmp")
+        reader.markKnown(["type", "inputs"])
+        let c = GeofencePlugin.configure(&reader)
+        reader.finish()
+        #expect(diagnostics.problems.isEmpty, "\(diagnostics.problems)")
+        #expect(c.action == .keepInside)
+        #expect(c.rule == FenceRule(minInside: .positions(2), minOutside: .duration(.seconds(10)), loiter: .seconds(300)))
+        #expect(Set(reader.askedKeys).isSuperset(of: GeofencePlugin.info.options.map(\.name)))
+    }
+
     @Test func stateMachineHysteresis() {
         var m = FenceStateMachine()
         let rule = FenceRule(minInside: .positions(2), minOutside: .positions(3))
