@@ -21,14 +21,21 @@ public struct GeofenceConfiguration: Sendable {
         case inline([Fence])
     }
 
+    /// The fence file or inline fences.
     public var source: Source = .inline([])
+    /// Feature property holding the fence id.
     public var idProperty = "id"
+    /// Feature property holding the fence name.
     public var nameProperty = "name"
+    /// Datum of the fence coordinates; positions are converted into it.
     public var fenceDatum: ChinaDatums.Datum = .wgs84
+    /// Gate or annotate.
     public var action: GeofenceAction = .annotate
     /// Fence ids that count; nil for all.
     public var only: Set<String>?
+    /// Event kinds to emit; empty keeps no device state.
     public var events: Set<FenceEvent.Kind> = []
+    /// Hysteresis and dwell settings.
     public var rule = FenceRule()
     /// Border margin in metres for hysteresis.
     public var borderMeters: Double = 0
@@ -37,6 +44,7 @@ public struct GeofenceConfiguration: Sendable {
     /// How often the fence file's modification time is checked; nil for never.
     public var reload: Duration? = .seconds(5)
 
+    /// The defaults.
     public init() {}
 }
 

@@ -4,6 +4,7 @@ import Geodesy
 
 /// Thrown by ``GeofenceTransform/init(configuration:context:)`` when the fence file cannot be loaded.
 public struct GeofenceSetupError: Error, CustomStringConvertible {
+    /// What went wrong, starting with the option it concerns.
     public var description: String
 }
 
@@ -32,6 +33,7 @@ public struct GeofenceTransform: PositionTransform {
     private var containing: [Int] = []
     private var relevant: [Int] = []
 
+    /// The reload check interval when the fences come from a file; nil for inline fences.
     public var tickInterval: Duration? {
         if case .file = configuration.source { return configuration.reload }
         return nil
