@@ -31,7 +31,9 @@ let package = Package(
         .target(name: "GatewayTesting", dependencies: ["GatewayCore", "GatewayRuntime"], swiftSettings: settings),
         plugin("Coordinates", dependencies: ["GatewayCore", "Geodesy", "CProj"]),
         plugin("Filters", dependencies: ["GatewayCore", "Geodesy"]),
-        .target(name: "BuiltinPlugins", dependencies: ["GatewayCore", "FileReplay", "FileOutput", "ConsoleOutput", "NetworkNMEA", "ExecSource", "Coordinates", "Filters"], swiftSettings: settings),
+        plugin("Geofence", dependencies: ["GatewayCore", "Geodesy"]),
+        .executableTarget(name: "GeofenceBenchmark", dependencies: ["GatewayCore", "Geodesy", "Geofence"], path: "Benchmarks/GeofenceBenchmark", swiftSettings: settings),
+        .target(name: "BuiltinPlugins", dependencies: ["GatewayCore", "FileReplay", "FileOutput", "ConsoleOutput", "NetworkNMEA", "ExecSource", "Coordinates", "Filters", "Geofence"], swiftSettings: settings),
         .executableTarget(name: "locgate", dependencies: ["GatewayCore", "GatewayRuntime", "BuiltinPlugins"], swiftSettings: settings),
         .testTarget(name: "GatewayRuntimeTests", dependencies: ["GatewayCore", "GatewayRuntime", "BuiltinPlugins"], swiftSettings: settings),
         .testTarget(name: "LocgateTests", dependencies: [], swiftSettings: settings),
@@ -44,6 +46,7 @@ let package = Package(
         .testTarget(name: "CoordinatesTests", dependencies: ["Coordinates", "GatewayCore", "Geodesy"], swiftSettings: settings),
         .testTarget(name: "FiltersTests", dependencies: ["Filters", "GatewayCore"], swiftSettings: settings),
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "GatewayCore"], resources: [.copy("Fixtures")], swiftSettings: settings),
+        .testTarget(name: "GeofenceTests", dependencies: ["Geofence", "Geodesy", "GatewayCore"], swiftSettings: settings),
         .testTarget(name: "GeodesyTests", dependencies: ["Geodesy"], resources: [.copy("Fixtures")], swiftSettings: settings),
     ],
     swiftLanguageModes: [.v6]

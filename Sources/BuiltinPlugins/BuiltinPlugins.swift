@@ -6,6 +6,7 @@ import FileReplay
 import Filters
 import GatewayCore
 import NetworkNMEA
+import Geofence
 
 /// The one list of built-in plugins. A plugin folder under `Plugins/` that is missing here fails
 /// `BuiltinPluginsTests`.
@@ -25,6 +26,7 @@ public enum BuiltinPlugins {
         r.register(transform: QualityFilterPlugin.self)
         r.register(transform: SetPlugin.self)
         r.register(transform: ThrottlePlugin.self)
+        r.register(transform: GeofencePlugin.self)
         // Sinks
         r.register(sink: FileSinkPlugin.self)
         r.register(sink: StdoutSinkPlugin.self)

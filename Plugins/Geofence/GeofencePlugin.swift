@@ -1,0 +1,143 @@
+import GatewayCore
+import Geodesy
+
+/// What the geofence does with positions.
+public enum GeofenceAction: String, Sendable, Hashable, CaseIterable {
+    /// Pass only positions inside at least one fence (the upload gate).
+    case keepInside = "keep_inside"
+    /// Pass only positions inside no fence (privacy zones).
+    case keepOutside = "keep_outside"
+    /// Pass everything, adding the `fences` and `fence_names` attributes.
+    case annotate
+}
+
+/// Options of a `geofence` transform, as read from the configuration.
+public struct GeofenceConfiguration: Sendable {
+    /// Where the fences come from.
+    public enum Source: Sendable {
+        /// A GeoJSON file (absolute path), re-read when it changes.
+        case file(String)
+        /// Fences given inline in the configuration.
+        case inline([Fence])
+    }
+
+    /// The fence file or inline fences.
+    public var source: Source = .inline([])
+    /// Feature property holding the fence id.
+    public var idProperty = "id"
+    /// Feature property holding the fence name.
+    public var nameProperty = "name"
+    /// Datum of the fence coordinates; positions are converted into it.
+    public var fenceDatum: ChinaDatums.Datum = .wgs84
+    /// Gate or annotate.
+    public var action: GeofenceAction = .annotate
+    /// Fence ids that count; nil for all.
+    public var only: Set<String>?
+    /// Event kinds to emit; empty keeps no device state.
+    public var events: Set<FenceEvent.Kind> = []
+    /// Hysteresis and dwell settings.
+    public var rule = FenceRule()
+    /// Border margin in metres for hysteresis.
+    public var borderMeters: Double = 0
+    /// Positions with a larger horizontal error (metres) trigger no transitions; nil for no limit.
+    public var maxHorizontalError: Double?
+    /// How often the fence file's modification time is checked; nil for never.
+    public var reload: Duration? = .seconds(5)
+
+    /// The defaults.
+    public init() {}
+}
+
+/// The `geofence` transform plugin.
+public enum GeofencePlugin: TransformPlugin {
+    public static let info = PluginInfo(
+        type: "geofence", kind: .transform,
+        summary: "Gates or annotates positions by GeoJSON fences (polygons with holes, multipolygons, circles) and emits enter/exit/dwell events.",
+        folder: "Geofence",
+        options: [
+            OptionSpec("fences", "path | object", required: true, "GeoJSON FeatureCollection of Polygon, MultiPolygon, and Point features with a \"radius\" property in metres: a file path (relative to the config file) or the object inline."),
+            OptionSpec("id_property", "string", default: "\"id\"", "Feature property holding the fence id (falls back to the feature's GeoJSON \"id\"); ids must be unique."),
+            OptionSpec("name_property", "string", default: "\"name\"", "Feature property holding the fence name (optional per fence)."),
+            OptionSpec("fence_datum", "wgs84 | gcj02 | bd09", default: "\"wgs84\"", "Datum of the fence coordinates; positions in any of the three are converted into it before testing."),
+            OptionSpec("action", "keep_inside | keep_outside | annotate", default: "\"annotate\"", "keep_inside: pass positions inside any counted fence; keep_outside: pass positions inside none; annotate: pass all and add the fences / fence_names attributes."),
+            OptionSpec("only", "array", default: "all fences", "Fence ids that count; other fences in the file are ignored."),
+            OptionSpec("events", "array", default: "[]", "Transition events to emit: any of \"enter\", \"exit\", \"dwell\"."),
+            OptionSpec("min_inside", "integer | duration", default: "1", "Confirmation before an enter: a number of consecutive inside positions, or a duration string (\"30s\") of position time inside."),
+            OptionSpec("min_outside", "integer | duration", default: "1", "Confirmation before an exit: a number of consecutive outside positions, or a duration string of position time outside."),
+            OptionSpec("border_m", "number", default: "0", "Hysteresis margin in metres: positions closer than this to a fence's boundary are evidence neither way."),
+            OptionSpec("loiter", "duration", default: "none", "Time inside (position time) after which a dwell event is emitted, once per stay; required for \"dwell\"."),
+            OptionSpec("max_horizontal_error", "number", default: "none", "Positions whose horizontal error (eph, metres) exceeds this trigger no transitions (they are still gated and annotated)."),
+            OptionSpec("reload", "duration", default: "\"5s\"", "How often (wall clock) the fence file's modification time and size are checked; a change reloads it, keeping device state. 0 disables."),
+        ],
+        sample: #"{ "type": "geofence", "inputs": ["receiver"], "fences": "depots.geojson", "fence_datum": "wgs84", "action": "keep_inside", "events": ["enter", "exit", "dwell"], "min_inside": 2, "min_outside": "10s", "border_m": 15, "loiter": "5m", "max_horizontal_error": 50 }"#
+    )
+
+    public static func configure(_ options: inout OptionReader) -> GeofenceConfiguration {
+        var c = GeofenceConfiguration()
+        c.idProperty = options.string("id_property", default: "id")
+        c.nameProperty = options.string("name_property", default: "name")
+        switch options.value("fences") {
+        case .string?:
+            c.source = .file(options.filePath("fences") ?? "")
+        case .object?:
+            if let value = options.value("fences") {
+                do {
+                    c.source = .inline(try FenceLoader(idProperty: c.idProperty, nameProperty: c.nameProperty).load(value))
+                } catch {
+                    options.report(error.path.isEmpty ? "fences" : "fences.\(error.path)", error.message)
+                }
+            }
+        case nil:
+            options.report("fences", "required option is missing: a GeoJSON file path or an inline FeatureCollection")
+        case let other?:
+            options.report("fences", "expected a file path or a GeoJSON object, got \(other.kindName)")
+        }
+        switch options.choice("fence_datum", ["wgs84", "gcj02", "bd09"], default: "wgs84") {
+        case "gcj02": c.fenceDatum = .gcj02
+        case "bd09": c.fenceDatum = .bd09
+        default: c.fenceDatum = .wgs84
+        }
+        c.action = GeofenceAction(rawValue: options.choice("action", GeofenceAction.allCases.map(\.rawValue), default: "annotate")) ?? .annotate
+        if let only = options.stringArray("only") {
+            if only.isEmpty { options.report("only", "an empty list would count no fence; leave the option out to count all") }
+            c.only = Set(only)
+        }
+        if let events = options.stringArray("events") {
+            for (i, e) in events.enumerated() {
+                if let kind = FenceEvent.Kind(rawValue: e) { c.events.insert(kind) } else {
+                    options.report("events[\(i)]", "expected \"enter\", \"exit\" or \"dwell\", got \"\(e)\"")
+                }
+            }
+        }
+        c.rule.minInside = threshold(&options, "min_inside")
+        c.rule.minOutside = threshold(&options, "min_outside")
+        c.borderMeters = options.double("border_m", default: 0, in: 0...100_000)
+        c.rule.loiter = options.duration("loiter")
+        if c.events.contains(.dwell) && c.rule.loiter == nil {
+            options.report("loiter", "required when events include \"dwell\"")
+        }
+        c.maxHorizontalError = options.optionalDouble("max_horizontal_error", in: 0...1e9)
+        let reload = options.duration("reload", default: .seconds(5))
+        c.reload = reload > .zero ? reload : nil
+        return c
+    }
+
+    /// A count (JSON integer ≥ 1) or a duration (JSON string).
+    static func threshold(_ options: inout OptionReader, _ key: String) -> FenceThreshold {
+        switch options.value(key) {
+        case nil: return .positions(1)
+        case .number?:
+            return .positions(options.int(key, default: 1, in: 1...1_000_000))
+        case .string?:
+            guard let d = options.duration(key) else { return .positions(1) }
+            return .duration(d)
+        case let other?:
+            options.report(key, "expected a number of positions or a duration string such as \"30s\", got \(other.kindName)")
+            return .positions(1)
+        }
+    }
+
+    public static func makeTransform(_ configuration: GeofenceConfiguration, context: ComponentContext) throws -> any PositionTransform {
+        try GeofenceTransform(configuration: configuration, context: context)
+    }
+}

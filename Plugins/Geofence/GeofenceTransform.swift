@@ -1,0 +1,257 @@
+import Foundation
+import GatewayCore
+import Geodesy
+
+/// Thrown by ``GeofenceTransform/init(configuration:context:)`` when the fence file cannot be loaded.
+public struct GeofenceSetupError: Error, CustomStringConvertible {
+    /// What went wrong, starting with the option it concerns.
+    public var description: String
+}
+
+/// The running `geofence` transform: gates or annotates each position by the fences that
+/// contain it, and tracks per-device, per-fence state for enter/exit/dwell events.
+///
+/// Gating and annotation use the exact geometry of each position (boundary counts as inside);
+/// events go through ``FenceStateMachine`` hysteresis. Events are emitted after the position
+/// that caused them and are never gated.
+public struct GeofenceTransform: PositionTransform {
+    /// What one device is known to be inside, and where it last was.
+    struct DeviceState: Sendable {
+        /// Machines that are not idle, by fence id (ids survive a reload; offsets do not).
+        var fences: [String: FenceStateMachine] = [:]
+        /// Last accepted position in the fence datum, for segment (jump) checks.
+        var last: GeoPoint?
+    }
+
+    private let configuration: GeofenceConfiguration
+    private let context: ComponentContext
+    private var fenceSet: FenceSet
+    private var devices: [String: DeviceState] = [:]
+    /// Modification time and size of the fence file when it was last read.
+    private var fileSignature: FileSignature?
+    /// Scratch buffers reused across positions so the hot path does not allocate.
+    private var containing: [Int] = []
+    private var relevant: [Int] = []
+
+    /// The reload check interval when the fences come from a file; nil for inline fences.
+    public var tickInterval: Duration? {
+        if case .file = configuration.source { return configuration.reload }
+        return nil
+    }
+
+    /// Loads the fences; throws when the fence file cannot be read or parsed.
+    public init(configuration: GeofenceConfiguration, context: ComponentContext) throws {
+        self.configuration = configuration
+        self.context = context
+        switch configuration.source {
+        case .inline(let fences):
+            fenceSet = FenceSet(Self.filter(fences, configuration: configuration, logger: context.logger))
+        case .file(let path):
+            fileSignature = FileSignature(path: path)
+            do {
+                let fences = try FenceLoader(idProperty: configuration.idProperty, nameProperty: configuration.nameProperty).load(file: path)
+                fenceSet = FenceSet(Self.filter(fences, configuration: configuration, logger: context.logger))
+            } catch {
+                throw GeofenceSetupError(description: "fences: \(error)")
+            }
+        }
+        context.stats.set("fences", fenceSet.fences.count)
+        context.logger.info("\(fenceSet.fences.count) fence(s) loaded")
+    }
+
+    /// The loaded fences (after `only`).
+    public var fences: [Fence] { fenceSet.fences }
+
+    /// Fence ids the device is currently (confirmed) inside, sorted.
+    public func fencesInside(device: String) -> [String] {
+        (devices[device]?.fences.filter { $0.value.isInside }.map(\.key) ?? []).sorted()
+    }
+
+    static func filter(_ fences: [Fence], configuration: GeofenceConfiguration, logger: Logger) -> [Fence] {
+        guard let only = configuration.only else { return fences }
+        let kept = fences.filter { only.contains($0.id) }
+        let missing = only.subtracting(kept.map(\.id))
+        if !missing.isEmpty { logger.warning("only: no fence with id \(missing.sorted().joined(separator: ", "))") }
+        return kept
+    }
+
+    // MARK: - Positions
+
+    public mutating func process(_ position: Position, into output: inout [Position]) {
+        guard let point = fencePoint(of: position) else {
+            switch configuration.action {
+            case .keepInside: context.stats.count("dropped.no_coordinates")
+            case .keepOutside, .annotate: output.append(position)
+            }
+            return
+        }
+        containing.removeAll(keepingCapacity: true)
+        let set = fenceSet
+        set.index.forEachCandidate(containing: point) { i in
+            if set.fences[i].shape.locate(point) != .outside { containing.append(i) }
+        }
+        containing.sort()
+
+        var out = position
+        switch configuration.action {
+        case .keepInside:
+            if containing.isEmpty { context.stats.count("dropped.outside") } else { output.append(out) }
+        case .keepOutside:
+            if containing.isEmpty { output.append(out) } else { context.stats.count("dropped.inside") }
+        case .annotate:
+            if !containing.isEmpty {
+                out.attributes["fences"] = containing.map { set.fences[$0].id }.joined(separator: ",")
+                out.attributes["fence_names"] = containing.map { set.fences[$0].name ?? set.fences[$0].id }.joined(separator: ",")
+            }
+            output.append(out)
+        }
+        if !configuration.events.isEmpty {
+            track(out, at: point, into: &output)
+        }
+    }
+
+    /// The position's coordinates in the fence datum, or nil without usable coordinates.
+    func fencePoint(of position: Position) -> GeoPoint? {
+        guard let lat = position.latitude, let lon = position.longitude, lat.isFinite, lon.isFinite, abs(lat) <= 90 else { return nil }
+        let datum: ChinaDatums.Datum
+        switch position.datum {
+        case .wgs84: datum = .wgs84
+        case .gcj02: datum = .gcj02
+        case .bd09: datum = .bd09
+        default:
+            context.stats.count("skipped.datum")
+            return nil
+        }
+        let p = GeoPoint(latitude: lat, longitude: normalizeLongitude(lon))
+        return datum == configuration.fenceDatum ? p : ChinaDatums.convert(p, from: datum, to: configuration.fenceDatum)
+    }
+
+    /// Runs every relevant fence's state machine for one device and appends the events.
+    private mutating func track(_ position: Position, at point: GeoPoint, into output: inout [Position]) {
+        if let limit = configuration.maxHorizontalError, let eph = position.horizontalError, eph > limit {
+            context.stats.count("skipped.accuracy")
+            return
+        }
+        let key = position.deviceKey
+        // Taken out of the dictionary so mutating its fence map does not copy it.
+        var device = devices.removeValue(forKey: key) ?? DeviceState()
+        let set = fenceSet
+        let border = configuration.borderMeters
+
+        // Fences whose state can change: those containing the point, those the segment from
+        // the last point may cross, and those already holding state for this device. A fence
+        // merely near the point (within the border) cannot change an idle machine.
+        relevant.removeAll(keepingCapacity: true)
+        relevant.append(contentsOf: containing)
+        if let last = device.last {
+            let segmentBox = GeoBox(minLatitude: last.latitude, maxLatitude: last.latitude, minLongitude: last.longitude, maxLongitude: last.longitude)
+                .union(GeoBox(minLatitude: point.latitude, maxLatitude: point.latitude, minLongitude: point.longitude, maxLongitude: point.longitude))
+            set.index.forEachCandidate(intersecting: segmentBox) { relevant.append($0) }
+        }
+        for id in device.fences.keys {
+            if let i = set.offsetById[id] { relevant.append(i) }
+        }
+        relevant.sort()
+
+        var previous = -1
+        var next = 0   // walks `containing` (sorted) alongside `relevant`
+        for i in relevant where i != previous {
+            previous = i
+            while next < containing.count && containing[next] < i { next += 1 }
+            let isIn = next < containing.count && containing[next] == i
+            let fence = set.fences[i]
+            let existing = device.fences[fence.id]
+            var machine = existing ?? FenceStateMachine()
+            // Distances are computed only where the border band changes the outcome: a
+            // confirmed-inside machine treats inside and border alike, an outside one treats
+            // outside and border alike unless the track jumped across the fence.
+            var crossed = false
+            let evidence: FenceEvidence
+            switch (isIn, machine.isInside) {
+            case (true, true):
+                evidence = .inside
+            case (true, false):
+                evidence = border > 0 && fence.shape.distanceToBoundary(from: point) < border ? .border : .inside
+            case (false, true):
+                evidence = border > 0 && fence.shape.distanceToBoundary(from: point) < border ? .border : .outside
+            case (false, false):
+                evidence = .outside
+                if let last = device.last, fence.shape.locate(last) == .outside, fence.shape.segmentIntersects(from: last, to: point) {
+                    crossed = border == 0 || (fence.shape.distanceToBoundary(from: point) >= border && fence.shape.distanceToBoundary(from: last) >= border)
+                }
+                if !crossed && existing == nil { continue }
+            }
+            let action = machine.event(evidence, at: position.time, crossed: crossed, rule: configuration.rule)
+            for kind in action.kinds {
+                context.stats.count("events.\(kind.rawValue)")
+                if kind != .dwell {
+                    context.logger.info("device \(key) \(kind == .enter ? "entered" : "left") fence \(fence.id)\(fence.name.map { " (\($0))" } ?? "")\(action == [.enter, .exit] ? " (crossed between two positions)" : "")")
+                } else {
+                    context.logger.info("device \(key) dwelling in fence \(fence.id)\(fence.name.map { " (\($0))" } ?? "")")
+                }
+                guard configuration.events.contains(kind) else { continue }
+                var event = position
+                event.id = "\(position.id)-\(kind.rawValue)-\(fence.id)"
+                event.event = FenceEvent(kind: kind, fenceId: fence.id, fenceName: fence.name)
+                output.append(event)
+            }
+            if machine.isIdle {
+                if existing != nil { device.fences[fence.id] = nil }
+            } else if machine != existing {
+                device.fences[fence.id] = machine
+            }
+        }
+        device.last = point
+        devices[key] = device
+    }
+
+    // MARK: - Reload
+
+    public mutating func tick(now: Timestamp, into output: inout [Position]) {
+        reloadIfChanged()
+    }
+
+    /// Re-reads the fence file when its modification time or size changed; keeps the old
+    /// fences when the new file does not load. Device state is kept by fence id; state for
+    /// fences that disappeared is dropped.
+    public mutating func reloadIfChanged() {
+        guard case .file(let path) = configuration.source else { return }
+        let signature = FileSignature(path: path)
+        guard signature != fileSignature else { return }
+        fileSignature = signature
+        do {
+            let fences = try FenceLoader(idProperty: configuration.idProperty, nameProperty: configuration.nameProperty).load(file: path)
+            fenceSet = FenceSet(Self.filter(fences, configuration: configuration, logger: context.logger))
+        } catch {
+            context.stats.count("reload.failed")
+            context.logger.error("fence reload failed, keeping \(fenceSet.fences.count) fence(s): \(error)")
+            return
+        }
+        let current = fenceSet.offsetById
+        var dropped = 0
+        devices = devices.mapValues { device in
+            var d = device
+            d.fences = device.fences.filter { current[$0.key] != nil }
+            dropped += device.fences.count - d.fences.count
+            return d
+        }
+        if dropped > 0 { context.logger.info("dropped the state of \(dropped) device/fence pair(s) whose fence is gone") }
+        context.stats.count("reloads")
+        context.stats.set("fences", fenceSet.fences.count)
+        context.logger.info("fences reloaded: \(fenceSet.fences.count) fence(s)")
+    }
+}
+
+/// Modification time (nanoseconds) and size of a file; nil fields when it cannot be read.
+struct FileSignature: Equatable, Sendable {
+    var modified: Int64?
+    var size: Int64?
+
+    init(path: String) {
+        var st = stat()
+        if stat(path, &st) == 0 {
+            modified = Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
+            size = Int64(st.st_size)
+        }
+    }
+}
