@@ -25,10 +25,13 @@ let package = Package(
         plugin("FileReplay", dependencies: ["GatewayCore", "NMEA"]),
         plugin("FileOutput", dependencies: ["GatewayCore"]),
         plugin("ConsoleOutput", dependencies: ["GatewayCore"]),
-        .target(name: "BuiltinPlugins", dependencies: ["GatewayCore", "FileReplay", "FileOutput", "ConsoleOutput"], swiftSettings: settings),
-        .executableTarget(name: "locgate", dependencies: ["GatewayCore", "GatewayRuntime", "BuiltinPlugins"], swiftSettings: settings),
+        .systemLibrary(name: "CSerialPort", path: "Sources/CSerialPort", pkgConfig: "libserialport", providers: [.apt(["libserialport-dev"])]),
+        plugin("SerialSource", dependencies: ["GatewayCore", "NMEA", "CSerialPort"]),
+        .target(name: "BuiltinPlugins", dependencies: ["GatewayCore", "FileReplay", "FileOutput", "ConsoleOutput", "SerialSource"], swiftSettings: settings),
+        .executableTarget(name: "locgate", dependencies: ["GatewayCore", "GatewayRuntime", "BuiltinPlugins", "SerialSource"], swiftSettings: settings),
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore"], swiftSettings: settings),
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "GatewayCore"], resources: [.copy("Fixtures")], swiftSettings: settings),
+        .testTarget(name: "SerialSourceTests", dependencies: ["SerialSource", "GatewayCore", "NMEA"], exclude: ["Support"], swiftSettings: settings),
     ],
     swiftLanguageModes: [.v6]
 )
