@@ -134,6 +134,48 @@ struct SerialEndToEndTests {
         #expect(cpu < 0.5 * elapsed, "sanity bound: a busy loop would use a whole core")
     }
 
+    @Test func initLinesAreWrittenWithTheirChecksums() async throws {
+        let dir = ScratchDirectory()
+        let pty = PtyPair(directory: dir.path)
+        try await pty.start()
+        let extra = #""init": ["PMTK220,100", "PMTK314,0,1,0,1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0"], "init_checksum": true"#
+        let locgate = try LocgateProcess(config: serialConfig(port: pty.reader, output: dir.path + "/out.jsonl", extra: extra), directory: dir.path)
+        defer { locgate.stop(); pty.stop() }
+        #expect(await waitUntil { locgate.count("opened \(pty.reader)") == 1 }, "log: \(locgate.log)")
+        var received: [UInt8] = []
+        let expected = Array("$PMTK220,100*2F\r\n$PMTK314,0,1,0,1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0*28\r\n".utf8)
+        #expect(await waitUntil {
+            received += pty.readAvailable()
+            return received.count >= expected.count
+        })
+        #expect(String(decoding: received, as: UTF8.self) == String(decoding: expected, as: UTF8.self))
+    }
+
+    @Test func autoBaudSettlesOnARateThatYieldsNMEA() async throws {
+        let dir = ScratchDirectory()
+        let pty = PtyPair(directory: dir.path)
+        try await pty.start()
+        let out = dir.path + "/out.jsonl"
+        let config = serialConfig(port: pty.reader, output: out).replacingOccurrences(of: #""baud": 9600"#, with: #""baud": "auto""#)
+        let locgate = try LocgateProcess(config: config, directory: dir.path)
+        defer { locgate.stop(); pty.stop() }
+        // Detection needs input: send epochs until the rate is settled (a pty takes any rate, so the first).
+        var i = 0
+        let settled = await waitUntil {
+            pty.write(NMEAGenerator.epoch(i))
+            i += 1
+            return locgate.count("opened \(pty.reader)") == 1
+        }
+        #expect(settled, "log: \(locgate.log)")
+        #expect(locgate.log.contains("baud auto: 4800 yields NMEA"))
+        let first = i
+        for j in first..<(first + 20) { pty.write(NMEAGenerator.epoch(j)) }
+        #expect(await waitUntil { readPositions(out).last.map { abs($0.lat - NMEAGenerator.latitude(first + 19)) < 1e-9 } ?? false }, "log: \(locgate.log)")
+        let lats = readPositions(out).map(\.lat)
+        #expect(zip(lats, lats.dropFirst()).allSatisfy { $0 < $1 })
+        #expect(Array(lats.suffix(20)).enumerated().allSatisfy { abs($1 - NMEAGenerator.latitude(first + $0)) < 1e-9 })
+    }
+
     @Test func aBusyPortSaysAnotherProcessHoldsIt() async throws {
         let dir = ScratchDirectory()
         let pty = PtyPair(directory: dir.path)

@@ -88,7 +88,7 @@ final class PtyPair {
         process = p
         let ok = await waitUntil(.seconds(10)) { access(writer, F_OK) == 0 && access(reader, F_OK) == 0 }
         guard ok else { throw TestFailure("socat did not create \(writer) and \(reader)") }
-        fd = open(writer, O_WRONLY | O_NOCTTY | O_NONBLOCK)
+        fd = open(writer, O_RDWR | O_NOCTTY | O_NONBLOCK)
         guard fd >= 0 else { throw TestFailure("cannot open \(writer): \(String(cString: strerror(errno)))") }
     }
 
@@ -103,9 +103,21 @@ final class PtyPair {
         }
     }
 
+    /// What locgate wrote to the receiver so far (init lines), without waiting.
+    func readAvailable() -> [UInt8] {
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n <= 0 { return out }
+            out += buffer[0..<n]
+        }
+    }
+
     /// Kills socat (unplug): the reader end hangs up at once, as a USB tty does when pulled.
     ///
-    /// SIGKILL, not SIGTERM: socat started from the test runner inherits a blocked SIGTERM.
+    /// SIGKILL, not SIGTERM: socat started from the test runner did not end on SIGTERM
+    /// (a signal disposition inherited from the runner), and an unplug is abrupt anyway.
     func stop() {
         if fd >= 0 { close(fd); fd = -1 }
         guard let p = process, p.isRunning else { return }
