@@ -30,6 +30,7 @@ public struct SerialPortError: Error, Sendable, CustomStringConvertible {
     /// The system's or libserialport's reason.
     public var detail: String
 
+    /// `operation: detail`.
     public var description: String { detail.isEmpty ? operation : "\(operation): \(detail)" }
 
     static func classify(errno code: Int32) -> Kind {
@@ -66,18 +67,22 @@ public struct SerialPortInfo: Sendable, Hashable {
     public var path: String
     /// libserialport's one-line description (for USB: the product string, else the driver).
     public var description: String
+    /// Native UART, USB adapter or Bluetooth.
     public var transport: Transport
     /// USB vendor id, when the port is a USB adapter.
     public var vendorID: Int?
     /// USB product id, when the port is a USB adapter.
     public var productID: Int?
+    /// USB manufacturer string.
     public var manufacturer: String?
+    /// USB product string.
     public var product: String?
     /// USB serial number: the stable identity of a receiver.
     public var serialNumber: String?
     /// Bluetooth MAC address, for Bluetooth serial ports.
     public var bluetoothAddress: String?
 
+    /// A port description (enumeration builds these; tests build them by hand).
     public init(path: String, description: String = "", transport: Transport = .native,
                 vendorID: Int? = nil, productID: Int? = nil, manufacturer: String? = nil,
                 product: String? = nil, serialNumber: String? = nil, bluetoothAddress: String? = nil) {

@@ -11,23 +11,29 @@ public struct SerialSourceConfiguration: Sendable {
         case match(SerialPortMatch)
     }
 
+    /// `port` or `match`.
     public var selector: Selector = .path("")
     /// A fixed rate, or nil to detect it among ``SerialSourceConfiguration/autoBaudRates``.
     public var baud: Int? = 9600
+    /// Baud (when fixed), data bits, parity, stop bits, flow control.
     var line = SerialLineSettings()
     /// Lines written after opening, each ending in CR LF.
     public var initLines: [String] = []
     /// Turn each init line's body into `$BODY*HH` with its checksum.
     public var initChecksum = false
+    /// No bytes for this long closes the port and reconnects.
     public var stallTimeout: Duration = .seconds(5)
+    /// Longest wait between reconnection attempts.
     public var backoffCap: Duration = .seconds(5)
     /// Device id for positions; nil: the USB serial number when known, else the port path.
     public var device: String?
+    /// Reject sentences without a `*HH` checksum.
     public var requireChecksum = true
 
     /// Rates tried, in order, when `baud` is `"auto"`.
     public static let autoBaudRates = [4800, 9600, 19200, 38400, 57600, 115200]
 
+    /// A configuration with every default (and no port).
     public init() {}
 
     /// The init lines as written to the port.
@@ -47,13 +53,16 @@ public struct SerialSourceConfiguration: Sendable {
 
 /// Picks a port by what libserialport's enumeration reports; every given field must match.
 public struct SerialPortMatch: Sendable, Equatable {
+    /// USB vendor id.
     public var vendorID: Int?
+    /// USB product id.
     public var productID: Int?
     /// USB serial number, compared exactly.
     public var serialNumber: String?
     /// Substring of the description, manufacturer or product, compared case-insensitively.
     public var descriptionSubstring: String?
 
+    /// A match on the given fields (nil fields match anything).
     public init(vendorID: Int? = nil, productID: Int? = nil, serialNumber: String? = nil, descriptionSubstring: String? = nil) {
         self.vendorID = vendorID
         self.productID = productID
