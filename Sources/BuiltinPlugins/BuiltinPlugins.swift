@@ -7,6 +7,7 @@ import Filters
 import GatewayCore
 import NetworkNMEA
 import Geofence
+import SerialSource
 
 /// The one list of built-in plugins. A plugin folder under `Plugins/` that is missing here fails
 /// `BuiltinPluginsTests`.
@@ -18,6 +19,7 @@ public enum BuiltinPlugins {
         r.register(source: FileReplayPlugin.self)
         r.register(source: TCPNMEAPlugin.self)
         r.register(source: UDPNMEAPlugin.self)
+        r.register(source: SerialSourcePlugin.self)
         // Transforms
         r.register(transform: CoordinatesPlugin.self)
         r.register(transform: DedupePlugin.self)

@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import GatewayCore
 import GatewayRuntime
+import SerialSource
 import Synchronization
 
 /// The `locgate` command line.
@@ -18,6 +19,8 @@ enum Locgate {
                                   log replayed to stdout.
       locgate validate CONFIG     Check a pipeline file; exit 0, or 2 listing every problem.
       locgate plugins [TYPE]      List every plugin type with its options, defaults and a sample.
+      locgate ports               List serial ports: path, transport (native/usb/bluetooth), USB
+                                  vid:pid, manufacturer, product, serial number, description.
       locgate version             Print the version.
 
     Options:
@@ -62,6 +65,9 @@ enum Locgate {
             validate(rest[0])
         case "plugins":
             listPlugins(filter: rest.first)
+        case "ports":
+            guard rest.isEmpty else { fail("usage: locgate ports", code: 2) }
+            listPorts()
         case "version":
             print("locgate \(version)")
         default:
@@ -161,6 +167,23 @@ enum Locgate {
             out += "  sample: \(i.sample)\n\n"
         }
         print(out, terminator: "")
+    }
+}
+
+extension Locgate {
+    /// `locgate ports`: what the `serial` source's `port` and `match` options can name.
+    static func listPorts() {
+        let ports: [SerialPortInfo]
+        do {
+            ports = try SerialPorts.list()
+        } catch {
+            fail("cannot list serial ports: \(error)", code: 1)
+        }
+        if ports.isEmpty {
+            print("no serial ports found")
+            return
+        }
+        print(SerialPorts.table(ports), terminator: "")
     }
 }
 

@@ -1,0 +1,289 @@
+import Dispatch
+import GatewayCore
+import NMEA
+
+/// Reads NMEA from a serial port until cancelled, reconnecting after every fault.
+///
+/// One session = open (resolving `match` anew), configure, detect the baud rate if asked, write
+/// the init lines, then read until a fault: the device hangs up (unplug), no bytes for
+/// `stall_timeout`, or a read error. Every fault is logged with what to do about it, the port is
+/// closed, and the next attempt waits with capped exponential backoff. One ``NMEADecoder`` lives
+/// across sessions, so position ids and statistics continue.
+///
+/// Blocking calls (open, poll-with-timeout reads, writes) run on a serial `DispatchQueue` of
+/// this source, not on the cooperative thread pool: a read waits up to 200 ms, and on a small
+/// machine with a few receivers those waits would otherwise occupy every pool thread and stall
+/// the sinks. Each read returns within 200 ms, so cancellation is observed at least that often.
+public struct SerialNMEASource: PositionSource {
+    let configuration: SerialSourceConfiguration
+    let context: ComponentContext
+
+    /// Longest single wait for input; bounds how late cancellation is noticed.
+    static let readTimeoutMilliseconds: Int32 = 200
+    /// A line this long without bytes ends the epoch in progress, so it is not held until the next.
+    static let idleFlush: Duration = .milliseconds(300)
+    /// How long each rate is listened to when the baud rate is detected.
+    static let probeWindow: Duration = .seconds(2)
+
+    public init(configuration: SerialSourceConfiguration, context: ComponentContext) {
+        self.configuration = configuration
+        self.context = context
+    }
+
+    /// An open port and what positions are labelled with.
+    struct Session {
+        let port: SerialPortHandle
+        /// The configured path or the matched port, for log lines.
+        let name: String
+        let device: String
+        /// Bytes read while detecting the baud rate, decoded before anything else.
+        var pending: [UInt8]
+    }
+
+    /// Why a session ended, other than a port error.
+    struct Stall: Error {}
+
+    public func run(output: SourceOutput) async throws {
+        var options = NMEAOptions()
+        options.requireChecksum = configuration.requireChecksum
+        options.source = context.id
+        options.idPrefix = "\(context.id)-"
+        var decoder = NMEADecoder(options: options)
+        var backoff = Backoff(initial: .milliseconds(200), cap: configuration.backoffCap)
+        let queue = DispatchQueue(label: "locgate.serial.\(context.id)")
+        var settledBaud: Int?
+        var lastFault = ""
+        var sessions = 0
+        while true {
+            try Task.checkCancellation()
+            var device: String?
+            do {
+                var session = try await open(on: queue, settledBaud: &settledBaud)
+                device = session.device
+                sessions += 1
+                if sessions > 1 { context.stats.count("serial.reconnects") }
+                lastFault = ""
+                try await read(&session, on: queue, decoder: &decoder, output: output, backoff: &backoff)
+            } catch let error as SerialPortError {
+                let message = explain(error)
+                report(message, repeated: message == lastFault, kind: error.kind)
+                lastFault = message
+            } catch is Stall {
+                context.stats.count("serial.stalls")
+                let message = "no data for \(DurationText.format(configuration.stallTimeout)) (stall_timeout): closing and reconnecting"
+                context.logger.warning(message)
+                lastFault = message
+            } catch {
+                // Cancellation: release the epoch in progress rather than lose it.
+                await flush(&decoder, device: device, output: output)
+                throw error
+            }
+            await flush(&decoder, device: device, output: output)
+            let delay = backoff.next()
+            context.logger.debug("next attempt in \(DurationText.format(delay))")
+            try await context.clock.sleep(for: delay)
+        }
+    }
+
+    // MARK: - Opening
+
+    private func open(on queue: DispatchQueue, settledBaud: inout Int?) async throws -> Session {
+        let target: String
+        let name: String
+        switch configuration.selector {
+        case .path(let p):
+            target = p
+            name = p
+        case .match(let m):
+            let ports = try await blocking(on: queue) { try SerialPortInfo.list() }
+            let found = ports.filter(m.matches)
+            guard let first = found.first else {
+                throw SerialPortError(kind: .missing, operation: "find a port matching \(m.text)",
+                                      detail: "none of the \(ports.count) port(s) listed matches")
+            }
+            if found.count > 1 {
+                context.logger.warning("\(found.count) ports match \(m.text) (\(found.map(\.path).joined(separator: ", "))); using \(first.path)")
+            }
+            target = first.path
+            name = "\(first.path) (matching \(m.text))"
+        }
+        let line = configuration.line
+        let port = try await blocking(on: queue) { () throws -> SerialPortHandle in
+            let port = try SerialPortHandle(path: target)
+            try port.apply(line)
+            return port
+        }
+        let device = configuration.device ?? port.info.serialNumber ?? target
+        var session = Session(port: port, name: name, device: device, pending: [])
+        var baud = configuration.line.baud
+        if configuration.baud == nil {
+            let (rate, bytes) = try await detectBaud(port, on: queue, first: settledBaud)
+            settledBaud = rate
+            baud = rate
+            session.pending = bytes
+        }
+        let initBytes = configuration.initBytes
+        if !initBytes.isEmpty {
+            let written = try await blocking(on: queue) { try port.write(initBytes, timeoutMilliseconds: 2000) }
+            if written < initBytes.count {
+                context.logger.warning("\(target): wrote only \(written) of \(initBytes.count) init bytes (flow control holding the line?)")
+            }
+        }
+        var what = "opened \(name)"
+        if port.info.path != target { what += " (\(port.info.path))" }
+        what += " at \(baud) baud, \(configuration.line.dataBits)\(configuration.line.parity.rawValue.prefix(1).uppercased())\(configuration.line.stopBits)"
+        if port.info.transport == .usb, let v = port.info.vendorID, let p = port.info.productID {
+            what += ", USB \(hex4(v)):\(hex4(p))"
+            if let product = port.info.product { what += " \(product)" }
+            if let serial = port.info.serialNumber { what += " serial \(serial)" }
+        }
+        what += "; device id \(device)"
+        context.logger.info(what)
+        return session
+    }
+
+    /// Tries each rate until one yields checksum-valid sentences; returns it and the bytes read at it.
+    private func detectBaud(_ port: SerialPortHandle, on queue: DispatchQueue, first: Int?) async throws -> (Int, [UInt8]) {
+        var rates = SerialSourceConfiguration.autoBaudRates
+        if let f = first, let i = rates.firstIndex(of: f) { rates.remove(at: i); rates.insert(f, at: 0) }
+        var options = NMEAOptions()
+        options.requireChecksum = true
+        for rate in rates {
+            try await blocking(on: queue) { try port.setBaud(rate) }
+            var probe = NMEADecoder(options: options)
+            var seen: [UInt8] = []
+            var scratch: [Position] = []
+            let deadline = ContinuousClock.now + SerialNMEASource.probeWindow
+            while ContinuousClock.now < deadline {
+                try Task.checkCancellation()
+                let bytes = try await readChunk(port, on: queue)
+                guard !bytes.isEmpty else { continue }
+                seen += bytes
+                bytes.withUnsafeBytes { probe.decode($0, into: &scratch) }
+                let s = probe.statistics
+                if s.accepted + s.unknown + s.proprietary > 0 {
+                    context.logger.info("baud auto: \(rate) yields NMEA")
+                    return (rate, seen)
+                }
+            }
+            context.logger.debug("baud auto: nothing valid at \(rate)")
+        }
+        throw SerialPortError(kind: .failed, operation: "detect the baud rate",
+                              detail: "no NMEA at any of \(rates.map(String.init).joined(separator: ", ")) baud (is the receiver sending? set baud explicitly)")
+    }
+
+    // MARK: - Reading
+
+    private func read(_ session: inout Session, on queue: DispatchQueue, decoder: inout NMEADecoder,
+                      output: SourceOutput, backoff: inout Backoff) async throws {
+        var positions: [Position] = []
+        var lastData = ContinuousClock.now
+        var unflushed = false
+        var receivedAny = false
+        if !session.pending.isEmpty {
+            session.pending.withUnsafeBytes { decoder.decode($0, into: &positions) }
+            session.pending = []
+            unflushed = true
+        }
+        while true {
+            if Task.isCancelled { throw CancellationError() }
+            let bytes = try await readChunk(session.port, on: queue)
+            let now = ContinuousClock.now
+            if bytes.isEmpty {
+                if unflushed && now - lastData >= SerialNMEASource.idleFlush {
+                    decoder.flush(into: &positions)
+                    unflushed = false
+                }
+                if now - lastData >= configuration.stallTimeout { throw Stall() }
+            } else {
+                lastData = now
+                unflushed = true
+                if !receivedAny {
+                    // The port works again: the next fault starts the backoff from the beginning.
+                    receivedAny = true
+                    backoff.reset()
+                }
+                bytes.withUnsafeBytes { decoder.decode($0, into: &positions) }
+                decoder.statistics.publish(to: context.stats)
+            }
+            if !positions.isEmpty {
+                for i in positions.indices { positions[i].device = session.device }
+                await output.emit(positions)
+                positions.removeAll(keepingCapacity: true)
+            }
+        }
+    }
+
+    private func readChunk(_ port: SerialPortHandle, on queue: DispatchQueue) async throws -> [UInt8] {
+        try await blocking(on: queue) {
+            try [UInt8](unsafeUninitializedCapacity: 4096) { buffer, count in
+                count = try port.read(into: UnsafeMutableRawBufferPointer(buffer), timeoutMilliseconds: SerialNMEASource.readTimeoutMilliseconds)
+            }
+        }
+    }
+
+    private func flush(_ decoder: inout NMEADecoder, device: String?, output: SourceOutput) async {
+        var positions: [Position] = []
+        decoder.flush(into: &positions)
+        decoder.statistics.publish(to: context.stats)
+        guard !positions.isEmpty else { return }
+        if let device { for i in positions.indices { positions[i].device = device } }
+        await output.emit(positions)
+    }
+
+    // MARK: - Faults
+
+    /// A log line that says what happened and what to do.
+    func explain(_ error: SerialPortError) -> String {
+        let hint: String = switch error.kind {
+        case .missing: "no such device — is the receiver plugged in? `locgate ports` lists the ports present"
+        case .permissionDenied: "permission denied — add the user to group dialout (`sudo usermod -aG dialout $USER`, then log in again)"
+        case .busy: "port busy — another process holds it (find it with `fuser -v <port>`; gpsd or ModemManager?)"
+        case .disconnected: "device disconnected (unplugged?)"
+        case .unsupported: "cannot be opened as a serial port"
+        case .failed: "failed"
+        }
+        return "\(error): \(hint); retrying with backoff up to \(DurationText.format(configuration.backoffCap))"
+    }
+
+    private func report(_ message: String, repeated: Bool, kind: SerialPortError.Kind) {
+        context.stats.count(kind == .disconnected ? "serial.disconnects" : "serial.open_failures")
+        // A receiver left unplugged overnight must not fill the log: repeats go to debug.
+        if repeated { context.logger.debug(message) } else { context.logger.warning(message) }
+    }
+}
+
+/// Runs blocking port work on the source's queue, off the cooperative thread pool.
+private func blocking<T: Sendable>(on queue: DispatchQueue, _ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        queue.async { continuation.resume(with: Result { try body() }) }
+    }
+}
+
+/// Lists serial ports for `locgate ports`.
+public enum SerialPorts {
+    /// Every port libserialport enumerates, sorted by path.
+    public static func list() throws -> [SerialPortInfo] { try SerialPortInfo.list() }
+
+    /// A table of ports: path, transport, vid:pid, manufacturer, product, serial, description.
+    public static func table(_ ports: [SerialPortInfo]) -> String {
+        let header = ["PATH", "TRANSPORT", "VID:PID", "MANUFACTURER", "PRODUCT", "SERIAL", "DESCRIPTION"]
+        var rows = [header]
+        for p in ports {
+            let ids = p.vendorID.flatMap { v in p.productID.map { "\(hex4(v)):\(hex4($0))" } } ?? "-"
+            rows.append([p.path, p.transport.rawValue, ids, p.manufacturer ?? "-", p.product ?? "-",
+                         p.serialNumber ?? p.bluetoothAddress ?? "-", p.description.isEmpty ? "-" : p.description])
+        }
+        var widths = [Int](repeating: 0, count: header.count)
+        for r in rows { for (i, c) in r.enumerated() { widths[i] = max(widths[i], c.count) } }
+        var out = ""
+        for r in rows {
+            var line = ""
+            for (i, c) in r.enumerated() {
+                line += i == r.count - 1 ? c : c + String(repeating: " ", count: widths[i] - c.count + 2)
+            }
+            out += line + "\n"
+        }
+        return out
+    }
+}

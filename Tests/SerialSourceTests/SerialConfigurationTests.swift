@@ -1,0 +1,96 @@
+import Foundation
+import GatewayCore
+import NMEA
+import SerialSource
+import Testing
+
+/// Reads `json` as the options of a `serial` source; returns the configuration and the problems.
+private func configure(_ json: String) throws -> (SerialSourceConfiguration, [String]) {
+    guard case .object(let object) = try JSONValue.parse(string: json) else { throw TestFailure("not an object") }
+    let diagnostics = ConfigurationDiagnostics()
+    var reader = OptionReader(object: object, path: "sources.rx", diagnostics: diagnostics)
+    reader.markKnown(["type"])
+    let c = SerialSourcePlugin.configure(&reader)
+    reader.finish()
+    return (c, diagnostics.problems.map(\.description))
+}
+
+@Suite struct SerialConfigurationTests {
+    @Test func theSampleConfigurationIsValid() throws {
+        let (c, problems) = try configure(SerialSourcePlugin.info.sample)
+        #expect(problems.isEmpty)
+        #expect(c.selector == .path("/dev/ttyACM0"))
+        #expect(c.initBytes == Array("$PMTK220,1000*1F\r\n".utf8))
+    }
+
+    @Test func defaultsFollowTheIssue() throws {
+        let (c, problems) = try configure(#"{ "type": "serial", "port": "/dev/ttyUSB0" }"#)
+        #expect(problems.isEmpty)
+        #expect(c.baud == 9600)
+        #expect(c.stallTimeout == .seconds(5))
+        #expect(c.backoffCap == .seconds(5))
+        #expect(c.requireChecksum)
+        #expect(c.device == nil)
+        #expect(SerialSourcePlugin.claims(of: c) == ["serial port /dev/ttyUSB0"])
+    }
+
+    @Test func everyDocumentedOptionIsReadAndNoOther() throws {
+        let json = #"""
+        { "type": "serial", "port": "/dev/ttyUSB0", "baud": "auto", "data_bits": 7, "parity": "even", "stop_bits": 2,
+          "flow_control": "rtscts", "init": ["PUBX,40,GLL,0,0,0,0"], "init_checksum": true, "stall_timeout": "2s",
+          "backoff_cap": "10s", "device": "rx-1", "require_checksum": false }
+        """#
+        guard case .object(let object) = try JSONValue.parse(string: json) else { return }
+        let diagnostics = ConfigurationDiagnostics()
+        var reader = OptionReader(object: object, path: "sources.rx", diagnostics: diagnostics)
+        let c = SerialSourcePlugin.configure(&reader)
+        #expect(diagnostics.problems.isEmpty)
+        let asked = reader.askedKeys.filter { $0 != "type" }
+        #expect(Set(asked) == Set(SerialSourcePlugin.info.options.map(\.name)))
+        #expect(c.baud == nil)
+        #expect(c.stallTimeout == .seconds(2))
+        #expect(c.backoffCap == .seconds(10))
+        #expect(c.device == "rx-1")
+        #expect(!c.requireChecksum)
+        #expect(c.initBytes == Array(NMEAChecksum.sentence(body: "PUBX,40,GLL,0,0,0,0").utf8))
+    }
+
+    @Test(arguments: [
+        (#"{ "type": "serial" }"#, "sources.rx.port: required option is missing"),
+        (#"{ "type": "serial", "port": "/dev/ttyS0", "match": { "vid": "1546" } }"#, "sources.rx.match: give either port or match, not both"),
+        (#"{ "type": "serial", "match": {} }"#, "sources.rx.match: give at least one of vid, pid, serial, description"),
+        (#"{ "type": "serial", "match": { "vid": "xyz" } }"#, "sources.rx.match.vid: expected a USB id"),
+        (#"{ "type": "serial", "port": "/dev/ttyS0", "baud": "fast" }"#, "sources.rx.baud: expected a number of bits per second or \"auto\""),
+        (#"{ "type": "serial", "port": "/dev/ttyS0", "parity": "weird" }"#, "sources.rx.parity: expected one of"),
+        (#"{ "type": "serial", "port": "/dev/ttyS0", "data_bits": 9 }"#, "sources.rx.data_bits: must be between 5 and 8"),
+        (#"{ "type": "serial", "port": "/dev/ttyS0", "init": ["$PMTK220,1000*1F"], "init_checksum": true }"#, "sources.rx.init[0]: already has a *HH checksum"),
+        (#"{ "type": "serial", "port": "/dev/ttyS0", "baud_rate": 9600 }"#, "sources.rx.baud_rate: unknown option"),
+    ])
+    func problemsAreReportedWithTheirPath(json: String, expected: String) throws {
+        let (_, problems) = try configure(json)
+        #expect(problems.contains { $0.hasPrefix(expected) }, "problems: \(problems)")
+    }
+
+    @Test func matchPicksPortsByUSBIdsSerialAndDescription() throws {
+        let (c, problems) = try configure(#"{ "type": "serial", "match": { "vid": "1546", "pid": "0x01A7", "description": "U-BLOX" } }"#)
+        #expect(problems.isEmpty)
+        guard case .match(let m) = c.selector else { Issue.record("expected a match selector"); return }
+        let ublox = SerialPortInfo(path: "/dev/ttyACM1", description: "u-blox 7 - GPS/GNSS Receiver", transport: .usb,
+                                   vendorID: 0x1546, productID: 0x01A7, manufacturer: "u-blox AG", product: "u-blox 7 - GPS/GNSS Receiver", serialNumber: "A1")
+        let other = SerialPortInfo(path: "/dev/ttyUSB0", description: "FT232R", transport: .usb, vendorID: 0x0403, productID: 0x6001)
+        #expect(m.matches(ublox))
+        #expect(!m.matches(other))
+        #expect(!SerialPortMatch(serialNumber: "B2").matches(ublox))
+        #expect(SerialSourcePlugin.claims(of: c) == ["serial port matching vid=1546 pid=01a7 description=\"U-BLOX\""])
+    }
+
+    @Test func theReadmeDocumentsEveryOptionInOrder() throws {
+        let readme = try String(contentsOfFile: PackagePaths.root + "/Plugins/SerialSource/README.md", encoding: .utf8)
+        // The rows of the table under "## Options", up to the next heading.
+        let section = readme.components(separatedBy: "## Options").last?.components(separatedBy: "\n## ").first ?? ""
+        let rows = section.split(separator: "\n").filter { $0.hasPrefix("| `") }.map { line in
+            line.split(separator: "|")[0].trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "`"))
+        }
+        #expect(rows == SerialSourcePlugin.info.options.map(\.name))
+    }
+}
