@@ -301,8 +301,23 @@ struct JSONParser {
 public enum JSONWriter {
     /// Appends `s` as a quoted JSON string with the required escapes.
     public static func appendString(_ s: String, to out: inout [UInt8]) {
-        out.append(0x22)
-        for c in s.utf8 {
+        var s = s
+        s.withUTF8 { utf8 in
+            // Fast path: nothing to escape (ids, sources, datums), so one bulk copy.
+            var clean = true
+            for c in utf8 where c < 0x20 || c == 0x22 || c == 0x5C { clean = false; break }
+            out.append(0x22)
+            if clean {
+                out.append(contentsOf: utf8)
+            } else {
+                appendEscaped(utf8, to: &out)
+            }
+            out.append(0x22)
+        }
+    }
+
+    private static func appendEscaped(_ utf8: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
+        for c in utf8 {
             switch c {
             case 0x22: out.append(0x5C); out.append(0x22)
             case 0x5C: out.append(0x5C); out.append(0x5C)
@@ -315,7 +330,6 @@ public enum JSONWriter {
             default: out.append(c)
             }
         }
-        out.append(0x22)
     }
 
     /// Appends a finite number in the shortest form that reads back exactly (`null` if not finite).
@@ -335,33 +349,36 @@ public enum JSONWriter {
         for _ in 0..<decimals { scale *= 10 }
         let scaled = (abs(v) * scale).rounded()
         guard scaled < 9e15 else { appendNumber(v, to: &out); return }
-        var n = Int64(scaled)
-        if v < 0 && n != 0 { out.append(UInt8(ascii: "-")) }
-        let unit = Int64(scale)
-        appendInt(n / unit, to: &out)
+        var n = UInt64(scaled)
+        let unit = UInt64(scale)
+        var whole = n / unit
         n %= unit
-        guard n != 0 else { return }
-        out.append(UInt8(ascii: "."))
-        var digits = [UInt8](repeating: 48, count: decimals)
-        var k = decimals - 1
-        while k >= 0 { digits[k] = UInt8(48 + n % 10); n /= 10; k -= 1 }
-        var end = decimals
-        while end > 0, digits[end - 1] == 48 { end -= 1 }
-        out.append(contentsOf: digits[0..<end])
+        // Digits are written backwards into a stack buffer and appended in one copy: this runs
+        // several times per position, so no heap arrays here. 9e15 has 16 digits, plus sign and dot.
+        var tmp: (UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &tmp) { buf in
+            var i = buf.count
+            if n != 0 {
+                var k = decimals
+                // Trailing zeros of the fraction are not written.
+                while k > 0 && n % 10 == 0 { n /= 10; k -= 1 }
+                while k > 0 { i -= 1; buf[i] = UInt8(truncatingIfNeeded: 48 &+ n % 10); n /= 10; k -= 1 }
+                i -= 1; buf[i] = UInt8(ascii: ".")
+            }
+            repeat { i -= 1; buf[i] = UInt8(truncatingIfNeeded: 48 &+ whole % 10); whole /= 10 } while whole > 0
+            if v < 0 && scaled != 0 { i -= 1; buf[i] = UInt8(ascii: "-") }
+            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[i...]))
+        }
     }
 
     public static func appendInt(_ v: Int64, to out: inout [UInt8]) {
-        if v < 0 { out.append(UInt8(ascii: "-")) }
         var m = v.magnitude
-        if m == 0 { out.append(48); return }
-        var tmp: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
-                  UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
-            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        var n = 0
+        var tmp: (UInt64, UInt64, UInt64) = (0, 0, 0)
         withUnsafeMutableBytes(of: &tmp) { buf in
-            while m > 0 { buf[n] = UInt8(48 + m % 10); m /= 10; n += 1 }
-            var i = n - 1
-            while i >= 0 { out.append(buf[i]); i -= 1 }
+            var i = buf.count
+            repeat { i -= 1; buf[i] = UInt8(truncatingIfNeeded: 48 &+ m % 10); m /= 10 } while m > 0
+            if v < 0 { i -= 1; buf[i] = UInt8(ascii: "-") }
+            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[i...]))
         }
     }
 
