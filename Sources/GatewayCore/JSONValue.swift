@@ -344,41 +344,20 @@ public enum JSONWriter {
 
     /// Appends a number rounded to a fixed count of decimals, without trailing zeros.
     public static func appendNumber(_ v: Double, decimals: Int, to out: inout [UInt8]) {
-        guard v.isFinite else { out.append(contentsOf: Array("null".utf8)); return }
-        var scale: Double = 1
-        for _ in 0..<decimals { scale *= 10 }
-        let scaled = (abs(v) * scale).rounded()
-        guard scaled < 9e15 else { appendNumber(v, to: &out); return }
-        var n = UInt64(scaled)
-        let unit = UInt64(scale)
-        var whole = n / unit
-        n %= unit
-        // Digits are written backwards into a stack buffer and appended in one copy: this runs
-        // several times per position, so no heap arrays here. 9e15 has 16 digits, plus sign and dot.
-        var tmp: (UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0)
-        withUnsafeMutableBytes(of: &tmp) { buf in
-            var i = buf.count
-            if n != 0 {
-                var k = decimals
-                // Trailing zeros of the fraction are not written.
-                while k > 0 && n % 10 == 0 { n /= 10; k -= 1 }
-                while k > 0 { i -= 1; buf[i] = UInt8(truncatingIfNeeded: 48 &+ n % 10); n /= 10; k -= 1 }
-                i -= 1; buf[i] = UInt8(ascii: ".")
-            }
-            repeat { i -= 1; buf[i] = UInt8(truncatingIfNeeded: 48 &+ whole % 10); whole /= 10 } while whole > 0
-            if v < 0 && scaled != 0 { i -= 1; buf[i] = UInt8(ascii: "-") }
-            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[i...]))
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: RawJSONWriter.maxNumberLength) { buf in
+            guard let base = buf.baseAddress else { return }
+            var w = RawJSONWriter(base)
+            w.number(v, decimals: decimals)
+            out.append(contentsOf: UnsafeBufferPointer(start: base, count: w.count))
         }
     }
 
     public static func appendInt(_ v: Int64, to out: inout [UInt8]) {
-        var m = v.magnitude
-        var tmp: (UInt64, UInt64, UInt64) = (0, 0, 0)
-        withUnsafeMutableBytes(of: &tmp) { buf in
-            var i = buf.count
-            repeat { i -= 1; buf[i] = UInt8(truncatingIfNeeded: 48 &+ m % 10); m /= 10 } while m > 0
-            if v < 0 { i -= 1; buf[i] = UInt8(ascii: "-") }
-            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[i...]))
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: RawJSONWriter.maxNumberLength) { buf in
+            guard let base = buf.baseAddress else { return }
+            var w = RawJSONWriter(base)
+            w.int(v)
+            out.append(contentsOf: UnsafeBufferPointer(start: base, count: w.count))
         }
     }
 
@@ -415,5 +394,105 @@ extension JSONValue {
         var out: [UInt8] = []
         JSONWriter.append(self, to: &out)
         return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// Writes JSON text into memory the caller has sized: whole records go out with one copy
+/// instead of dozens of small appends (the file sink's hot path).
+struct RawJSONWriter {
+    /// Room one number can take: a 16-digit fixed-point value with sign and 20 decimals, or a
+    /// shortest-form `Double` such as `-1.7976931348623157e+308`.
+    static let maxNumberLength = 48
+
+    let base: UnsafeMutablePointer<UInt8>
+    /// Bytes written so far.
+    private(set) var count = 0
+
+    init(_ base: UnsafeMutablePointer<UInt8>) { self.base = base }
+
+    /// Room `s` can take as a quoted, escaped JSON string.
+    static func maxStringLength(_ s: String) -> Int { 2 + 6 * s.utf8.count }
+
+    @inline(__always)
+    mutating func byte(_ b: UInt8) {
+        base[count] = b
+        count += 1
+    }
+
+    @inline(__always)
+    mutating func bytes(_ s: StaticString) {
+        (base + count).update(from: s.utf8Start, count: s.utf8CodeUnitCount)
+        count += s.utf8CodeUnitCount
+    }
+
+    @inline(__always)
+    mutating func bytes(_ b: UnsafeBufferPointer<UInt8>) {
+        guard let start = b.baseAddress else { return }
+        (base + count).update(from: start, count: b.count)
+        count += b.count
+    }
+
+    /// Same text as ``JSONWriter/appendString(_:to:)``.
+    mutating func string(_ s: String) {
+        var s = s
+        s.withUTF8 { utf8 in
+            byte(0x22)
+            for c in utf8 {
+                switch c {
+                case 0x22: byte(0x5C); byte(0x22)
+                case 0x5C: byte(0x5C); byte(0x5C)
+                case 0x0A: byte(0x5C); byte(UInt8(ascii: "n"))
+                case 0x0D: byte(0x5C); byte(UInt8(ascii: "r"))
+                case 0x09: byte(0x5C); byte(UInt8(ascii: "t"))
+                case 0..<0x20:
+                    let hex: StaticString = "0123456789abcdef"
+                    bytes("\\u00")
+                    byte(hex.utf8Start[Int(c >> 4)])
+                    byte(hex.utf8Start[Int(c & 15)])
+                default: byte(c)
+                }
+            }
+            byte(0x22)
+        }
+    }
+
+    /// Same text as ``JSONWriter/appendInt(_:to:)``.
+    mutating func int(_ v: Int64) {
+        var m = v.magnitude
+        var digits = 1
+        var t = m
+        while t >= 10 { t /= 10; digits += 1 }
+        if v < 0 { byte(UInt8(ascii: "-")) }
+        var i = count + digits
+        count = i
+        repeat { i -= 1; base[i] = UInt8(truncatingIfNeeded: 48 &+ m % 10); m /= 10 } while m > 0
+    }
+
+    /// Same text as ``JSONWriter/appendNumber(_:decimals:to:)``: rounded to `decimals`, without
+    /// trailing zeros.
+    mutating func number(_ v: Double, decimals: Int) {
+        guard v.isFinite else { bytes("null"); return }
+        var scale: Double = 1
+        for _ in 0..<decimals { scale *= 10 }
+        let scaled = (abs(v) * scale).rounded()
+        guard scaled < 9e15 else {
+            var text: [UInt8] = []
+            JSONWriter.appendNumber(v, to: &text)
+            text.withUnsafeBufferPointer { bytes($0) }
+            return
+        }
+        var n = UInt64(scaled)
+        let unit = UInt64(scale)
+        if v < 0 && n != 0 { byte(UInt8(ascii: "-")) }
+        int(Int64(n / unit))
+        n %= unit
+        guard n != 0 else { return }
+        var k = decimals
+        // Trailing zeros of the fraction are not written; leading ones are.
+        while n % 10 == 0 { n /= 10; k -= 1 }
+        byte(UInt8(ascii: "."))
+        var i = count + k
+        count = i
+        while i > count - k { i -= 1; base[i] = UInt8(truncatingIfNeeded: 48 &+ n % 10); n /= 10 }
     }
 }
