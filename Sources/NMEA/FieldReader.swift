@@ -17,14 +17,16 @@ struct FieldReader {
     }
 
     /// The byte range of the next field; empty once the sentence has no more fields.
+    @inline(__always)
     mutating func next() -> Range<Int> {
         guard !exhausted else { return position..<position }
         let start = position
+        let end = bytes.count
         var i = start
-        while i < bytes.count && bytes[i] != 0x2C { i += 1 }
-        if i >= bytes.count {
+        while i < end && bytes[i] != 0x2C { i += 1 }
+        if i >= end {
             exhausted = true
-            position = bytes.count
+            position = end
         } else {
             position = i + 1
         }

@@ -115,6 +115,7 @@ public struct NMEAFramer: Sendable {
                 let held = lineStart >= 0 ? start - lineStart : line.count
                 let room = maxLineLength - held
                 var stop = -1
+                i = Self.skipToLineByte(input, from: i)
                 while i < n {
                     let c = input[i]
                     if c == 0x0A || c == 0x0D || c == 0x24 || c == 0x21 { stop = Int(c); break }
@@ -184,6 +185,25 @@ public struct NMEAFramer: Sendable {
         }
         offset = n
         return nil
+    }
+
+    /// Skips whole 8-byte words that hold no CR, LF, `$` or `!`: the index of the first word
+    /// that may hold one (checked byte by byte by the caller), or near the end of `input`.
+    @inline(__always)
+    private static func skipToLineByte(_ input: UnsafeRawBufferPointer, from start: Int) -> Int {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        @inline(__always) func hasByte(_ w: UInt64, _ b: UInt64) -> UInt64 {
+            let x = w ^ (ones &* b)
+            return (x &- ones) & ~x & highs  // never misses a zero byte
+        }
+        var i = start
+        while i + 8 <= input.count {
+            let w = UInt64(littleEndian: input.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+            if hasByte(w, 0x0A) | hasByte(w, 0x0D) | hasByte(w, 0x24) | hasByte(w, 0x21) != 0 { break }
+            i += 8
+        }
+        return i
     }
 
     /// Ends the input: frames a last line that had no line ending.
