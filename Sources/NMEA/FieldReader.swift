@@ -148,7 +148,47 @@ struct FieldReader {
     /// Parses `[+-]digits[.digits]` into an integer mantissa and a count of fraction digits.
     ///
     /// Fraction digits beyond 15 significant digits are dropped: no receiver is that precise.
+    @inline(__always)
     private func parseMantissa(_ r: Range<Int>) -> (Int, Int)? {
+        // Fast path for what receivers send: at most 15 digits, so none is dropped and the
+        // result is the same as the general loop's.
+        var i = r.lowerBound
+        let end = r.upperBound
+        var negative = false
+        if i < end && (bytes[i] == 0x2D || bytes[i] == 0x2B) {
+            negative = bytes[i] == 0x2D
+            i += 1
+        }
+        var mantissa = 0
+        let intStart = i
+        while i < end {
+            let d = bytes[i] &- 0x30
+            if d >= 10 { break }
+            mantissa = mantissa &* 10 &+ Int(d)
+            i += 1
+        }
+        let intDigits = i - intStart
+        var scale = 0
+        if i < end && bytes[i] == 0x2E {
+            i += 1
+            let fracStart = i
+            while i < end {
+                let d = bytes[i] &- 0x30
+                if d >= 10 { break }
+                mantissa = mantissa &* 10 &+ Int(d)
+                i += 1
+            }
+            scale = i - fracStart
+        }
+        guard intDigits + scale > 15 else {
+            guard i == end, intDigits + scale > 0 else { return nil }
+            return (negative ? -mantissa : mantissa, scale)
+        }
+        return parseLongMantissa(r)
+    }
+
+    /// ``parseMantissa(_:)`` for fields of more than 15 digits.
+    private func parseLongMantissa(_ r: Range<Int>) -> (Int, Int)? {
         var i = r.lowerBound
         var negative = false
         if i < r.upperBound && (bytes[i] == 0x2D || bytes[i] == 0x2B) {
