@@ -457,6 +457,7 @@ struct RawJSONWriter {
     }
 
     /// Same text as ``JSONWriter/appendInt(_:to:)``.
+    @inline(__always)
     mutating func int(_ v: Int64) {
         var m = v.magnitude
         var digits = 1
@@ -472,20 +473,40 @@ struct RawJSONWriter {
     /// trailing zeros.
     mutating func number(_ v: Double, decimals: Int) {
         guard v.isFinite else { bytes("null"); return }
-        var scale: Double = 1
-        for _ in 0..<decimals { scale *= 10 }
-        let scaled = (abs(v) * scale).rounded()
-        guard scaled < 9e15 else {
+        var scale: Double
+        switch decimals {
+        case 2: scale = 1e2
+        case 3: scale = 1e3
+        case 9: scale = 1e9
+        default:
+            scale = 1
+            for _ in 0..<decimals { scale *= 10 }
+        }
+        let x = abs(v) * scale
+        // `x.rounded()` (half away from zero) without a libm call: below 2^53 the integer
+        // part and the remainder are exact.
+        var n: UInt64 = 0
+        if x < 9e15 {
+            n = UInt64(x)
+            if x - Double(n) >= 0.5 { n += 1 }
+        }
+        guard x < 9e15, n < 9_000_000_000_000_000 else {
             var text: [UInt8] = []
             JSONWriter.appendNumber(v, to: &text)
             text.withUnsafeBufferPointer { bytes($0) }
             return
         }
-        var n = UInt64(scaled)
-        let unit = UInt64(scale)
+        // The decimals the schema uses get constant divisors (multiplications, not divisions).
+        let whole: UInt64
+        switch decimals {
+        case 2: whole = n / 100
+        case 3: whole = n / 1000
+        case 9: whole = n / 1_000_000_000
+        default: whole = n / UInt64(scale)
+        }
         if v < 0 && n != 0 { byte(UInt8(ascii: "-")) }
-        int(Int64(n / unit))
-        n %= unit
+        int(Int64(whole))
+        n -= whole * UInt64(scale)
         guard n != 0 else { return }
         var k = decimals
         // Trailing zeros of the fraction are not written; leading ones are.

@@ -125,10 +125,18 @@ struct FieldReader {
         let h = bytes[hemisphereRange.lowerBound]
         guard h == positive || h == negative else { failed = true; return nil }
         // Split whole degrees off in integers so the minutes keep every digit.
-        let unit = 100 * Self.powersOf10Int[scale]
-        let degrees = mantissa / unit
-        let minuteMantissa = mantissa - degrees * unit
-        let minutes = Double(minuteMantissa) / Self.powersOf10[scale]
+        // Receivers send 2 to 6 decimals of minutes: constant divisors become multiplications.
+        let degrees: Int
+        switch scale {
+        case 2: degrees = mantissa / 10_000
+        case 3: degrees = mantissa / 100_000
+        case 4: degrees = mantissa / 1_000_000
+        case 5: degrees = mantissa / 10_000_000
+        case 6: degrees = mantissa / 100_000_000
+        default: degrees = mantissa / (100 * Self.powersOf10Int[scale])
+        }
+        let minuteMantissa = mantissa - degrees * 100 * Self.pow10Int(scale)
+        let minutes = Double(minuteMantissa) / Self.pow10(scale)
         guard minutes < 60 else { failed = true; return nil }
         let value = Double(degrees) + minutes / 60
         guard value <= limit else { failed = true; return nil }
@@ -142,7 +150,7 @@ struct FieldReader {
         if r.isEmpty { return nil }
         guard let (m, s) = parseMantissa(r) else { failed = true; return nil }
         // Exact for up to 15 significant digits: both operands are exact doubles, one rounding.
-        return Double(m) / Self.powersOf10[s]
+        return Double(m) / Self.pow10(s)
     }
 
     /// Parses `[+-]digits[.digits]` into an integer mantissa and a count of fraction digits.
@@ -233,6 +241,42 @@ struct FieldReader {
 
     private static func contains(_ set: StaticString, _ c: UInt8) -> Bool {
         set.withUTF8Buffer { $0.contains(c) }
+    }
+
+    /// `powersOf10[s]`, from constants for the usual scales (no lazy-global access per field).
+    @inline(__always)
+    static func pow10(_ s: Int) -> Double {
+        switch s {
+        case 0: 1
+        case 1: 1e1
+        case 2: 1e2
+        case 3: 1e3
+        case 4: 1e4
+        case 5: 1e5
+        case 6: 1e6
+        case 7: 1e7
+        case 8: 1e8
+        case 9: 1e9
+        default: powersOf10[s]
+        }
+    }
+
+    /// `powersOf10Int[s]`, from constants for the usual scales.
+    @inline(__always)
+    static func pow10Int(_ s: Int) -> Int {
+        switch s {
+        case 0: 1
+        case 1: 10
+        case 2: 100
+        case 3: 1_000
+        case 4: 10_000
+        case 5: 100_000
+        case 6: 1_000_000
+        case 7: 10_000_000
+        case 8: 100_000_000
+        case 9: 1_000_000_000
+        default: powersOf10Int[s]
+        }
     }
 
     static let powersOf10: [Double] = (0...22).map { p in
