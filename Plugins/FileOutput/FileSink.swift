@@ -34,12 +34,16 @@ public struct FileSink: PositionSink {
         var file = try DocumentFile(configuration: configuration, logger: context.logger)
         defer { file.close() }
         var bytes: [UInt8] = []
+        let format = configuration.format
+        let separator = Array(format.separator.utf8)
         while let batch = await input.next() {
             bytes.removeAll(keepingCapacity: true)
+            // Typical records are 200-300 bytes: one allocation per batch instead of regrowing.
+            bytes.reserveCapacity(batch.count * 320)
             for p in batch {
-                if configuration.format == .gpx && !p.hasCoordinates { continue }
-                if file.records > 0 || !bytes.isEmpty { bytes.append(contentsOf: configuration.format.separator.utf8) }
-                configuration.format.appendRecord(p, to: &bytes)
+                if format == .gpx && !p.hasCoordinates { continue }
+                if !separator.isEmpty && (file.records > 0 || !bytes.isEmpty) { bytes.append(contentsOf: separator) }
+                format.appendRecord(p, to: &bytes)
                 file.records += 1
             }
             try file.append(bytes)
@@ -134,6 +138,10 @@ struct DocumentFile {
             if !sep.isEmpty, fresh.starts(with: sep) { fresh.removeFirst(sep.count) }
             try write(fresh + trailer, at: dataEnd)
             dataEnd += fresh.count
+        } else if trailer.isEmpty {
+            // JSON Lines and CSV: no trailer, so no concatenated copy of the batch.
+            try write(recordBytes, at: dataEnd)
+            dataEnd += recordBytes.count
         } else {
             try write(recordBytes + trailer, at: dataEnd)
             dataEnd += recordBytes.count

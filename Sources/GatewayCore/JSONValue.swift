@@ -301,8 +301,23 @@ struct JSONParser {
 public enum JSONWriter {
     /// Appends `s` as a quoted JSON string with the required escapes.
     public static func appendString(_ s: String, to out: inout [UInt8]) {
-        out.append(0x22)
-        for c in s.utf8 {
+        var s = s
+        s.withUTF8 { utf8 in
+            // Fast path: nothing to escape (ids, sources, datums), so one bulk copy.
+            var clean = true
+            for c in utf8 where c < 0x20 || c == 0x22 || c == 0x5C { clean = false; break }
+            out.append(0x22)
+            if clean {
+                out.append(contentsOf: utf8)
+            } else {
+                appendEscaped(utf8, to: &out)
+            }
+            out.append(0x22)
+        }
+    }
+
+    private static func appendEscaped(_ utf8: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
+        for c in utf8 {
             switch c {
             case 0x22: out.append(0x5C); out.append(0x22)
             case 0x5C: out.append(0x5C); out.append(0x5C)
@@ -315,7 +330,6 @@ public enum JSONWriter {
             default: out.append(c)
             }
         }
-        out.append(0x22)
     }
 
     /// Appends a finite number in the shortest form that reads back exactly (`null` if not finite).
@@ -330,38 +344,20 @@ public enum JSONWriter {
 
     /// Appends a number rounded to a fixed count of decimals, without trailing zeros.
     public static func appendNumber(_ v: Double, decimals: Int, to out: inout [UInt8]) {
-        guard v.isFinite else { out.append(contentsOf: Array("null".utf8)); return }
-        var scale: Double = 1
-        for _ in 0..<decimals { scale *= 10 }
-        let scaled = (abs(v) * scale).rounded()
-        guard scaled < 9e15 else { appendNumber(v, to: &out); return }
-        var n = Int64(scaled)
-        if v < 0 && n != 0 { out.append(UInt8(ascii: "-")) }
-        let unit = Int64(scale)
-        appendInt(n / unit, to: &out)
-        n %= unit
-        guard n != 0 else { return }
-        out.append(UInt8(ascii: "."))
-        var digits = [UInt8](repeating: 48, count: decimals)
-        var k = decimals - 1
-        while k >= 0 { digits[k] = UInt8(48 + n % 10); n /= 10; k -= 1 }
-        var end = decimals
-        while end > 0, digits[end - 1] == 48 { end -= 1 }
-        out.append(contentsOf: digits[0..<end])
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: RawJSONWriter.maxNumberLength) { buf in
+            guard let base = buf.baseAddress else { return }
+            var w = RawJSONWriter(base)
+            w.number(v, decimals: decimals)
+            out.append(contentsOf: UnsafeBufferPointer(start: base, count: w.count))
+        }
     }
 
     public static func appendInt(_ v: Int64, to out: inout [UInt8]) {
-        if v < 0 { out.append(UInt8(ascii: "-")) }
-        var m = v.magnitude
-        if m == 0 { out.append(48); return }
-        var tmp: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
-                  UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
-            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        var n = 0
-        withUnsafeMutableBytes(of: &tmp) { buf in
-            while m > 0 { buf[n] = UInt8(48 + m % 10); m /= 10; n += 1 }
-            var i = n - 1
-            while i >= 0 { out.append(buf[i]); i -= 1 }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: RawJSONWriter.maxNumberLength) { buf in
+            guard let base = buf.baseAddress else { return }
+            var w = RawJSONWriter(base)
+            w.int(v)
+            out.append(contentsOf: UnsafeBufferPointer(start: base, count: w.count))
         }
     }
 
@@ -398,5 +394,126 @@ extension JSONValue {
         var out: [UInt8] = []
         JSONWriter.append(self, to: &out)
         return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// Writes JSON text into memory the caller has sized: whole records go out with one copy
+/// instead of dozens of small appends (the file sink's hot path).
+struct RawJSONWriter {
+    /// Room one number can take: a 16-digit fixed-point value with sign and 20 decimals, or a
+    /// shortest-form `Double` such as `-1.7976931348623157e+308`.
+    static let maxNumberLength = 48
+
+    let base: UnsafeMutablePointer<UInt8>
+    /// Bytes written so far.
+    private(set) var count = 0
+
+    init(_ base: UnsafeMutablePointer<UInt8>) { self.base = base }
+
+    /// Room `s` can take as a quoted, escaped JSON string.
+    static func maxStringLength(_ s: String) -> Int { 2 + 6 * s.utf8.count }
+
+    @inline(__always)
+    mutating func byte(_ b: UInt8) {
+        base[count] = b
+        count += 1
+    }
+
+    @inline(__always)
+    mutating func bytes(_ s: StaticString) {
+        (base + count).update(from: s.utf8Start, count: s.utf8CodeUnitCount)
+        count += s.utf8CodeUnitCount
+    }
+
+    @inline(__always)
+    mutating func bytes(_ b: UnsafeBufferPointer<UInt8>) {
+        guard let start = b.baseAddress else { return }
+        (base + count).update(from: start, count: b.count)
+        count += b.count
+    }
+
+    /// Same text as ``JSONWriter/appendString(_:to:)``.
+    mutating func string(_ s: String) {
+        var s = s
+        s.withUTF8 { utf8 in
+            byte(0x22)
+            for c in utf8 {
+                switch c {
+                case 0x22: byte(0x5C); byte(0x22)
+                case 0x5C: byte(0x5C); byte(0x5C)
+                case 0x0A: byte(0x5C); byte(UInt8(ascii: "n"))
+                case 0x0D: byte(0x5C); byte(UInt8(ascii: "r"))
+                case 0x09: byte(0x5C); byte(UInt8(ascii: "t"))
+                case 0..<0x20:
+                    let hex: StaticString = "0123456789abcdef"
+                    bytes("\\u00")
+                    byte(hex.utf8Start[Int(c >> 4)])
+                    byte(hex.utf8Start[Int(c & 15)])
+                default: byte(c)
+                }
+            }
+            byte(0x22)
+        }
+    }
+
+    /// Same text as ``JSONWriter/appendInt(_:to:)``.
+    @inline(__always)
+    mutating func int(_ v: Int64) {
+        var m = v.magnitude
+        var digits = 1
+        var t = m
+        while t >= 10 { t /= 10; digits += 1 }
+        if v < 0 { byte(UInt8(ascii: "-")) }
+        var i = count + digits
+        count = i
+        repeat { i -= 1; base[i] = UInt8(truncatingIfNeeded: 48 &+ m % 10); m /= 10 } while m > 0
+    }
+
+    /// Same text as ``JSONWriter/appendNumber(_:decimals:to:)``: rounded to `decimals`, without
+    /// trailing zeros.
+    mutating func number(_ v: Double, decimals: Int) {
+        guard v.isFinite else { bytes("null"); return }
+        var scale: Double
+        switch decimals {
+        case 2: scale = 1e2
+        case 3: scale = 1e3
+        case 9: scale = 1e9
+        default:
+            scale = 1
+            for _ in 0..<decimals { scale *= 10 }
+        }
+        let x = abs(v) * scale
+        // `x.rounded()` (half away from zero) without a libm call: below 2^53 the integer
+        // part and the remainder are exact.
+        var n: UInt64 = 0
+        if x < 9e15 {
+            n = UInt64(x)
+            if x - Double(n) >= 0.5 { n += 1 }
+        }
+        guard x < 9e15, n < 9_000_000_000_000_000 else {
+            var text: [UInt8] = []
+            JSONWriter.appendNumber(v, to: &text)
+            text.withUnsafeBufferPointer { bytes($0) }
+            return
+        }
+        // The decimals the schema uses get constant divisors (multiplications, not divisions).
+        let whole: UInt64
+        switch decimals {
+        case 2: whole = n / 100
+        case 3: whole = n / 1000
+        case 9: whole = n / 1_000_000_000
+        default: whole = n / UInt64(scale)
+        }
+        if v < 0 && n != 0 { byte(UInt8(ascii: "-")) }
+        int(Int64(whole))
+        n -= whole * UInt64(scale)
+        guard n != 0 else { return }
+        var k = decimals
+        // Trailing zeros of the fraction are not written; leading ones are.
+        while n % 10 == 0 { n /= 10; k -= 1 }
+        byte(UInt8(ascii: "."))
+        var i = count + k
+        count = i
+        while i > count - k { i -= 1; base[i] = UInt8(truncatingIfNeeded: 48 &+ n % 10); n /= 10 }
     }
 }

@@ -37,6 +37,18 @@ public enum PositionJSON {
 
     /// Appends the JSON object for `p` (no trailing newline).
     public static func append(_ p: Position, to out: inout [UInt8]) {
+        // Everything but attributes and event has a known maximum size: it is written into a
+        // scratch buffer and appended with one copy (this runs once per position per sink).
+        var room = 1200 + RawJSONWriter.maxStringLength(p.id) + RawJSONWriter.maxStringLength(p.source)
+            + RawJSONWriter.maxStringLength(p.datum.name)
+        if let d = p.device { room += RawJSONWriter.maxStringLength(d) }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: room) { buf in
+            guard let base = buf.baseAddress else { return }
+            var w = RawJSONWriter(base)
+            appendScalars(p, to: &w)
+            out.append(contentsOf: UnsafeBufferPointer(start: base, count: w.count))
+        }
+        guard !p.attributes.isEmpty || p.event != nil else { return }
         @inline(__always) func key(_ k: StaticString) {
             out.append(UInt8(ascii: ","))
             out.append(UInt8(ascii: "\""))
@@ -44,30 +56,6 @@ public enum PositionJSON {
             out.append(UInt8(ascii: "\""))
             out.append(UInt8(ascii: ":"))
         }
-        out.append(contentsOf: #"{"class":"TPV""#.utf8)
-        key("id"); JSONWriter.appendString(p.id, to: &out)
-        if !p.source.isEmpty { key("source"); JSONWriter.appendString(p.source, to: &out) }
-        if let d = p.device { key("device"); JSONWriter.appendString(d, to: &out) }
-        if let t = p.time {
-            key("time"); out.append(UInt8(ascii: "\"")); t.appendISO8601(to: &out); out.append(UInt8(ascii: "\""))
-        }
-        key("mode"); JSONWriter.appendInt(Int64(p.mode.rawValue), to: &out)
-        if let q = p.quality { key("status"); JSONWriter.appendInt(Int64(q.rawValue), to: &out) }
-        if let v = p.latitude { key("lat"); JSONWriter.appendNumber(v, decimals: 9, to: &out) }
-        if let v = p.longitude { key("lon"); JSONWriter.appendNumber(v, decimals: 9, to: &out) }
-        if let v = p.altitude { key("altMSL"); JSONWriter.appendNumber(v, decimals: 3, to: &out) }
-        if let v = p.speed { key("speed"); JSONWriter.appendNumber(v, decimals: 3, to: &out) }
-        if let v = p.course { key("track"); JSONWriter.appendNumber(v, decimals: 3, to: &out) }
-        if let v = p.heading { key("heading"); JSONWriter.appendNumber(v, decimals: 3, to: &out) }
-        if let v = p.satellites { key("uSat"); JSONWriter.appendInt(Int64(v), to: &out) }
-        if let v = p.hdop { key("hdop"); JSONWriter.appendNumber(v, decimals: 2, to: &out) }
-        if let v = p.vdop { key("vdop"); JSONWriter.appendNumber(v, decimals: 2, to: &out) }
-        if let v = p.pdop { key("pdop"); JSONWriter.appendNumber(v, decimals: 2, to: &out) }
-        if let v = p.horizontalError { key("eph"); JSONWriter.appendNumber(v, decimals: 3, to: &out) }
-        if let v = p.verticalError { key("epv"); JSONWriter.appendNumber(v, decimals: 3, to: &out) }
-        key("datum"); JSONWriter.appendString(p.datum.name, to: &out)
-        if let v = p.x { key("x"); JSONWriter.appendNumber(v, decimals: 3, to: &out) }
-        if let v = p.y { key("y"); JSONWriter.appendNumber(v, decimals: 3, to: &out) }
         if !p.attributes.isEmpty {
             key("attributes")
             out.append(UInt8(ascii: "{"))
@@ -92,6 +80,48 @@ public enum PositionJSON {
             out.append(UInt8(ascii: "}"))
         }
         out.append(UInt8(ascii: "}"))
+    }
+
+    /// Writes the object from `{` up to the last scalar member (`y`), without closing it.
+    private static func appendScalars(_ p: Position, to w: inout RawJSONWriter) {
+        w.bytes(#"{"class":"TPV","id":"#)
+        w.string(p.id)
+        if !p.source.isEmpty { w.bytes(#","source":"#); w.string(p.source) }
+        if let d = p.device { w.bytes(#","device":"#); w.string(d) }
+        if let t = p.time {
+            // The text of `Timestamp.appendISO8601(to:)`: `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+            let c = t.components
+            @inline(__always) func two(_ v: Int) {
+                w.byte(UInt8(truncatingIfNeeded: 48 + v / 10)); w.byte(UInt8(truncatingIfNeeded: 48 + v % 10))
+            }
+            w.bytes(#","time":""#)
+            let y = max(0, min(9999, c.year))
+            w.byte(UInt8(truncatingIfNeeded: 48 + y / 1000)); w.byte(UInt8(truncatingIfNeeded: 48 + (y / 100) % 10)); two(y % 100)
+            w.byte(UInt8(ascii: "-")); two(c.month); w.byte(UInt8(ascii: "-")); two(c.day)
+            w.byte(UInt8(ascii: "T")); two(c.hour); w.byte(UInt8(ascii: ":")); two(c.minute)
+            w.byte(UInt8(ascii: ":")); two(c.second); w.byte(UInt8(ascii: "."))
+            w.byte(UInt8(truncatingIfNeeded: 48 + c.millisecond / 100)); two(c.millisecond % 100)
+            w.bytes(#"Z""#)
+        }
+        w.bytes(#","mode":"#); w.int(Int64(p.mode.rawValue))
+        if let q = p.quality { w.bytes(#","status":"#); w.int(Int64(q.rawValue)) }
+        if let v = p.latitude { w.bytes(#","lat":"#); w.number(v, decimals: 9) }
+        if let v = p.longitude { w.bytes(#","lon":"#); w.number(v, decimals: 9) }
+        if let v = p.altitude { w.bytes(#","altMSL":"#); w.number(v, decimals: 3) }
+        if let v = p.speed { w.bytes(#","speed":"#); w.number(v, decimals: 3) }
+        if let v = p.course { w.bytes(#","track":"#); w.number(v, decimals: 3) }
+        if let v = p.heading { w.bytes(#","heading":"#); w.number(v, decimals: 3) }
+        if let v = p.satellites { w.bytes(#","uSat":"#); w.int(Int64(v)) }
+        if let v = p.hdop { w.bytes(#","hdop":"#); w.number(v, decimals: 2) }
+        if let v = p.vdop { w.bytes(#","vdop":"#); w.number(v, decimals: 2) }
+        if let v = p.pdop { w.bytes(#","pdop":"#); w.number(v, decimals: 2) }
+        if let v = p.horizontalError { w.bytes(#","eph":"#); w.number(v, decimals: 3) }
+        if let v = p.verticalError { w.bytes(#","epv":"#); w.number(v, decimals: 3) }
+        w.bytes(#","datum":"#); w.string(p.datum.name)
+        if let v = p.x { w.bytes(#","x":"#); w.number(v, decimals: 3) }
+        if let v = p.y { w.bytes(#","y":"#); w.number(v, decimals: 3) }
+        // Without attributes or event the object ends here; otherwise `append` closes it.
+        if p.attributes.isEmpty && p.event == nil { w.byte(UInt8(ascii: "}")) }
     }
 
     /// The JSON text of one position.

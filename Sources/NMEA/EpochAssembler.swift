@@ -17,14 +17,18 @@ struct EpochAssembler: Sendable {
         /// A sentence that normally carries a time came with the time field empty.
         var hadEmptyTime = false
         var hasContent = false
-        var position = Position()
+        var position: Position
         var mode: FixMode?
         /// A GGA or GNS in this epoch carried an altitude.
         var altitudeFix = false
+
+        init(position: Position) { self.position = position }
     }
 
     private let options: NMEAOptions
-    private var epoch = Epoch()
+    /// An empty position, copied to start each epoch (cheaper than building one every time).
+    private let blank: Position
+    private var epoch: Epoch
     /// Days since 1970 of the current UTC date, once RMC or ZDA gave one.
     private var date: Int?
     /// The time of day of the last epoch, to notice midnight.
@@ -39,6 +43,8 @@ struct EpochAssembler: Sendable {
 
     init(options: NMEAOptions) {
         self.options = options
+        blank = Position()
+        epoch = Epoch(position: blank)
     }
 
     /// Adds one sentence, appending the previous epoch to `out` when this one starts a new epoch.
@@ -81,7 +87,7 @@ struct EpochAssembler: Sendable {
     private var currentMode: FixMode { epoch.mode ?? lastMode }
 
     private mutating func merge(_ sentence: NMEASentence) {
-        var p = epoch.position
+        // Written in place: copying the position out and back costs more than the parsing.
         switch sentence {
         case .rmc(let s):
             if let d = s.date {
@@ -89,28 +95,28 @@ struct EpochAssembler: Sendable {
                 let year = d.year > 80 ? 1900 + d.year : 2000 + d.year
                 date = Timestamp.daysFromCivil(year: year, month: d.month, day: d.day)
             }
-            if let q = Self.quality(modeIndicator: s.modeIndicator) { p.quality = q }
+            if let q = Self.quality(modeIndicator: s.modeIndicator) { epoch.position.quality = q }
             if s.status == 0x41 && s.modeIndicator != 0x4E {
                 if let lat = s.latitude, let lon = s.longitude {
-                    p.latitude = lat; p.longitude = lon
+                    epoch.position.latitude = lat; epoch.position.longitude = lon
                     epoch.mode = currentMode == .threeD ? .threeD : .twoD
                 } else {
                     epoch.mode = .noFix
                 }
-                if let v = s.speedKnots { p.speed = v * Self.knotsToMetresPerSecond }
-                if let c = s.course { p.course = c }
+                if let v = s.speedKnots { epoch.position.speed = v * Self.knotsToMetresPerSecond }
+                if let c = s.course { epoch.position.course = c }
             } else {
                 epoch.mode = .noFix
             }
         case .gga(let s):
             if let q = s.quality {
-                p.quality = Self.quality(gga: q)
+                epoch.position.quality = Self.quality(gga: q)
                 if q == 0 {
                     epoch.mode = .noFix
                 } else if let lat = s.latitude, let lon = s.longitude {
-                    p.latitude = lat; p.longitude = lon
+                    epoch.position.latitude = lat; epoch.position.longitude = lon
                     if let alt = s.altitude {
-                        p.altitude = alt
+                        epoch.position.altitude = alt
                         epoch.mode = .threeD
                         epoch.altitudeFix = true
                     } else if currentMode != .twoD {
@@ -118,27 +124,27 @@ struct EpochAssembler: Sendable {
                     }
                 }
             }
-            if let n = s.satellites { p.satellites = n }
-            if let h = s.hdop { p.hdop = h }
+            if let n = s.satellites { epoch.position.satellites = n }
+            if let h = s.hdop { epoch.position.hdop = h }
         case .gns(let s):
-            if let q = Self.quality(modeIndicator: s.modeIndicator) { p.quality = q }
+            if let q = Self.quality(modeIndicator: s.modeIndicator) { epoch.position.quality = q }
             if !s.anyFix {
                 epoch.mode = .noFix
             } else if let lat = s.latitude, let lon = s.longitude {
-                p.latitude = lat; p.longitude = lon
+                epoch.position.latitude = lat; epoch.position.longitude = lon
                 if let alt = s.altitude {
-                    p.altitude = alt
+                    epoch.position.altitude = alt
                     epoch.mode = .threeD
                 } else {
                     epoch.mode = .twoD
                 }
             }
-            if let n = s.satellites { p.satellites = n }
-            if let h = s.hdop { p.hdop = h }
+            if let n = s.satellites { epoch.position.satellites = n }
+            if let h = s.hdop { epoch.position.hdop = h }
         case .gll(let s):
             if s.status == 0x41 && s.modeIndicator != 0x4E {
                 if let lat = s.latitude, let lon = s.longitude {
-                    p.latitude = lat; p.longitude = lon
+                    epoch.position.latitude = lat; epoch.position.longitude = lon
                     epoch.mode = currentMode == .threeD ? .threeD : .twoD
                 }
             } else {
@@ -149,18 +155,18 @@ struct EpochAssembler: Sendable {
                 // gpsd keeps the 3D fix a GGA with altitude gave this epoch when GSA says 2D.
                 if !(mode == .twoD && epoch.altitudeFix) { epoch.mode = mode }
             }
-            if let v = s.pdop { p.pdop = v }
-            if let v = s.hdop { p.hdop = v }
-            if let v = s.vdop { p.vdop = v }
+            if let v = s.pdop { epoch.position.pdop = v }
+            if let v = s.hdop { epoch.position.hdop = v }
+            if let v = s.vdop { epoch.position.vdop = v }
         case .gsv:
             return
         case .vtg(let s):
             if s.modeIndicator != 0x4E {
-                if let c = s.courseTrue { p.course = c }
+                if let c = s.courseTrue { epoch.position.course = c }
                 if let v = s.speedKnots {
-                    p.speed = v * Self.knotsToMetresPerSecond
+                    epoch.position.speed = v * Self.knotsToMetresPerSecond
                 } else if let v = s.speedKmh {
-                    p.speed = v / 3.6
+                    epoch.position.speed = v / 3.6
                 }
             }
         case .zda(let s):
@@ -169,28 +175,33 @@ struct EpochAssembler: Sendable {
             }
         case .gst(let s):
             if let a = s.latitudeError, let b = s.longitudeError {
-                p.horizontalError = (a * a + b * b).squareRoot()
+                epoch.position.horizontalError = (a * a + b * b).squareRoot()
             }
-            if let v = s.altitudeError { p.verticalError = v }
+            if let v = s.altitudeError { epoch.position.verticalError = v }
         case .heading(let h, let valid):
-            if valid, let h { p.heading = h }
+            if valid, let h { epoch.position.heading = h }
         }
-        epoch.position = p
         epoch.hasContent = true
     }
 
     private mutating func emit(into out: inout [Position]) {
-        defer { epoch = Epoch() }
-        guard epoch.hasContent else { return }
-        var p = epoch.position
+        guard epoch.hasContent else {
+            // Nothing was merged, so the position is still blank.
+            resetEpoch()
+            return
+        }
+        var p = blank
+        swap(&p, &epoch.position)
         let mode = epoch.mode ?? lastMode
+        let timeOfDay = epoch.timeOfDay
+        resetEpoch()
         lastMode = mode
         p.mode = mode
         if mode == .noFix {
             // gpsd reports no coordinates without a fix; neither do we.
             p.latitude = nil; p.longitude = nil; p.altitude = nil
         }
-        if let tod = epoch.timeOfDay, let d = date {
+        if let tod = timeOfDay, let d = date {
             p.time = Timestamp(milliseconds: Int64(d) * Int64(Self.day) + Int64(tod))
         }
         p.datum = .wgs84
@@ -198,11 +209,43 @@ struct EpochAssembler: Sendable {
         p.device = options.device
         emitted += 1
         if let t = p.time {
-            p.id = options.idPrefix + String(t.milliseconds)
+            p.id = Self.id(prefix: options.idPrefix, marker: 0, number: t.milliseconds)
         } else {
-            p.id = options.idPrefix + "n" + String(emitted)
+            p.id = Self.id(prefix: options.idPrefix, marker: UInt8(ascii: "n"), number: Int64(emitted))
         }
         out.append(p)
+    }
+
+    /// Starts a new epoch; the caller has already left `epoch.position` blank.
+    private mutating func resetEpoch() {
+        epoch.timeOfDay = nil
+        epoch.hadEmptyTime = false
+        epoch.hasContent = false
+        epoch.mode = nil
+        epoch.altitudeFix = false
+    }
+
+    /// `prefix` + (`marker` when not 0) + decimal `number`: the same text as string
+    /// concatenation, built in one allocation-free pass for the usual short ids.
+    static func id(prefix: String, marker: UInt8, number: Int64) -> String {
+        var prefix = prefix
+        return prefix.withUTF8 { pre in
+            var m = number.magnitude
+            var tmp: (UInt64, UInt64, UInt64) = (0, 0, 0)
+            return withUnsafeMutableBytes(of: &tmp) { digits in
+                var i = digits.count
+                repeat { i -= 1; digits[i] = UInt8(truncatingIfNeeded: 48 &+ m % 10); m /= 10 } while m > 0
+                if number < 0 { i -= 1; digits[i] = UInt8(ascii: "-") }
+                if marker != 0 { i -= 1; digits[i] = marker }
+                let tail = UnsafeRawBufferPointer(rebasing: digits[i...])
+                return String(unsafeUninitializedCapacity: pre.count + tail.count) { buf in
+                    var k = 0
+                    for b in pre { buf[k] = b; k += 1 }
+                    for b in tail { buf[k] = b; k += 1 }
+                    return k
+                }
+            }
+        }
     }
 
     /// gpsd's status for a GGA quality digit.

@@ -17,14 +17,16 @@ struct FieldReader {
     }
 
     /// The byte range of the next field; empty once the sentence has no more fields.
+    @inline(__always)
     mutating func next() -> Range<Int> {
         guard !exhausted else { return position..<position }
         let start = position
+        let end = bytes.count
         var i = start
-        while i < bytes.count && bytes[i] != 0x2C { i += 1 }
-        if i >= bytes.count {
+        while i < end && bytes[i] != 0x2C { i += 1 }
+        if i >= end {
             exhausted = true
-            position = bytes.count
+            position = end
         } else {
             position = i + 1
         }
@@ -123,10 +125,18 @@ struct FieldReader {
         let h = bytes[hemisphereRange.lowerBound]
         guard h == positive || h == negative else { failed = true; return nil }
         // Split whole degrees off in integers so the minutes keep every digit.
-        let unit = 100 * Self.powersOf10Int[scale]
-        let degrees = mantissa / unit
-        let minuteMantissa = mantissa - degrees * unit
-        let minutes = Double(minuteMantissa) / Self.powersOf10[scale]
+        // Receivers send 2 to 6 decimals of minutes: constant divisors become multiplications.
+        let degrees: Int
+        switch scale {
+        case 2: degrees = mantissa / 10_000
+        case 3: degrees = mantissa / 100_000
+        case 4: degrees = mantissa / 1_000_000
+        case 5: degrees = mantissa / 10_000_000
+        case 6: degrees = mantissa / 100_000_000
+        default: degrees = mantissa / (100 * Self.powersOf10Int[scale])
+        }
+        let minuteMantissa = mantissa - degrees * 100 * Self.pow10Int(scale)
+        let minutes = Double(minuteMantissa) / Self.pow10(scale)
         guard minutes < 60 else { failed = true; return nil }
         let value = Double(degrees) + minutes / 60
         guard value <= limit else { failed = true; return nil }
@@ -140,13 +150,53 @@ struct FieldReader {
         if r.isEmpty { return nil }
         guard let (m, s) = parseMantissa(r) else { failed = true; return nil }
         // Exact for up to 15 significant digits: both operands are exact doubles, one rounding.
-        return Double(m) / Self.powersOf10[s]
+        return Double(m) / Self.pow10(s)
     }
 
     /// Parses `[+-]digits[.digits]` into an integer mantissa and a count of fraction digits.
     ///
     /// Fraction digits beyond 15 significant digits are dropped: no receiver is that precise.
+    @inline(__always)
     private func parseMantissa(_ r: Range<Int>) -> (Int, Int)? {
+        // Fast path for what receivers send: at most 15 digits, so none is dropped and the
+        // result is the same as the general loop's.
+        var i = r.lowerBound
+        let end = r.upperBound
+        var negative = false
+        if i < end && (bytes[i] == 0x2D || bytes[i] == 0x2B) {
+            negative = bytes[i] == 0x2D
+            i += 1
+        }
+        var mantissa = 0
+        let intStart = i
+        while i < end {
+            let d = bytes[i] &- 0x30
+            if d >= 10 { break }
+            mantissa = mantissa &* 10 &+ Int(d)
+            i += 1
+        }
+        let intDigits = i - intStart
+        var scale = 0
+        if i < end && bytes[i] == 0x2E {
+            i += 1
+            let fracStart = i
+            while i < end {
+                let d = bytes[i] &- 0x30
+                if d >= 10 { break }
+                mantissa = mantissa &* 10 &+ Int(d)
+                i += 1
+            }
+            scale = i - fracStart
+        }
+        guard intDigits + scale > 15 else {
+            guard i == end, intDigits + scale > 0 else { return nil }
+            return (negative ? -mantissa : mantissa, scale)
+        }
+        return parseLongMantissa(r)
+    }
+
+    /// ``parseMantissa(_:)`` for fields of more than 15 digits.
+    private func parseLongMantissa(_ r: Range<Int>) -> (Int, Int)? {
         var i = r.lowerBound
         var negative = false
         if i < r.upperBound && (bytes[i] == 0x2D || bytes[i] == 0x2B) {
@@ -191,6 +241,42 @@ struct FieldReader {
 
     private static func contains(_ set: StaticString, _ c: UInt8) -> Bool {
         set.withUTF8Buffer { $0.contains(c) }
+    }
+
+    /// `powersOf10[s]`, from constants for the usual scales (no lazy-global access per field).
+    @inline(__always)
+    static func pow10(_ s: Int) -> Double {
+        switch s {
+        case 0: 1
+        case 1: 1e1
+        case 2: 1e2
+        case 3: 1e3
+        case 4: 1e4
+        case 5: 1e5
+        case 6: 1e6
+        case 7: 1e7
+        case 8: 1e8
+        case 9: 1e9
+        default: powersOf10[s]
+        }
+    }
+
+    /// `powersOf10Int[s]`, from constants for the usual scales.
+    @inline(__always)
+    static func pow10Int(_ s: Int) -> Int {
+        switch s {
+        case 0: 1
+        case 1: 10
+        case 2: 100
+        case 3: 1_000
+        case 4: 10_000
+        case 5: 100_000
+        case 6: 1_000_000
+        case 7: 10_000_000
+        case 8: 100_000_000
+        case 9: 1_000_000_000
+        default: powersOf10Int[s]
+        }
     }
 
     static let powersOf10: [Double] = (0...22).map { p in

@@ -22,8 +22,11 @@ public struct NMEADecoder: Sendable {
     public mutating func decode(_ bytes: UnsafeRawBufferPointer, into out: inout [Position]) {
         counts.bytes += bytes.count
         var offset = 0
-        while framer.next(in: bytes, from: &offset) {
-            handleLine(into: &out)
+        while let framed = framer.nextLine(in: bytes, from: &offset) {
+            switch framed {
+            case .input(let r): handle(Self.check(UnsafeRawBufferPointer(rebasing: bytes[r]), requireChecksum: requireChecksum), into: &out)
+            case .carried: handleLine(into: &out)
+            }
         }
     }
 
@@ -48,7 +51,11 @@ public struct NMEADecoder: Sendable {
     }
 
     private mutating func handleLine(into out: inout [Position]) {
-        let outcome = framer.withLine { Self.check($0, requireChecksum: requireChecksum) }
+        let requireChecksum = requireChecksum
+        handle(framer.withLine { Self.check($0, requireChecksum: requireChecksum) }, into: &out)
+    }
+
+    private mutating func handle(_ outcome: LineOutcome, into out: inout [Position]) {
         switch outcome {
         case .ais: counts.ais += 1
         case .badChecksum: counts.badChecksum += 1
@@ -68,6 +75,49 @@ public struct NMEADecoder: Sendable {
         case sentence(NMEASentence)
     }
 
+    /// `*` is reserved and anything outside printable ASCII means a damaged line.
+    @inline(__always)
+    private static func isBodyCharacter(_ c: UInt8) -> Bool {
+        c >= 0x20 && c <= 0x7E && c != 0x2A
+    }
+
+    /// The XOR of `body` and whether it may hold a byte that ``isBodyCharacter(_:)`` rejects.
+    ///
+    /// Eight bytes at a time: this runs over every byte of input. The screen has no false
+    /// negatives; a `true` is confirmed byte by byte by the caller.
+    @inline(__always)
+    private static func checksumAndScreen(_ body: UnsafeRawBufferPointer) -> (UInt8, Bool) {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        var x: UInt64 = 0
+        var flags: UInt64 = 0
+        var i = 0
+        let n = body.count
+        while i + 8 <= n {
+            let w = body.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+            x ^= w
+            // A byte < 0x20, a byte > 0x7E (or with the high bit set), a `*`: bit-twiddling
+            // "has less / has more / has zero byte" tests, which never miss a matching byte.
+            flags |= (w &- ones &* 0x20) & ~w
+            flags |= (w &+ ones &* (127 - 0x7E)) | w
+            let star = w ^ (ones &* 0x2A)
+            flags |= (star &- ones) & ~star
+            i += 8
+        }
+        x ^= x >> 32
+        x ^= x >> 16
+        x ^= x >> 8
+        var sum = UInt8(truncatingIfNeeded: x)
+        var suspect = flags & highs != 0
+        while i < n {
+            let c = body[i]
+            sum ^= c
+            if !isBodyCharacter(c) { suspect = true }
+            i += 1
+        }
+        return (sum, suspect)
+    }
+
     /// Verifies a framed line (from `$`/`!`, without its ending) and parses its body.
     private static func check(_ line: UnsafeRawBufferPointer, requireChecksum: Bool) -> LineOutcome {
         guard let first = line.first else { return .unknown }
@@ -79,19 +129,17 @@ public struct NMEADecoder: Sendable {
             guard let hi = NMEAChecksum.hexValue(line[end - 2]), let lo = NMEAChecksum.hexValue(line[end - 1])
             else { return .badChecksum }
             bodyEnd = end - 3
-            var sum: UInt8 = 0
-            for i in 1..<bodyEnd { sum ^= line[i] }
+            let (sum, suspect) = Self.checksumAndScreen(UnsafeRawBufferPointer(rebasing: line[1..<bodyEnd]))
             guard sum == hi << 4 | lo else { return .badChecksum }
+            if suspect {
+                for i in 1..<bodyEnd where !Self.isBodyCharacter(line[i]) { return .invalidCharacter }
+            }
         } else {
             var hasStar = false
             for i in 1..<end where line[i] == 0x2A { hasStar = true; break }
             if hasStar { return .badChecksum }  // a mangled `*HH`
             if requireChecksum { return .missingChecksum }
-        }
-        // `*` is reserved and anything outside printable ASCII means a damaged line.
-        for i in 1..<bodyEnd {
-            let c = line[i]
-            guard c >= 0x20 && c <= 0x7E && c != 0x2A else { return .invalidCharacter }
+            for i in 1..<bodyEnd where !Self.isBodyCharacter(line[i]) { return .invalidCharacter }
         }
         guard bodyEnd > 1 else { return .unknown }
         switch SentenceParser.parse(body: UnsafeRawBufferPointer(rebasing: line[1..<bodyEnd])) {

@@ -44,53 +44,78 @@ public struct NMEAFramer: Sendable {
         line.reserveCapacity(self.maxLineLength)
     }
 
+    /// Where a framed line is: inside the input just passed, or in the framer's carry buffer.
+    enum Framed {
+        /// The line is `input[range]`: it started and ended in this input, so it was not copied.
+        case input(Range<Int>)
+        /// The line spans reads: read it with ``withLine(_:)``.
+        case carried
+    }
+
     /// Consumes bytes of `input` from `offset` until a line is complete.
     ///
     /// - Returns: true with `offset` just past the line's terminator when a line is ready for
     ///   ``withLine(_:)``; false with `offset == input.count` when the input ran out first.
     public mutating func next(in input: UnsafeRawBufferPointer, from offset: inout Int) -> Bool {
+        switch nextLine(in: input, from: &offset) {
+        case nil: return false
+        case .carried?: return true
+        case .input(let r)?:
+            line.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[r]))
+            return true
+        }
+    }
+
+    /// Like ``next(in:from:)``, but a line wholly inside `input` is returned as its range there
+    /// instead of being copied: the decoder's fast path.
+    mutating func nextLine(in input: UnsafeRawBufferPointer, from offset: inout Int) -> Framed? {
         if complete {
             line.removeAll(keepingCapacity: true)
             complete = false
         }
+        // Start of the current line in `input` while it has not been copied to `line` (-1: none).
+        var lineStart = -1
         var i = offset
         let n = input.count
         while i < n {
             switch state {
-            case .idle(var lineStart):
+            case .idle(var atLineStart):
                 // Skip to the next sentence start, counting what is not whitespace as noise.
                 while i < n {
                     let c = input[i]
                     if c == 0x24 || c == 0x21 { break }  // $ !
                     if c == 0x0A || c == 0x0D {
-                        lineStart = true
+                        atLineStart = true
                     } else if c == 0x20 || c == 0x09 {
-                        // whitespace keeps lineStart as it is
-                    } else if c == 0x23 && lineStart {  // #
+                        // whitespace keeps atLineStart as it is
+                    } else if c == 0x23 && atLineStart {  // #
                         break
                     } else {
                         counters.noiseBytes += 1
-                        lineStart = false
+                        atLineStart = false
                     }
                     i += 1
                 }
                 if i == n {
-                    state = .idle(lineStart: lineStart)
+                    state = .idle(lineStart: atLineStart)
                     break
                 }
                 if input[i] == 0x23 {
                     counters.comments += 1
                     state = .comment
                 } else {
-                    line.append(input[i])
+                    lineStart = i
                     state = .inLine
                 }
                 i += 1
             case .inLine:
                 // Fast scan for a byte that ends or restarts the line.
                 let start = i
-                let room = maxLineLength - line.count
+                // Bytes of this line already held: copied earlier, or from `lineStart` on in this input.
+                let held = lineStart >= 0 ? start - lineStart : line.count
+                let room = maxLineLength - held
                 var stop = -1
+                i = Self.skipToLineByte(input, from: i)
                 while i < n {
                     let c = input[i]
                     if c == 0x0A || c == 0x0D || c == 0x24 || c == 0x21 { stop = Int(c); break }
@@ -100,28 +125,41 @@ public struct NMEAFramer: Sendable {
                 if taken > room {
                     counters.tooLong += 1
                     line.removeAll(keepingCapacity: true)
+                    lineStart = -1
                     state = .skippingLong
                     i = start + room
                     continue
                 }
-                if taken > 0 {
-                    line.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[start..<i]))
+                if stop < 0 {
+                    // Input ran out mid-line: carry it over (a line still in `input` is copied below).
+                    if lineStart < 0 && taken > 0 {
+                        line.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[start..<i]))
+                    }
+                    break
                 }
-                if stop < 0 { break }  // input ran out mid-line: carry it over
                 i += 1
                 if stop == 0x0A || stop == 0x0D {
                     state = .idle(lineStart: true)
                     complete = true
                     offset = i
-                    return true
+                    if lineStart >= 0 { return .input(lineStart..<(i - 1)) }
+                    if taken > 0 {
+                        line.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[start..<(i - 1)]))
+                    }
+                    return .carried
                 }
                 // `$` or `!` inside a line.
-                if line.count == 1 && line[0] == 0x24 && stop == 0x24 {
-                    continue  // `$$`: keep the single `$`
+                let heldNow = held + taken
+                let firstByte = lineStart >= 0 ? input[lineStart] : (line.isEmpty ? 0 : line[0])
+                if heldNow == 1 && firstByte == 0x24 && stop == 0x24 {
+                    // `$$`: keep the single `$` (the second one, when the line is still in `input`).
+                    if lineStart >= 0 { lineStart = i - 1 }
+                    continue
                 }
                 counters.truncated += 1
                 line.removeAll(keepingCapacity: true)
-                line.append(UInt8(stop))
+                // The new line starts at the `$`/`!` just passed, in this input.
+                lineStart = i - 1
             case .comment, .skippingLong:
                 let skippingLong: Bool
                 if case .skippingLong = state { skippingLong = true } else { skippingLong = false }
@@ -141,8 +179,31 @@ public struct NMEAFramer: Sendable {
                 }
             }
         }
+        // A line that started in this input and is still open (possibly just its `$`) is carried over.
+        if lineStart >= 0 {
+            line.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[lineStart..<n]))
+        }
         offset = n
-        return false
+        return nil
+    }
+
+    /// Skips whole 8-byte words that hold no CR, LF, `$` or `!`: the index of the first word
+    /// that may hold one (checked byte by byte by the caller), or near the end of `input`.
+    @inline(__always)
+    private static func skipToLineByte(_ input: UnsafeRawBufferPointer, from start: Int) -> Int {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        @inline(__always) func hasByte(_ w: UInt64, _ b: UInt64) -> UInt64 {
+            let x = w ^ (ones &* b)
+            return (x &- ones) & ~x & highs  // never misses a zero byte
+        }
+        var i = start
+        while i + 8 <= input.count {
+            let w = UInt64(littleEndian: input.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+            if hasByte(w, 0x0A) | hasByte(w, 0x0D) | hasByte(w, 0x24) | hasByte(w, 0x21) != 0 { break }
+            i += 8
+        }
+        return i
     }
 
     /// Ends the input: frames a last line that had no line ending.
