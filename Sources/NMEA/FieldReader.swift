@@ -120,7 +120,8 @@ struct FieldReader {
         let valueRange = next()
         let hemisphereRange = next()
         if valueRange.isEmpty && hemisphereRange.isEmpty { return nil }
-        guard let (mantissa, scale) = parseMantissa(valueRange), mantissa >= 0, hemisphereRange.count == 1
+        // ddmm.mmmm with more than 10 decimals of minutes is no receiver's (and 100·10^scale must fit an Int).
+        guard let (mantissa, scale) = parseMantissa(valueRange), mantissa >= 0, scale <= 10, hemisphereRange.count == 1
         else { failed = true; return nil }
         let h = bytes[hemisphereRange.lowerBound]
         guard h == positive || h == negative else { failed = true; return nil }
@@ -227,7 +228,9 @@ struct FieldReader {
             }
             i += 1
         }
-        guard digits > 0 else { return nil }
+        // Leading fraction zeros are not significant but still scale: beyond 15 the value is no
+        // receiver's, and the power-of-ten tables (and Int) end soon after.
+        guard digits > 0, scale <= 15 else { return nil }
         return (negative ? -mantissa : mantissa, scale)
     }
 

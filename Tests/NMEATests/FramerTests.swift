@@ -37,6 +37,19 @@ import Testing
         }
     }
 
+    @Test(arguments: [
+        "GPGGA,123519,4807.038,N,01131.000,E,1,08,0.9,0.000000000000000000000000000001,M,46.9,M,,",
+        "GPGGA,123519,4807.0000000000000000000000038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,",
+        "GPRMC,123519,A,4807.038,N,01131.000,E,0.00000000000000000000000000000000000000000022,084.4,230394,003.1,W",
+        "GPGGA,123519,4807.038,N,01131.000,E,1,08,99999999999999999999999999.9,545.4,M,46.9,M,,",
+        "GPGGA,123519,4807.03800000000000001,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,",
+    ])
+    func absurdNumberFieldsAreBadFieldsNotCrashes(body: String) {
+        let r = TestSupport.decode(TestSupport.line(body))
+        #expect(r.statistics.badField == 1)
+        #expect(r.positions.isEmpty)
+    }
+
     @Test func nulBytesBetweenLinesAreNoise() {
         let r = TestSupport.decode("\0\0\0" + Self.rmc + "\0\0")
         #expect(r.positions.count == 1)
