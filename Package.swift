@@ -25,9 +25,11 @@ let package = Package(
         plugin("FileReplay", dependencies: ["GatewayCore", "NMEA"]),
         plugin("FileOutput", dependencies: ["GatewayCore"]),
         plugin("ConsoleOutput", dependencies: ["GatewayCore"]),
-        .target(name: "BuiltinPlugins", dependencies: ["GatewayCore", "FileReplay", "FileOutput", "ConsoleOutput"], swiftSettings: settings),
+        plugin("GpsdSource", dependencies: ["GatewayCore", "NMEA"]),
+        .target(name: "BuiltinPlugins", dependencies: ["GatewayCore", "FileReplay", "FileOutput", "ConsoleOutput", "GpsdSource"], swiftSettings: settings),
         .executableTarget(name: "locgate", dependencies: ["GatewayCore", "GatewayRuntime", "BuiltinPlugins"], swiftSettings: settings),
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore"], swiftSettings: settings),
+        .testTarget(name: "GpsdSourceTests", dependencies: ["GpsdSource", "GatewayCore", "NMEA"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "GatewayCore"], resources: [.copy("Fixtures")], swiftSettings: settings),
     ],
     swiftLanguageModes: [.v6]

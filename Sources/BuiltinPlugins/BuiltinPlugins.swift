@@ -2,6 +2,7 @@ import ConsoleOutput
 import FileOutput
 import FileReplay
 import GatewayCore
+import GpsdSource
 
 /// The one list of built-in plugins. A plugin folder under `Plugins/` that is missing here fails
 /// `BuiltinPluginsTests`.
@@ -10,6 +11,7 @@ public enum BuiltinPlugins {
         var r = PluginRegistry()
         // Sources
         r.register(source: FileReplayPlugin.self)
+        r.register(source: GpsdSourcePlugin.self)
         // Transforms
         // Sinks
         r.register(sink: FileSinkPlugin.self)
