@@ -8,6 +8,7 @@ import GatewayCore
 import NetworkNMEA
 import Geofence
 import SerialSource
+import GpsdSource
 
 /// The one list of built-in plugins. A plugin folder under `Plugins/` that is missing here fails
 /// `BuiltinPluginsTests`.
@@ -20,6 +21,7 @@ public enum BuiltinPlugins {
         r.register(source: TCPNMEAPlugin.self)
         r.register(source: UDPNMEAPlugin.self)
         r.register(source: SerialSourcePlugin.self)
+        r.register(source: GpsdSourcePlugin.self)
         // Transforms
         r.register(transform: CoordinatesPlugin.self)
         r.register(transform: DedupePlugin.self)

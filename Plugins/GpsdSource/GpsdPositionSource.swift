@@ -1,0 +1,207 @@
+import Dispatch
+import GatewayCore
+import NMEA
+
+/// A gpsd client: connects, asks for reports, and turns them into positions.
+///
+/// It owns reconnection: gpsd not running yet, restarted, a dropped connection, or a
+/// connection silent for `stall_timeout` all lead to a logged reconnect after a capped
+/// exponential delay. Bad lines are counted in the component's stats and skipped.
+public struct GpsdPositionSource: PositionSource {
+    let configuration: GpsdSourceConfiguration
+    let context: ComponentContext
+
+    public init(configuration: GpsdSourceConfiguration, context: ComponentContext) {
+        self.configuration = configuration
+        self.context = context
+    }
+
+    /// The `?WATCH` command for the configuration.
+    var watchCommand: String {
+        var fields = [#""enable":true"#]
+        switch configuration.mode {
+        case .json: fields.append(#""json":true"#)
+        case .nmea: fields.append(#""nmea":true"#)
+        }
+        if let d = configuration.device {
+            var quoted: [UInt8] = []
+            JSONWriter.appendString(d, to: &quoted)
+            fields.append(#""device":"# + String(decoding: quoted, as: UTF8.self))
+        }
+        return "?WATCH={" + fields.joined(separator: ",") + "};\n"
+    }
+
+    public func run(output: SourceOutput) async throws {
+        let queue = DispatchQueue(label: "locgate.gpsd.\(context.id)")
+        var stream = GpsdStream(configuration: configuration, source: context.id)
+        var backoff = Backoff(initial: .milliseconds(200), cap: configuration.reconnectMax)
+        var failures = 0
+        let peer = "\(configuration.host):\(configuration.port)"
+        while true {
+            var problem: String
+            do {
+                let connection = try await GpsdConnection.connect(
+                    host: configuration.host, port: configuration.port, timeout: .seconds(5), queue: queue)
+                try await connection.send(Array(watchCommand.utf8))
+                context.logger.info("connected to gpsd at \(peer)\(failures > 0 ? " after \(failures) failed attempt(s)" : "")")
+                problem = try await session(connection, stream: &stream, output: output) {
+                    // The connection delivered reports: the next fault starts a fresh backoff.
+                    backoff.reset()
+                    failures = 0
+                }
+            } catch is CancellationError {
+                await finish(&stream, output: output)
+                return
+            } catch {
+                problem = "\(error)"
+            }
+            await finish(&stream, output: output)
+            failures += 1
+            context.stats.count("gpsd.reconnects")
+            let delay = backoff.next()
+            let message = "gpsd at \(peer): \(problem); reconnecting in \(DurationText.format(delay))"
+            // The first failure of a streak is a warning; the rest are quieter so a long outage does not flood the log.
+            if failures == 1 || failures % 20 == 0 { context.logger.warning(message) } else { context.logger.debug(message) }
+            do { try await context.clock.sleep(for: delay) } catch { return }
+        }
+    }
+
+    /// Reads until the connection ends or stalls; returns why it ended. Throws `CancellationError`.
+    private func session(
+        _ connection: GpsdConnection, stream: inout GpsdStream, output: SourceOutput, healthy: () -> Void
+    ) async throws -> String {
+        var lastData = ContinuousClock.now
+        var reported = false
+        var out: [Position] = []
+        while true {
+            if Task.isCancelled { throw CancellationError() }
+            let result = await connection.read()
+            let now = ContinuousClock.now
+            var ended: String?
+            switch result {
+            case .data(let bytes):
+                lastData = now
+                bytes.withUnsafeBytes { stream.feed($0, now: now, into: &out) }
+                stream.publish(to: context.stats, logger: context.logger)
+                if !reported && stream.reports > 0 { reported = true; healthy() }
+            case .timeout: break
+            case .closed: ended = "gpsd closed the connection"
+            case .failed(let message): ended = message
+            }
+            stream.flushIdle(now: now, idle: configuration.idleFlush, into: &out)
+            if !out.isEmpty {
+                await output.emit(out)
+                out.removeAll(keepingCapacity: true)
+            }
+            if let ended { return ended }
+            if now - lastData >= configuration.stallTimeout {
+                return "no data for \(DurationText.format(configuration.stallTimeout))"
+            }
+        }
+    }
+
+    /// Emits what the ended connection left open.
+    private func finish(_ stream: inout GpsdStream, output: SourceOutput) async {
+        var out: [Position] = []
+        stream.endOfConnection(into: &out)
+        stream.publish(to: context.stats, logger: context.logger)
+        await output.emit(out)
+    }
+}
+
+/// Everything between gpsd's bytes and positions, without I/O: line framing, report parsing,
+/// epoch merging (json mode) or the NMEA engine (nmea mode), and the counters.
+struct GpsdStream {
+    /// Optional only so ``feed(_:now:into:)`` can move it out while lines are handled (no copy of its buffer).
+    private var framer: GpsdLineFramer? = GpsdLineFramer()
+    private var merger: GpsdEpochMerger
+    private var nmea: NMEADecoder?
+    private var lastNMEA: ContinuousClock.Instant?
+    /// Lines that parsed as a gpsd report.
+    private(set) var reports = 0
+    private(set) var badJSON = 0
+    private(set) var otherClasses = 0
+    /// Messages worth a log line (gpsd ERROR reports, the first malformed lines), drained by ``publish(to:logger:)``.
+    private var notes: [(LogLevel, String)] = []
+
+    init(configuration: GpsdSourceConfiguration, source: String) {
+        merger = GpsdEpochMerger(source: source, defaultDevice: configuration.device)
+        if configuration.mode == .nmea {
+            var options = NMEAOptions()
+            options.source = source
+            options.device = configuration.device
+            options.idPrefix = "\(source)-"
+            nmea = NMEADecoder(options: options)
+        }
+    }
+
+    var tooLong: Int { framer?.tooLong ?? 0 }
+
+    mutating func feed(_ bytes: UnsafeRawBufferPointer, now: ContinuousClock.Instant, into out: inout [Position]) {
+        guard var framer = self.framer else { return }
+        self.framer = nil
+        framer.feed(bytes) { line in handle(line, now: now, into: &out) }
+        self.framer = framer
+    }
+
+    /// Emits epochs whose device went quiet.
+    mutating func flushIdle(now: ContinuousClock.Instant, idle: Duration, into out: inout [Position]) {
+        merger.flushIdle(now: now, idle: idle, into: &out)
+        if nmea != nil, let last = lastNMEA, now - last >= idle {
+            nmea?.flush(into: &out)
+            lastNMEA = nil
+        }
+    }
+
+    /// The connection ended: emit open epochs and forget a partial line.
+    mutating func endOfConnection(into out: inout [Position]) {
+        merger.flushAll(into: &out)
+        nmea?.flush(into: &out)
+        lastNMEA = nil
+        framer?.reset()
+    }
+
+    /// Copies the counters into the component's stats and writes pending log lines.
+    mutating func publish(to stats: ComponentStats, logger: Logger) {
+        stats.set("gpsd.reports", reports)
+        stats.set("gpsd.bad_json", badJSON)
+        stats.set("gpsd.too_long", tooLong)
+        stats.set("gpsd.untimed_tpv", merger.untimed)
+        stats.set("gpsd.late_tpv", merger.late)
+        nmea?.statistics.publish(to: stats)
+        for (level, message) in notes { logger.log(level, message) }
+        notes.removeAll()
+    }
+
+    private mutating func handle(_ line: UnsafeRawBufferPointer, now: ContinuousClock.Instant, into out: inout [Position]) {
+        if nmea != nil, line.first != UInt8(ascii: "{") {
+            // Raw NMEA relayed by gpsd; the framer removed the line ending the NMEA framer needs.
+            nmea?.decode(line, into: &out)
+            let crlf: StaticString = "\r\n"
+            nmea?.decode(UnsafeRawBufferPointer(start: crlf.utf8Start, count: crlf.utf8CodeUnitCount), into: &out)
+            lastNMEA = now
+            return
+        }
+        let report: GpsdReport
+        do { report = try GpsdReportParser.parse(line) } catch {
+            badJSON += 1
+            if badJSON <= 5 { notes.append((.warning, "skipped a line from gpsd: \(error)")) }
+            return
+        }
+        reports += 1
+        switch report {
+        case .tpv(let tpv):
+            // In nmea mode the NMEA engine makes the positions; gpsd's TPVs would duplicate them.
+            if nmea == nil { merger.add(tpv, now: now, into: &out) }
+        case .sky(let sky):
+            if nmea == nil { merger.add(sky) }
+        case .other(let className, let message):
+            otherClasses += 1
+            switch className {
+            case "ERROR": notes.append((.warning, "gpsd error: \(message ?? "(no message)")"))
+            case "VERSION": notes.append((.debug, "gpsd version \(message ?? "?")"))
+            default: break
+            }
+        }
+    }
+}

@@ -1,0 +1,64 @@
+import GatewayCore
+
+/// Configuration of the `gpsd` source.
+public struct GpsdSourceConfiguration: Sendable {
+    public enum Mode: String, Sendable, CaseIterable {
+        /// gpsd's TPV/SKY reports.
+        case json
+        /// Raw NMEA relayed by gpsd, decoded by locgate's NMEA engine.
+        case nmea
+    }
+    public var host = "127.0.0.1"
+    public var port = 2947
+    /// Watch only this gpsd device (a path such as `/dev/ttyACM0`); nil watches every device.
+    public var device: String?
+    public var mode: Mode = .json
+    /// No bytes from gpsd for this long: reconnect.
+    public var stallTimeout: Duration = .seconds(10)
+    /// Cap of the exponential reconnect delay.
+    public var reconnectMax: Duration = .seconds(5)
+    /// Emit a device's open epoch after this long without a new report.
+    public var idleFlush: Duration = .seconds(1)
+
+    public init() {}
+}
+
+/// The `gpsd` source: a gpsd client.
+public enum GpsdSourcePlugin: SourcePlugin {
+    public static let info = PluginInfo(
+        type: "gpsd", kind: .source,
+        summary: "Reads positions from a gpsd daemon over TCP (TPV/SKY reports, or raw NMEA through locgate's NMEA engine).",
+        folder: "GpsdSource",
+        options: [
+            OptionSpec("host", "string", default: "\"127.0.0.1\"", "gpsd host name or address."),
+            OptionSpec("port", "integer", default: "2947", "gpsd TCP port."),
+            OptionSpec("device", "string", default: "none (every device)", "Watch only this gpsd device path; in nmea mode also the device id of the positions."),
+            OptionSpec("mode", "json | nmea", default: "\"json\"", "json: gpsd's TPV/SKY reports; nmea: gpsd relays the receiver's NMEA and locgate assembles the epochs."),
+            OptionSpec("stall_timeout", "duration", default: "\"10s\"", "Reconnect when gpsd sends nothing for this long."),
+            OptionSpec("reconnect_max", "duration", default: "\"5s\"", "Longest wait between reconnect attempts (the delay doubles from 200 ms up to this)."),
+            OptionSpec("idle_flush", "duration", default: "\"1s\"", "Emit a device's last epoch after this long without a new report from it."),
+        ],
+        sample: #"{ "type": "gpsd", "host": "127.0.0.1", "port": 2947, "stall_timeout": "10s" }"#
+    )
+
+    public static func configure(_ options: inout OptionReader) -> GpsdSourceConfiguration {
+        var c = GpsdSourceConfiguration()
+        c.host = options.string("host", default: c.host)
+        if c.host.isEmpty { options.report("host", "must not be empty") }
+        c.port = options.int("port", default: c.port, in: 1...65535)
+        c.device = options.string("device")
+        if c.device?.isEmpty == true { options.report("device", "must not be empty (leave it out to watch every device)") }
+        c.mode = GpsdSourceConfiguration.Mode(rawValue: options.choice("mode", ["json", "nmea"], default: "json")) ?? .json
+        c.stallTimeout = options.duration("stall_timeout", default: c.stallTimeout, minimum: .milliseconds(500))
+        c.reconnectMax = options.duration("reconnect_max", default: c.reconnectMax, minimum: .milliseconds(10))
+        c.idleFlush = options.duration("idle_flush", default: c.idleFlush, minimum: .milliseconds(10))
+        if c.idleFlush >= c.stallTimeout {
+            options.report("idle_flush", "must be shorter than stall_timeout (\(DurationText.format(c.stallTimeout)))")
+        }
+        return c
+    }
+
+    public static func makeSource(_ configuration: GpsdSourceConfiguration, context: ComponentContext) throws -> any PositionSource {
+        GpsdPositionSource(configuration: configuration, context: context)
+    }
+}
