@@ -120,7 +120,6 @@ struct GpsdStream {
     /// Lines that parsed as a gpsd report.
     private(set) var reports = 0
     private(set) var badJSON = 0
-    private(set) var otherClasses = 0
     /// Messages worth a log line (gpsd ERROR reports, the first malformed lines), drained by ``publish(to:logger:)``.
     private var notes: [(LogLevel, String)] = []
 
@@ -196,7 +195,6 @@ struct GpsdStream {
         case .sky(let sky):
             if nmea == nil { merger.add(sky) }
         case .other(let className, let message):
-            otherClasses += 1
             switch className {
             case "ERROR": notes.append((.warning, "gpsd error: \(message ?? "(no message)")"))
             case "VERSION": notes.append((.debug, "gpsd version \(message ?? "?")"))

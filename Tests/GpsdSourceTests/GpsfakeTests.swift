@@ -82,7 +82,7 @@ struct GpsfakeTests {
             // The last epoch comes from the idle flush.
             try await Task.sleep(for: .milliseconds(1500))
         }
-        // An epoch before the first dated sentence has no time; gpsd reports none for it either.
+        // The engine also emits the receiver's first epoch, before it knows the date, without a time.
         let ours = collector.all.filter { $0.time != nil }
         // Our NMEA engine and gpsd agree on every epoch gpsd reported (the NMEA tests explain
         // the extra last epoch: we flush it, gpsd never completes its cycle).
