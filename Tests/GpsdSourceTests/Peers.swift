@@ -166,12 +166,17 @@ final class FakeGpsd: @unchecked Sendable {
                 if c < 0 { break }
                 n += 1
                 box.accepted()
-                // Read the ?WATCH so tests can check it, with a short timeout.
-                var tv = timeval(tv_sec: 0, tv_usec: 300_000)
+                // Read the ?WATCH (up to its newline) so tests can check it. The client sends it
+                // right after connecting, but a loaded machine can take a while: wait up to 5 s.
+                var tv = timeval(tv_sec: 0, tv_usec: 250_000)
                 setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
                 var buffer = [UInt8](repeating: 0, count: 512)
-                let r = buffer.withUnsafeMutableBytes { recv(c, $0.baseAddress, $0.count, 0) }
-                if r > 0 { box.record(Array(buffer[0..<r])) }
+                var got: [UInt8] = []
+                for _ in 0..<20 where !got.contains(10) {
+                    let r = buffer.withUnsafeMutableBytes { recv(c, $0.baseAddress, $0.count, 0) }
+                    if r > 0 { got += buffer[0..<r] } else if r == 0 { break }
+                }
+                if !got.isEmpty { box.record(got) }
                 let bytes = script(n)
                 var sent = 0
                 while sent < bytes.count {
