@@ -41,10 +41,10 @@ public struct PipelineConfiguration: Sendable {
             /// The oldest buffered positions are dropped and counted: the latest fix wins (live displays).
             case dropOldest = "drop_oldest"
         }
-        public var maxPositions: Int = 10_000
+        public var maxPositions: Int = 1_000
         public var whenFull: WhenFull = .block
 
-        public init(maxPositions: Int = 10_000, whenFull: WhenFull = .block) {
+        public init(maxPositions: Int = 1_000, whenFull: WhenFull = .block) {
             self.maxPositions = maxPositions
             self.whenFull = whenFull
         }
