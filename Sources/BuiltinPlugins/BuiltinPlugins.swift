@@ -2,6 +2,7 @@ import ConsoleOutput
 import FileOutput
 import FileReplay
 import GatewayCore
+import HTTPOutput
 
 /// The one list of built-in plugins. A plugin folder under `Plugins/` that is missing here fails
 /// `BuiltinPluginsTests`.
@@ -13,6 +14,7 @@ public enum BuiltinPlugins {
         // Transforms
         // Sinks
         r.register(sink: FileSinkPlugin.self)
+        r.register(sink: HTTPSinkPlugin.self)
         r.register(sink: StdoutSinkPlugin.self)
         return r
     }()
