@@ -24,6 +24,7 @@ POST /_control with {"rules": [...], "default": {...}} replaces them; GET /_cont
 import argparse
 import gzip
 import json
+import signal
 import sys
 import threading
 import time
@@ -124,6 +125,8 @@ class Handler(BaseHTTPRequestHandler):
 
 def main():
     global record_file
+    # A parent (a Swift test process) may hand down a mask that blocks these.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM, signal.SIGINT])
     ap = argparse.ArgumentParser()
     ap.add_argument("--record", required=True)
     ap.add_argument("--port", type=int, default=0)
