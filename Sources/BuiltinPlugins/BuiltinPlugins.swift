@@ -9,6 +9,7 @@ import NetworkNMEA
 import Geofence
 import SerialSource
 import GpsdSource
+import HTTPOutput
 
 /// The one list of built-in plugins. A plugin folder under `Plugins/` that is missing here fails
 /// `BuiltinPluginsTests`.
@@ -33,6 +34,7 @@ public enum BuiltinPlugins {
         r.register(transform: GeofencePlugin.self)
         // Sinks
         r.register(sink: FileSinkPlugin.self)
+        r.register(sink: HTTPSinkPlugin.self)
         r.register(sink: StdoutSinkPlugin.self)
         return r
     }()

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Benchmark of the http sink: positions/s delivered to a local receiver with batches of 500,
+# and the durable queue's write cost per position.
+#
+#   Benchmarks/http_sink.sh [EPOCHS]      (default 100000)
+#
+# Runs the release locgate on a generated NMEA log (RMC+GGA per epoch) three times against the
+# test receiver (Tests/HTTPOutputTests/Support/receiver.py): with a disk queue (synchronous=full),
+# with a disk queue (synchronous=normal), and with "queue": null. The write cost is the extra
+# time the source needs to be read to its end when every batch is committed to SQLite before it
+# is acknowledged, divided by the positions.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+EPOCHS=${1:-100000}
+BIN=$ROOT/.build/release/locgate
+if [[ ! -x $BIN ]]; then
+    echo "building release locgate…" >&2
+    swift build -c release --product locgate >&2
+fi
+WORK=$(mktemp -d /tmp/locgate-http-bench.XXXXXX)
+RECEIVER_PID=
+cleanup() {
+    [[ -n $RECEIVER_PID ]] && kill "$RECEIVER_PID" 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+python3 - "$EPOCHS" "$WORK/log.nmea" <<'PY'
+import sys
+n, path = int(sys.argv[1]), sys.argv[2]
+def sentence(body):
+    c = 0
+    for ch in body.encode():
+        c ^= ch
+    return "$%s*%02X\r\n" % (body, c)
+with open(path, "w") as out:
+    for i in range(n):
+        t = 1714521600 + i
+        hh, mm, ss = (t // 3600) % 24, (t // 60) % 60, t % 60
+        day = 1 + (t - 1714521600) // 86400
+        tm = "%02d%02d%02d.00" % (hh, mm, ss)
+        lat = "31%02d.%04d" % (10 + i % 40, i % 10000)
+        lon = "121%02d.%04d" % (20 + i % 30, (i * 7) % 10000)
+        out.write(sentence("GPRMC,%s,A,%s,N,%s,E,3.2,87.5,%02d0524,,,A" % (tm, lat, lon, day % 28 + 1)))
+        out.write(sentence("GPGGA,%s,%s,N,%s,E,1,09,0.9,15.2,M,7.1,M,," % (tm, lat, lon)))
+PY
+
+python3 "$ROOT/Tests/HTTPOutputTests/Support/receiver.py" --record "$WORK/received.jsonl" > "$WORK/port" &
+RECEIVER_PID=$!
+for _ in $(seq 100); do [[ -s $WORK/port ]] && break; sleep 0.05; done
+PORT=$(awk '{print $2}' "$WORK/port")
+
+ms() { date +%s%3N; }
+# Milliseconds from the pipeline's start to "input ended" in a log (timestamps are ISO 8601).
+ingest_ms() {
+    python3 - "$1" <<'PY'
+import sys, datetime
+start = end = None
+for line in open(sys.argv[1]):
+    ts = line.split(" ", 1)[0]
+    try:
+        t = datetime.datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except ValueError:
+        continue
+    if "pipeline: starting" in line and start is None: start = t
+    if "input ended" in line: end = t
+print(int((end - start).total_seconds() * 1000) if start and end else -1)
+PY
+}
+
+run() {  # run NAME QUEUE_JSON
+    local name=$1 queue=$2
+    rm -f "$WORK"/queue.sqlite*
+    cat > "$WORK/$name.json" <<JSON
+{ "settings": { "shutdown_timeout": "600s", "stats_interval": "600s" },
+  "sources": { "rx": { "type": "file", "path": "$WORK/log.nmea", "progress": false } },
+  "sinks": { "up": { "type": "http", "inputs": ["rx"], "url": "http://127.0.0.1:$PORT/track",
+                     "batch": { "max_positions": 500, "interval": "1s" }, "queue": $queue } } }
+JSON
+    : > "$WORK/received.jsonl"
+    local t0 t1
+    t0=$(ms)
+    "$BIN" run "$WORK/$name.json" 2> "$WORK/$name.log"
+    t1=$(ms)
+    local delivered
+    delivered=$(python3 -c "
+import json,sys
+n=0
+for l in open('$WORK/received.jsonl'):
+    r=json.loads(l)
+    if r['status']==200: n+=len(json.loads(r['body']))
+print(n)")
+    local total=$((t1 - t0)) ingest
+    ingest=$(ingest_ms "$WORK/$name.log")
+    printf '%-14s delivered %7d in %6d ms = %8.0f positions/s   (source read to its end in %5d ms)\n' \
+        "$name" "$delivered" "$total" "$(echo "$delivered * 1000 / $total" | bc -l)" "$ingest"
+    eval "INGEST_$name=$ingest"
+}
+
+echo "http sink benchmark: $EPOCHS positions, batches of 500, receiver on 127.0.0.1:$PORT"
+run disk_full '{ "path": "'"$WORK"'/queue.sqlite", "synchronous": "full" }'
+run disk_normal '{ "path": "'"$WORK"'/queue.sqlite", "synchronous": "normal" }'
+run memory 'null'
+for q in disk_full disk_normal; do
+    v=INGEST_$q
+    printf 'queue write cost (%s): %.2f µs per position\n' "$q" "$(echo "(${!v} - $INGEST_memory) * 1000 / $EPOCHS" | bc -l)"
+done

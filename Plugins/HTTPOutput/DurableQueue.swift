@@ -1,0 +1,343 @@
+import CSQLite
+import GatewayCore
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Why the durable queue failed: the queue file and SQLite's (or the system's) reason.
+public struct QueueError: Error, CustomStringConvertible {
+    public var path: String
+    public var message: String
+    public var description: String { "queue \(path): \(message)" }
+}
+
+/// The HTTP sink's queue in an SQLite file (WAL mode), one file per sink.
+///
+/// Tables: `pending` (seq autoincrement, position id, the position's JSON, commit time) and
+/// `dead_letters` (the same plus the server's status and answer). A record is deleted from
+/// `pending` only after the server accepted it, so a restart resumes where the last run stopped.
+///
+/// This is the only file that talks to SQLite.
+final class DurableQueue: PositionQueue {
+    let path: String
+    let maxRecords: Int
+    /// Guards `connection`: the sink's receiving and uploading tasks share it.
+    private let lock = Mutex(())
+    // Only touched inside `run`, under `lock`.
+    nonisolated(unsafe) private let connection: SQLiteConnection
+    private let cachedDepth = Atomic<Int>(0)
+    private let cachedOldest = Mutex<Int64?>(nil)
+
+    /// Opens (or creates) the queue file and proves it is writable.
+    init(path: String, maxRecords: Int, synchronousFull: Bool) throws {
+        self.path = path
+        self.maxRecords = maxRecords
+        try DurableQueue.checkDirectory(of: path)
+        let c = try SQLiteConnection(path: path)
+        try c.execute("PRAGMA journal_mode=WAL")
+        try c.execute("PRAGMA synchronous=\(synchronousFull ? "FULL" : "NORMAL")")
+        try c.execute("""
+            CREATE TABLE IF NOT EXISTS pending (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                id TEXT NOT NULL,
+                position TEXT NOT NULL,
+                enqueued_ms INTEGER NOT NULL)
+            """)
+        try c.execute("""
+            CREATE TABLE IF NOT EXISTS dead_letters (
+                seq INTEGER PRIMARY KEY,
+                id TEXT NOT NULL,
+                position TEXT NOT NULL,
+                enqueued_ms INTEGER NOT NULL,
+                failed_ms INTEGER NOT NULL,
+                status INTEGER NOT NULL,
+                answer TEXT NOT NULL)
+            """)
+        // A write at start turns a full disk or a read-only file into an error now, not at the first position.
+        try c.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+        try c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('opened', datetime('now'))")
+        let depth = try c.queryInt("SELECT count(*) FROM pending") ?? 0
+        let oldest = try c.queryInt("SELECT enqueued_ms FROM pending ORDER BY seq LIMIT 1")
+        cachedDepth.store(Int(depth), ordering: .relaxed)
+        cachedOldest.withLock { $0 = oldest }
+        connection = c
+    }
+
+    /// Reports a missing or unwritable directory, or a full disk, with a clear message.
+    private static func checkDirectory(of path: String) throws {
+        let dir: String
+        if let slash = path.lastIndex(of: "/") {
+            dir = slash == path.startIndex ? "/" : String(path[..<slash])
+        } else {
+            dir = "."
+        }
+        var st = stat()
+        guard stat(dir, &st) == 0 else {
+            throw QueueError(path: path, message: "directory \(dir) is not usable: \(String(cString: strerror(errno)))")
+        }
+        guard (st.st_mode & S_IFMT) == S_IFDIR else { throw QueueError(path: path, message: "\(dir) is not a directory") }
+        guard access(dir, W_OK) == 0 else {
+            throw QueueError(path: path, message: "directory \(dir) is not writable: \(String(cString: strerror(errno)))")
+        }
+        var fs = statvfs()
+        if statvfs(dir, &fs) == 0 {
+            let free = UInt64(fs.f_bavail) * UInt64(fs.f_frsize)
+            // Below 1 MiB SQLite's journal cannot grow; fail at start rather than at the first batch.
+            if free < 1 << 20 { throw QueueError(path: path, message: "disk full: \(free) bytes free in \(dir)") }
+        }
+    }
+
+    private func run<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
+        do {
+            return try lock.withLock { _ in try body(connection) }
+        } catch let e as SQLiteError {
+            throw QueueError(path: path, message: e.message)
+        }
+    }
+
+    private func refreshOldest(_ c: SQLiteConnection) throws {
+        let oldest = try c.queryInt("SELECT enqueued_ms FROM pending ORDER BY seq LIMIT 1")
+        cachedOldest.withLock { $0 = oldest }
+    }
+
+    func append(_ records: [(id: String, json: [UInt8])], at now: Timestamp) throws -> Int {
+        guard !records.isEmpty else { return 0 }
+        return try run { c in
+            try c.transaction {
+                let insert = try c.statement("INSERT INTO pending (id, position, enqueued_ms) VALUES (?1, ?2, ?3)")
+                for r in records {
+                    try insert.reset()
+                    try insert.bind(1, r.id)
+                    try insert.bind(2, r.json)
+                    try insert.bind(3, now.milliseconds)
+                    try insert.stepDone()
+                }
+            }
+            var depth = cachedDepth.load(ordering: .relaxed) + records.count
+            var dropped = 0
+            if depth > maxRecords {
+                let drop = try c.statement("DELETE FROM pending WHERE seq IN (SELECT seq FROM pending ORDER BY seq LIMIT ?1)")
+                try drop.reset()
+                try drop.bind(1, Int64(depth - maxRecords))
+                try drop.stepDone()
+                dropped = c.changes
+                depth -= dropped
+            }
+            cachedDepth.store(depth, ordering: .relaxed)
+            if dropped > 0 || cachedOldest.withLock({ $0 == nil }) { try refreshOldest(c) }
+            return dropped
+        }
+    }
+
+    func oldest(limit: Int) throws -> [QueuedRecord] {
+        try run { c in
+            let select = try c.statement("SELECT seq, id, position, enqueued_ms FROM pending ORDER BY seq LIMIT ?1")
+            try select.reset()
+            try select.bind(1, Int64(limit))
+            var out: [QueuedRecord] = []
+            while try select.step() {
+                out.append(QueuedRecord(seq: select.int(0), id: select.text(1), json: select.bytes(2), enqueuedAt: select.int(3)))
+            }
+            return out
+        }
+    }
+
+    func remove(through seq: Int64) throws {
+        try run { c in
+            let delete = try c.statement("DELETE FROM pending WHERE seq <= ?1")
+            try delete.reset()
+            try delete.bind(1, seq)
+            try delete.stepDone()
+            cachedDepth.subtract(c.changes, ordering: .relaxed)
+            try refreshOldest(c)
+        }
+    }
+
+    func deadLetter(_ records: [QueuedRecord], status: Int, answer: String, at now: Timestamp) throws {
+        guard let last = records.last?.seq else { return }
+        try run { c in
+            try c.transaction {
+                let insert = try c.statement("""
+                    INSERT OR REPLACE INTO dead_letters (seq, id, position, enqueued_ms, failed_ms, status, answer)
+                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                    """)
+                for r in records {
+                    try insert.reset()
+                    try insert.bind(1, r.seq)
+                    try insert.bind(2, r.id)
+                    try insert.bind(3, r.json)
+                    try insert.bind(4, r.enqueuedAt)
+                    try insert.bind(5, now.milliseconds)
+                    try insert.bind(6, Int64(status))
+                    try insert.bind(7, answer)
+                    try insert.stepDone()
+                }
+                let delete = try c.statement("DELETE FROM pending WHERE seq <= ?1")
+                try delete.reset()
+                try delete.bind(1, last)
+                try delete.stepDone()
+                cachedDepth.subtract(c.changes, ordering: .relaxed)
+            }
+            try refreshOldest(c)
+        }
+    }
+
+    func dropOlder(than cutoff: Timestamp) throws -> Int {
+        // seq order is commit order, so only a too-old front of the queue needs a delete.
+        guard let oldest = oldestEnqueuedAt, oldest < cutoff.milliseconds else { return 0 }
+        return try run { c in
+            let delete = try c.statement("DELETE FROM pending WHERE enqueued_ms < ?1")
+            try delete.reset()
+            try delete.bind(1, cutoff.milliseconds)
+            try delete.stepDone()
+            let n = c.changes
+            cachedDepth.subtract(n, ordering: .relaxed)
+            try refreshOldest(c)
+            return n
+        }
+    }
+
+    var depth: Int { cachedDepth.load(ordering: .relaxed) }
+
+    var oldestEnqueuedAt: Int64? { cachedOldest.withLock { $0 } }
+
+    /// Dead letters kept in the file (for tests and troubleshooting).
+    func deadLetterCount() throws -> Int {
+        try run { c in Int(try c.queryInt("SELECT count(*) FROM dead_letters") ?? 0) }
+    }
+}
+
+// MARK: - SQLite
+
+/// An SQLite error code with SQLite's message.
+struct SQLiteError: Error {
+    var code: Int32
+    var message: String
+}
+
+/// One open SQLite database; closed in deinit. Statements are prepared once and cached.
+final class SQLiteConnection {
+    private var db: OpaquePointer?
+    private var statements: [String: SQLiteStatement] = [:]
+
+    init(path: String) throws {
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        if rc != SQLITE_OK {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            sqlite3_close(db)
+            db = nil
+            throw SQLiteError(code: rc, message: "cannot open: \(message)")
+        }
+        try check(sqlite3_busy_timeout(db, 5000))
+    }
+
+    deinit {
+        statements.removeAll()  // statements finalize before the database closes
+        sqlite3_close(db)
+    }
+
+    /// Every SQLite return code goes through here: anything but the accepted codes throws.
+    @discardableResult
+    func check(_ rc: Int32, accept: [Int32] = [SQLITE_OK]) throws -> Int32 {
+        guard accept.contains(rc) else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "error \(rc)"
+            throw SQLiteError(code: rc, message: message)
+        }
+        return rc
+    }
+
+    func execute(_ sql: String) throws {
+        try check(sqlite3_exec(db, sql, nil, nil, nil))
+    }
+
+    /// Rows changed by the last statement.
+    var changes: Int { Int(sqlite3_changes(db)) }
+
+    func statement(_ sql: String) throws -> SQLiteStatement {
+        if let s = statements[sql] { return s }
+        var raw: OpaquePointer?
+        try check(sqlite3_prepare_v2(db, sql, -1, &raw, nil))
+        let s = SQLiteStatement(raw: raw, connection: self)
+        statements[sql] = s
+        return s
+    }
+
+    /// The first column of the first row as an integer, nil without rows or for NULL.
+    func queryInt(_ sql: String) throws -> Int64? {
+        let s = try statement(sql)
+        try s.reset()
+        guard try s.step(), !s.isNull(0) else { return nil }
+        return s.int(0)
+    }
+
+    /// Runs `body` in one IMMEDIATE transaction: committed when it returns, rolled back when it throws.
+    func transaction(_ body: () throws -> Void) throws {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            try body()
+            try execute("COMMIT")
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+}
+
+/// A prepared statement; finalized in deinit.
+final class SQLiteStatement {
+    private let raw: OpaquePointer?
+    private unowned let connection: SQLiteConnection
+
+    init(raw: OpaquePointer?, connection: SQLiteConnection) {
+        self.raw = raw
+        self.connection = connection
+    }
+
+    deinit { sqlite3_finalize(raw) }
+
+    func reset() throws {
+        try connection.check(sqlite3_reset(raw))
+        try connection.check(sqlite3_clear_bindings(raw))
+    }
+
+    func bind(_ index: Int32, _ value: Int64) throws {
+        try connection.check(sqlite3_bind_int64(raw, index, value))
+    }
+
+    func bind(_ index: Int32, _ value: String) throws {
+        try connection.check(sqlite3_bind_text(raw, index, value, -1, csqlite_transient))
+    }
+
+    func bind(_ index: Int32, _ bytes: [UInt8]) throws {
+        guard !bytes.isEmpty else { return try bind(index, "") }
+        let rc = bytes.withUnsafeBytes { buf in
+            sqlite3_bind_text(raw, index, buf.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(buf.count), csqlite_transient)
+        }
+        try connection.check(rc)
+    }
+
+    /// Steps once: true for a row, false when done.
+    func step() throws -> Bool {
+        try connection.check(sqlite3_step(raw), accept: [SQLITE_ROW, SQLITE_DONE]) == SQLITE_ROW
+    }
+
+    /// Steps a statement that returns no rows.
+    func stepDone() throws {
+        try connection.check(sqlite3_step(raw), accept: [SQLITE_DONE])
+    }
+
+    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(raw, column) == SQLITE_NULL }
+
+    func int(_ column: Int32) -> Int64 { sqlite3_column_int64(raw, column) }
+
+    func bytes(_ column: Int32) -> [UInt8] {
+        // Text first, then its length, as SQLite documents (the length is of the converted value).
+        guard let p = sqlite3_column_text(raw, column) else { return [] }
+        let n = Int(sqlite3_column_bytes(raw, column))
+        return Array(UnsafeBufferPointer(start: p, count: n))
+    }
+
+    func text(_ column: Int32) -> String { String(decoding: bytes(column), as: UTF8.self) }
+}

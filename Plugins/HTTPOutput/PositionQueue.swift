@@ -1,0 +1,101 @@
+import GatewayCore
+import Synchronization
+
+/// One position waiting in a sink's queue, as its JSON text (``PositionJSON``).
+struct QueuedRecord: Sendable {
+    /// Queue order: strictly increasing, never reused.
+    var seq: Int64
+    var id: String
+    var json: [UInt8]
+    /// When the record was committed (ms since 1970), for `queue.max_age`.
+    var enqueuedAt: Int64
+}
+
+/// Where the HTTP sink keeps positions until the server accepted them, oldest first.
+///
+/// Two implementations: ``DurableQueue`` (SQLite, survives crashes) and ``MemoryQueue`` (lost
+/// with the process). Both are safe to use from the sink's receiving and uploading tasks at once.
+protocol PositionQueue: Sendable {
+    /// Commits records at the end of the queue; returns how many old records the record cap dropped.
+    func append(_ records: [(id: String, json: [UInt8])], at now: Timestamp) throws -> Int
+    /// Up to `limit` records from the front of the queue, oldest first.
+    func oldest(limit: Int) throws -> [QueuedRecord]
+    /// Removes every record up to and including `seq` (after the server accepted them).
+    func remove(through seq: Int64) throws
+    /// Moves records to the dead letters with the server's answer (a rejection retrying cannot fix).
+    func deadLetter(_ records: [QueuedRecord], status: Int, answer: String, at now: Timestamp) throws
+    /// Drops records committed before `cutoff`; returns how many.
+    func dropOlder(than cutoff: Timestamp) throws -> Int
+    /// Records waiting.
+    var depth: Int { get }
+    /// Commit time of the oldest waiting record.
+    var oldestEnqueuedAt: Int64? { get }
+}
+
+/// A queue in memory: lost when the process stops (the `"queue": null` mode).
+///
+/// Bounded at ``capacity`` records; beyond it the oldest are dropped (and counted by the sink).
+final class MemoryQueue: PositionQueue {
+    private struct State {
+        var records: [QueuedRecord] = []
+        var head = 0
+        var nextSeq: Int64 = 1
+        var deadLetters = 0
+
+        mutating func compact() {
+            if head > 4096 && head * 2 > records.count {
+                records.removeFirst(head)
+                head = 0
+            }
+        }
+    }
+
+    let capacity: Int
+    private let state = Mutex(State())
+
+    init(capacity: Int) { self.capacity = max(1, capacity) }
+
+    func append(_ records: [(id: String, json: [UInt8])], at now: Timestamp) throws -> Int {
+        state.withLock { s in
+            for r in records {
+                s.records.append(QueuedRecord(seq: s.nextSeq, id: r.id, json: r.json, enqueuedAt: now.milliseconds))
+                s.nextSeq += 1
+            }
+            let excess = s.records.count - s.head - capacity
+            guard excess > 0 else { return 0 }
+            s.head += excess
+            s.compact()
+            return excess
+        }
+    }
+
+    func oldest(limit: Int) throws -> [QueuedRecord] {
+        state.withLock { s in Array(s.records[s.head..<min(s.records.count, s.head + limit)]) }
+    }
+
+    func remove(through seq: Int64) throws {
+        state.withLock { s in
+            while s.head < s.records.count, s.records[s.head].seq <= seq { s.head += 1 }
+            s.compact()
+        }
+    }
+
+    func deadLetter(_ records: [QueuedRecord], status: Int, answer: String, at now: Timestamp) throws {
+        // Memory mode keeps no dead letters: the sink has logged and counted them.
+        guard let last = records.last?.seq else { return }
+        try remove(through: last)
+    }
+
+    func dropOlder(than cutoff: Timestamp) throws -> Int {
+        state.withLock { s in
+            var n = 0
+            while s.head < s.records.count, s.records[s.head].enqueuedAt < cutoff.milliseconds { s.head += 1; n += 1 }
+            s.compact()
+            return n
+        }
+    }
+
+    var depth: Int { state.withLock { $0.records.count - $0.head } }
+
+    var oldestEnqueuedAt: Int64? { state.withLock { s in s.head < s.records.count ? s.records[s.head].enqueuedAt : nil } }
+}

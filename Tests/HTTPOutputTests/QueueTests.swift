@@ -1,0 +1,63 @@
+import Foundation
+import GatewayCore
+@testable import HTTPOutput
+import Testing
+
+@Suite struct QueueTests {
+    func records(_ range: Range<Int>) -> [(id: String, json: [UInt8])] {
+        range.map { ("p\($0)", Array(#"{"class":"TPV","id":"p\#($0)","mode":1,"datum":"wgs84"}"#.utf8)) }
+    }
+
+    @Test func theDiskQueueSurvivesReopeningInOrder() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        do {
+            let q = try DurableQueue(path: dir + "/q.sqlite", maxRecords: 1000, synchronousFull: true)
+            _ = try q.append(records(0..<10), at: Timestamp(milliseconds: 1000))
+            try q.remove(through: try q.oldest(limit: 3).last?.seq ?? 0)
+        }
+        let q = try DurableQueue(path: dir + "/q.sqlite", maxRecords: 1000, synchronousFull: true)
+        #expect(q.depth == 7)
+        #expect(q.oldestEnqueuedAt == 1000)
+        #expect(try q.oldest(limit: 100).map(\.id) == (3..<10).map { "p\($0)" })
+        let journal = try String(contentsOfFile: dir + "/q.sqlite-wal", encoding: .isoLatin1)
+        #expect(!journal.isEmpty, "WAL mode keeps a -wal file beside the queue")
+    }
+
+    @Test func theRecordCapDropsTheOldest() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let disk = try DurableQueue(path: dir + "/q.sqlite", maxRecords: 5, synchronousFull: false)
+        let memory = MemoryQueue(capacity: 5)
+        for q in [disk, memory] as [any PositionQueue] {
+            #expect(try q.append(records(0..<4), at: Timestamp(milliseconds: 0)) == 0)
+            #expect(try q.append(records(4..<8), at: Timestamp(milliseconds: 0)) == 3)
+            #expect(q.depth == 5)
+            #expect(try q.oldest(limit: 10).map(\.id) == (3..<8).map { "p\($0)" })
+        }
+    }
+
+    @Test func theAgeCapDropsRecordsCommittedTooLongAgo() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let disk = try DurableQueue(path: dir + "/q.sqlite", maxRecords: 100, synchronousFull: false)
+        for q in [disk, MemoryQueue(capacity: 100)] as [any PositionQueue] {
+            _ = try q.append(records(0..<3), at: Timestamp(milliseconds: 1000))
+            _ = try q.append(records(3..<5), at: Timestamp(milliseconds: 5000))
+            #expect(try q.dropOlder(than: Timestamp(milliseconds: 2000)) == 3)
+            #expect(q.oldestEnqueuedAt == 5000)
+            #expect(try q.dropOlder(than: Timestamp(milliseconds: 2000)) == 0)
+        }
+    }
+
+    @Test func deadLettersKeepTheServersAnswer() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let q = try DurableQueue(path: dir + "/q.sqlite", maxRecords: 100, synchronousFull: true)
+        _ = try q.append(records(0..<4), at: Timestamp(milliseconds: 0))
+        try q.deadLetter(try q.oldest(limit: 2), status: 400, answer: #"{"error":"bad"}"#, at: Timestamp(milliseconds: 9))
+        #expect(try q.deadLetterCount() == 2)
+        #expect(q.depth == 2)
+        #expect(try q.oldest(limit: 10).map(\.id) == ["p2", "p3"])
+    }
+}

@@ -1,0 +1,166 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import GatewayCore
+import GatewayRuntime
+@testable import HTTPOutput
+import Testing
+
+/// The package root, found from this file's path.
+let packageRoot: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+/// A fresh temporary directory, removed by the caller with `cleanUp`.
+func makeTemporaryDirectory() throws -> String {
+    let path = NSTemporaryDirectory() + "locgate-http-\(UUID().uuidString)"
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    return path
+}
+
+/// One request the receiver recorded.
+struct RecordedRequest {
+    var status: Int
+    var headers: [String: String]
+    var body: String
+
+    /// The body as JSON.
+    var json: JSONValue? { try? JSONValue.parse(string: body) }
+
+    /// The `id` of every position object in a json_array body.
+    var ids: [String] {
+        json?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
+    }
+}
+
+/// The Python receiver in `Support/receiver.py`, on a free loopback port.
+final class Receiver: @unchecked Sendable {
+    let recordPath: String
+    private(set) var port: Int = 0
+    private var process: Process?
+
+    /// Starts it; `port` 0 picks a free port, a given port restarts on the same one.
+    init(directory: String, arguments: [String] = [], port: Int = 0, name: String = "received.jsonl") throws {
+        recordPath = directory + "/" + name
+        try start(arguments: arguments, port: port)
+    }
+
+    func start(arguments: [String] = [], port requested: Int? = nil) throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        let script = packageRoot.appendingPathComponent("Tests/HTTPOutputTests/Support/receiver.py").path
+        p.arguments = ["python3", script, "--record", recordPath, "--port", String(requested ?? port)] + arguments
+        let out = Pipe()
+        p.standardOutput = out
+        try p.run()
+        process = p
+        // The first line is "PORT <n>".
+        var line: [UInt8] = []
+        let handle = out.fileHandleForReading
+        while let byte = try handle.read(upToCount: 1)?.first, byte != 10 { line.append(byte) }
+        let text = String(decoding: line, as: UTF8.self)
+        guard text.hasPrefix("PORT "), let n = Int(text.dropFirst(5)) else {
+            p.terminate()
+            throw HTTPSinkError(message: "receiver did not start: \(text)")
+        }
+        port = n
+    }
+
+    func stop() {
+        guard let p = process else { return }
+        // SIGKILL: a child of the test process may inherit a mask that blocks SIGTERM.
+        kill(p.processIdentifier, SIGKILL)
+        p.waitUntilExit()
+        process = nil
+    }
+
+    deinit { stop() }
+
+    var url: String { "http://127.0.0.1:\(port)/track" }
+
+    /// Replaces the receiver's rules (see receiver.py).
+    func control(_ json: String) async throws {
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/_control")!)
+        request.httpMethod = "POST"
+        request.httpBody = Data(json.utf8)
+        _ = try await URLSession.shared.data(for: request)
+    }
+
+    /// Every request recorded so far.
+    func requests() -> [RecordedRequest] {
+        guard let text = try? String(contentsOfFile: recordPath, encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").compactMap { line in
+            guard let v = try? JSONValue.parse(string: String(line)), let o = v.objectValue else { return nil }
+            var headers: [String: String] = [:]
+            for m in o["headers"]?.objectValue ?? JSONObject() { headers[m.key] = m.value.stringValue }
+            return RecordedRequest(status: Int(o["status"]?.numberValue ?? -1), headers: headers, body: o["body"]?.stringValue ?? "")
+        }
+    }
+
+    /// Requests answered 2xx, in order.
+    func accepted() -> [RecordedRequest] { requests().filter { (200..<300).contains($0.status) } }
+}
+
+/// Polls `condition` every 20 ms until it holds or `seconds` pass; returns whether it held.
+func eventually(_ seconds: Double = 30, _ condition: () -> Bool) async -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return condition()
+}
+
+/// Reads a sink configuration from JSON text; problems fail the test.
+func configuration(_ json: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> HTTPSinkConfiguration {
+    let (c, problems) = try configure(json)
+    #expect(problems.isEmpty, "\(problems)", sourceLocation: sourceLocation)
+    return c
+}
+
+/// Reads a sink configuration and returns the problems too.
+func configure(_ json: String) throws -> (HTTPSinkConfiguration, [String]) {
+    guard case .object(let o) = try JSONValue.parse(string: json) else { throw HTTPSinkError(message: "not an object") }
+    let diagnostics = ConfigurationDiagnostics()
+    var reader = OptionReader(object: o, path: "sinks.up", diagnostics: diagnostics, environment: ["VIP_ID": "vip-42"])
+    reader.markKnown(["type", "inputs"])
+    let c = HTTPSinkPlugin.configure(&reader)
+    reader.finish()
+    return (c, diagnostics.problems.map(\.description))
+}
+
+/// A running in-process sink fed through a real `SinkBuffer`.
+struct SinkHarness {
+    let sink: any PositionSink
+    let buffer: SinkBuffer
+    let stats: ComponentStats
+
+    init(_ configuration: HTTPSinkConfiguration) throws {
+        stats = ComponentStats(id: "up")
+        let context = ComponentContext(id: "up", kind: .sink, logger: Logger(label: "sinks.up", handler: SilentLogHandler()), stats: stats)
+        sink = try HTTPSinkPlugin.makeSink(configuration, context: context)
+        buffer = SinkBuffer(capacity: 100_000, policy: .block, durable: HTTPSinkPlugin.isDurable(configuration), stats: stats)
+    }
+
+    /// Runs the sink while `feed` sends positions; closes the input after `feed` and waits for the sink to end.
+    func run(_ feed: @Sendable @escaping (SinkBuffer) async throws -> Void) async throws {
+        let sink = self.sink, buffer = self.buffer
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await sink.run(input: buffer) }
+            try await feed(buffer)
+            buffer.close()
+            try await group.waitForAll()
+        }
+    }
+}
+
+/// Positions `t-<from>` … `t-<to-1>` one second apart.
+func positions(_ range: Range<Int>, prefix: String = "t-") -> [Position] {
+    range.map { i in
+        Position(time: Timestamp(milliseconds: 1_714_557_600_000 + Int64(i) * 1000), latitude: 31.2 + Double(i) * 1e-5,
+                 longitude: 121.5 + Double(i) * 1e-5, altitude: 12.5, speed: 2.5, course: 90, mode: .threeD, quality: .gps,
+                 satellites: 9, hdop: 0.9, horizontalError: 4.5, source: "rx", device: "dev1", id: "\(prefix)\(i)")
+    }
+}
+
+/// The numeric part of ids such as `t-17` or `rx-1714521600000`.
+func ordinal(_ id: String) -> Int? { id.split(separator: "-").last.flatMap { Int($0) } }
