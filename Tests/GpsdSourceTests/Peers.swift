@@ -94,7 +94,8 @@ final class GpsFake {
     /// Lines of a harmless sentence gpsd reports nothing for, fed before each log: gpsd flushes
     /// the pty when a client first watches, so without this head start the first epochs would be
     /// lost before the client's `?WATCH` arrives.
-    static let paddingLines = 150
+    /// 400 lines (4 s at the default cycle) leave room for a machine busy with other tests.
+    static let paddingLines = 400
 
     /// Starts gpsfake serving `logs` (fixture names; several logs make several devices), one line every `cycle` seconds.
     init(logs: [String], port: Int, cycle: Double = 0.01) throws {
