@@ -2,7 +2,7 @@
 # `make run` and `make test` install what they need first (apt, as root or through sudo).
 
 APT_PACKAGES := libserialport-dev libsqlite3-dev libproj-dev proj-bin proj-data zlib1g-dev \
-                gpsd gpsd-clients socat python3 procps bc util-linux
+                gpsd gpsd-clients socat python3 procps bc util-linux sqlite3
 SWIFT_FLAGS ?=
 CONFIG ?=
 
