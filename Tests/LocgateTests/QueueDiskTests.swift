@@ -1,0 +1,39 @@
+import Foundation
+import Testing
+
+/// A queue on a full disk is refused at start with a clear message (exit 1), not discovered later.
+enum Tmpfs {
+    static func sh(_ command: String) -> Int32 {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/sh")
+        p.arguments = ["-c", command]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        guard (try? p.run()) != nil else { return -1 }
+        p.waitUntilExit()
+        return p.terminationStatus
+    }
+
+    static let canMountTmpfs: Bool = {
+        guard getuid() == 0 else { return false }
+        let dir = NSTemporaryDirectory() + "locgate-tmpfs-probe-\(getpid())"
+        defer { _ = sh("umount '\(dir)' 2>/dev/null; rmdir '\(dir)'") }
+        return sh("mkdir -p '\(dir)' && mount -t tmpfs -o size=64k tmpfs '\(dir)'") == 0
+    }()
+}
+
+@Suite(.serialized, .enabled(if: Tmpfs.canMountTmpfs, "needs root to mount a small tmpfs"))
+struct QueueDiskTests {
+    @Test func aFullDiskUnderTheQueueIsAClearErrorAtStart() throws {
+        let dir = try BinaryRunner.temporaryDirectory()
+        let disk = dir.appendingPathComponent("disk").path
+        #expect(Tmpfs.sh("mkdir -p '\(disk)' && mount -t tmpfs -o size=256k tmpfs '\(disk)' && dd if=/dev/zero of='\(disk)/fill' bs=1k count=300") != -1)
+        defer { _ = Tmpfs.sh("umount '\(disk)'") }
+        try Data(#"{"sources":{"r":{"type":"file","path":"x.nmea"}},"sinks":{"u":{"type":"http","inputs":["r"],"url":"http://127.0.0.1:9/x","queue":{"path":"disk/q.sqlite"}}}}"#.utf8)
+            .write(to: dir.appendingPathComponent("p.json"))
+        try Data().write(to: dir.appendingPathComponent("x.nmea"))
+        let r = try BinaryRunner.run(["run", dir.appendingPathComponent("p.json").path])
+        #expect(r.status == 1)
+        #expect(r.stderr.contains("sinks.u: cannot start: queue \(disk)/q.sqlite: disk full"), "\(r.stderr)")
+    }
+}
