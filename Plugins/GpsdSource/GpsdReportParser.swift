@@ -74,7 +74,7 @@ enum GpsdReportParser {
             t.time = Timestamp(iso8601: text)
         } else if let seconds = finite(o["time"]) {
             // gpsd before protocol 3.10 sent epoch seconds.
-            t.time = Timestamp(seconds: seconds)
+            t.time = Timestamp(epochSeconds: seconds)
         }
         if let m = integer(o["mode"]), let mode = FixMode(rawValue: m) { t.mode = mode }
         if let s = integer(o["status"]) { t.status = FixQuality(rawValue: s) }

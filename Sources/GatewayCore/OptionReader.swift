@@ -229,7 +229,7 @@ public struct OptionReader {
     public mutating func duration(_ key: String) -> Duration? {
         guard let v = fetch(key) else { return nil }
         switch v {
-        case .number(let n) where n >= 0: return .milliseconds(Int64((n * 1000).rounded()))
+        case .number(let n) where n >= 0 && n <= DurationText.maximumSeconds: return .milliseconds(Int64((n * 1000).rounded()))
         case .string(let s):
             if let d = DurationText.parse(substitute(s, at: key)) { return d }
             report(key, "expected a duration such as \"20s\", got \"\(s)\"")
@@ -287,11 +287,17 @@ public struct OptionReader {
 
 /// Duration text as written in configurations and logs.
 public enum DurationText {
+    /// The longest duration accepted: 100 years.
+    public static let maximumSeconds: Double = 100 * 365.25 * 86_400
+
     /// Parses `"500ms"`, `"20s"`, `"2m"`, `"1h"`, `"1d"`, `"1.5s"`, `"1h30m"`, or a bare number of seconds.
     public static func parse(_ text: String) -> Duration? {
         let s = text.trimmingSpaces()
         if s.isEmpty { return nil }
-        if let n = Double(s), n >= 0 { return .milliseconds(Int64((n * 1000).rounded())) }
+        if let n = Double(s) {
+            guard n >= 0, n <= maximumSeconds else { return nil }
+            return .milliseconds(Int64((n * 1000).rounded()))
+        }
         var total: Double = 0
         var i = s.startIndex
         var any = false
@@ -313,7 +319,9 @@ public enum DurationText {
             total += n * factor
             any = true
         }
-        return any ? .milliseconds(Int64((total * 1000).rounded())) : nil
+        // Beyond a century a duration is a typo, and it would overflow converting to milliseconds.
+        guard any, total <= maximumSeconds else { return nil }
+        return .milliseconds(Int64((total * 1000).rounded()))
     }
 
     /// Short text for a duration: `500ms`, `20s`, `2m`, `1.5s`.

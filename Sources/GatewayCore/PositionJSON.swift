@@ -170,7 +170,9 @@ public enum PositionJSON {
         case .string(let s)?:
             guard let t = Timestamp(iso8601: s) else { throw DecodeError(field: "time", problem: "not an ISO 8601 time: \"\(s)\"") }
             p.time = t
-        case .number(let n)?: p.time = Timestamp(seconds: n)
+        case .number(let n)?:
+            guard let t = Timestamp(epochSeconds: n) else { throw DecodeError(field: "time", problem: "not a time in epoch seconds: \(n)") }
+            p.time = t
         case let v?: throw DecodeError(field: "time", problem: "expected a string, got \(v.kindName)")
         }
         p.latitude = try number("lat")
@@ -181,7 +183,7 @@ public enum PositionJSON {
             throw DecodeError(field: p.latitude == nil ? "lat" : "lon", problem: "lat and lon must come together")
         }
         if let m = try number("mode") {
-            guard let mode = FixMode(rawValue: Int(m)), Double(mode.rawValue) == m else {
+            guard abs(m) < 1e6, let mode = FixMode(rawValue: Int(m)), Double(mode.rawValue) == m else {
                 throw DecodeError(field: "mode", problem: "expected 0, 1, 2 or 3, got \(m)")
             }
             p.mode = mode
@@ -189,7 +191,7 @@ public enum PositionJSON {
             p.mode = p.hasCoordinates ? .twoD : .noFix
         }
         if let s = try number("status") {
-            guard let q = FixQuality(rawValue: Int(s)) else { throw DecodeError(field: "status", problem: "expected 0...9, got \(s)") }
+            guard abs(s) < 1e6, s == s.rounded(), let q = FixQuality(rawValue: Int(s)) else { throw DecodeError(field: "status", problem: "expected 0...9, got \(s)") }
             p.quality = q
         }
         p.altitude = try number("altMSL")
@@ -197,7 +199,10 @@ public enum PositionJSON {
         p.speed = try number("speed")
         p.course = try number("track")
         p.heading = try number("heading")
-        if let u = try number("uSat") { p.satellites = Int(u) }
+        if let u = try number("uSat") {
+            guard u >= 0, u < 1000, u == u.rounded() else { throw DecodeError(field: "uSat", problem: "expected a satellite count, got \(u)") }
+            p.satellites = Int(u)
+        }
         p.hdop = try number("hdop")
         p.vdop = try number("vdop")
         p.pdop = try number("pdop")

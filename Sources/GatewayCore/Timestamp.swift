@@ -9,6 +9,13 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
 
     @inlinable public init(seconds: Double) { self.milliseconds = Int64((seconds * 1000).rounded()) }
 
+    /// Epoch seconds from untrusted input: nil unless finite and within ±3,000 years of 1970
+    /// (a larger value would trap converting to an integer).
+    public init?(epochSeconds: Double) {
+        guard epochSeconds.isFinite, abs(epochSeconds) < 1e11 else { return nil }
+        self.init(seconds: epochSeconds)
+    }
+
     @inlinable public var seconds: Double { Double(milliseconds) / 1000 }
 
     @inlinable public static func < (a: Timestamp, b: Timestamp) -> Bool { a.milliseconds < b.milliseconds }
