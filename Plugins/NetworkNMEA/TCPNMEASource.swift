@@ -104,15 +104,3 @@ public struct TCPNMEASource: PositionSource {
         }
     }
 }
-
-extension NMEAStatistics {
-    /// Counters of two decoders (one per connection or sender) added up, for a source's stats line.
-    func adding(_ o: NMEAStatistics) -> NMEAStatistics {
-        var s = self
-        s.bytes += o.bytes; s.accepted += o.accepted; s.badChecksum += o.badChecksum
-        s.missingChecksum += o.missingChecksum; s.invalidCharacter += o.invalidCharacter; s.tooLong += o.tooLong
-        s.truncated += o.truncated; s.badField += o.badField; s.noiseBytes += o.noiseBytes; s.unknown += o.unknown
-        s.proprietary += o.proprietary; s.ais += o.ais; s.comments += o.comments; s.epochs += o.epochs
-        return s
-    }
-}
