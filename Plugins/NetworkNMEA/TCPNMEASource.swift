@@ -1,5 +1,6 @@
 import GatewayCore
 import NMEA
+import PollWakeup
 
 /// Reads NMEA from a TCP server, reconnecting with capped exponential backoff.
 ///
