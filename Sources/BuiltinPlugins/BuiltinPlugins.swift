@@ -10,7 +10,6 @@ import Geofence
 import SerialSource
 import GpsdSource
 import HTTPOutput
-import LineTail
 
 /// The one list of built-in plugins. A plugin folder under `Plugins/` that is missing here fails
 /// `BuiltinPluginsTests`.
@@ -24,7 +23,6 @@ public enum BuiltinPlugins {
         r.register(source: UDPNMEAPlugin.self)
         r.register(source: SerialSourcePlugin.self)
         r.register(source: GpsdSourcePlugin.self)
-        r.register(source: LineTailPlugin.self)
         // Transforms
         r.register(transform: CoordinatesPlugin.self)
         r.register(transform: DedupePlugin.self)
