@@ -1,5 +1,6 @@
 // The one file of this plugin that talks to the C library (posix_spawn, pipes, poll, signals).
 import Dispatch
+import PollWakeup
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -11,54 +12,6 @@ struct ExecError: Error, CustomStringConvertible {
 
     static func errno(_ operation: String, _ code: Int32 = Glibc.errno) -> ExecError {
         ExecError(message: "\(operation): \(String(cString: strerror(code)))")
-    }
-}
-
-/// A pipe that makes a pending `poll` return at once (fired by task cancellation).
-final class Wakeup: Sendable {
-    private let readFD: Int32
-    private let writeFD: Int32
-
-    init() throws(ExecError) {
-        var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else { throw .errno("pipe") }
-        for fd in fds {
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-        }
-        readFD = fds[0]
-        writeFD = fds[1]
-    }
-
-    deinit {
-        close(readFD)
-        close(writeFD)
-    }
-
-    func signal() {
-        var b: UInt8 = 1
-        _ = write(writeFD, &b, 1)
-    }
-
-    /// Waits until one of `fds` is readable (or hung up), the wakeup fired, or `timeout` passed.
-    /// The blocking poll runs on a Dispatch thread, never on the cooperative pool.
-    func wait(_ fds: [Int32], timeout: Duration) async -> [Int32] {
-        if Task.isCancelled { return [] }
-        let ms = Int32(clamping: max(0, timeout.milliseconds))
-        let wakeFD = readFD
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { (c: CheckedContinuation<[Int32], Never>) in
-                DispatchQueue.global().async {
-                    var pfds = fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-                    pfds.append(pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0))
-                    var n: Int32
-                    repeat { n = poll(&pfds, nfds_t(pfds.count), ms) } while n < 0 && Glibc.errno == EINTR
-                    c.resume(returning: n > 0 ? pfds.dropLast().filter { $0.revents != 0 }.map(\.fd) : [])
-                }
-            }
-        } onCancel: {
-            self.signal()
-        }
     }
 }
 

@@ -1,5 +1,6 @@
 import GatewayCore
 import NMEA
+import PollWakeup
 
 /// Runs a program and turns its standard output into positions; its standard error goes to
 /// the log at warning level. The program is restarted with backoff whenever it exits, and
@@ -221,17 +222,5 @@ struct LineSplitter {
         if !carry.isEmpty && !skipping { onLine(carry[...]) }
         carry.removeAll()
         skipping = false
-    }
-}
-
-extension NMEAStatistics {
-    /// Counters of two decoders (one per run of the program) added up.
-    func adding(_ o: NMEAStatistics) -> NMEAStatistics {
-        var s = self
-        s.bytes += o.bytes; s.accepted += o.accepted; s.badChecksum += o.badChecksum
-        s.missingChecksum += o.missingChecksum; s.invalidCharacter += o.invalidCharacter; s.tooLong += o.tooLong
-        s.truncated += o.truncated; s.badField += o.badField; s.noiseBytes += o.noiseBytes; s.unknown += o.unknown
-        s.proprietary += o.proprietary; s.ais += o.ais; s.comments += o.comments; s.epochs += o.epochs
-        return s
     }
 }

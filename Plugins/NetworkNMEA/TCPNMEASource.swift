@@ -1,5 +1,6 @@
 import GatewayCore
 import NMEA
+import PollWakeup
 
 /// Reads NMEA from a TCP server, reconnecting with capped exponential backoff.
 ///
@@ -102,17 +103,5 @@ public struct TCPNMEASource: PositionSource {
                 base.adding(decoder.statistics).publish(to: context.stats)
             }
         }
-    }
-}
-
-extension NMEAStatistics {
-    /// Counters of two decoders (one per connection or sender) added up, for a source's stats line.
-    func adding(_ o: NMEAStatistics) -> NMEAStatistics {
-        var s = self
-        s.bytes += o.bytes; s.accepted += o.accepted; s.badChecksum += o.badChecksum
-        s.missingChecksum += o.missingChecksum; s.invalidCharacter += o.invalidCharacter; s.tooLong += o.tooLong
-        s.truncated += o.truncated; s.badField += o.badField; s.noiseBytes += o.noiseBytes; s.unknown += o.unknown
-        s.proprietary += o.proprietary; s.ais += o.ais; s.comments += o.comments; s.epochs += o.epochs
-        return s
     }
 }

@@ -1,5 +1,6 @@
 import GatewayCore
 import NMEA
+import PollWakeup
 
 /// Listens for NMEA datagrams; each sender gets its own decoder, so interleaved senders never
 /// mix sentences or epochs.

@@ -70,4 +70,15 @@ extension NMEAStatistics {
             stats.set(name, value)
         }
     }
+
+    /// The counters of two decoders added up: a source keeps one decoder per connection (or run,
+    /// or sender) and publishes the total, so its `nmea.*` values never go back on a reconnect.
+    public func adding(_ o: NMEAStatistics) -> NMEAStatistics {
+        var s = self
+        s.bytes += o.bytes; s.accepted += o.accepted; s.badChecksum += o.badChecksum
+        s.missingChecksum += o.missingChecksum; s.invalidCharacter += o.invalidCharacter; s.tooLong += o.tooLong
+        s.truncated += o.truncated; s.badField += o.badField; s.noiseBytes += o.noiseBytes; s.unknown += o.unknown
+        s.proprietary += o.proprietary; s.ais += o.ais; s.comments += o.comments; s.epochs += o.epochs
+        return s
+    }
 }
