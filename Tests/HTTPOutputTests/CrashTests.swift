@@ -73,7 +73,9 @@ import Testing
         let expected = (0..<epochs).map { 1_714_521_600_000 + $0 * 1000 }
 
         // Run 1: a slow receiver; kill -9 once the whole log is queued and a few batches arrived.
-        let first = try Receiver(directory: dir, arguments: ["--delay", "0.05"], name: "run1.jsonl")
+        // 0.2 s per request: 40 batches take at least 8 s, so the kill lands mid-upload even when
+        // the machine is busy and the check below is slow to notice the log is queued.
+        let first = try Receiver(directory: dir, arguments: ["--delay", "0.2"], name: "run1.jsonl")
         try CrashTests.writeConfig(dir + "/run1.json", log: dir + "/long.nmea", url: first.url, queue: dir + "/queue.sqlite")
         let run1 = try CrashTests.launch(binary, config: dir + "/run1.json", stderr: dir + "/run1.log")
         let queued = await eventually(120) {
