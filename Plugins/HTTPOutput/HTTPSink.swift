@@ -133,28 +133,32 @@ public struct HTTPSink: PositionSink {
     }
 
     private func upload(signal: FlushSignal, transport: HTTPTransport) async throws {
-        var flushAll = queue.depth > 0
+        // Positions still to send before waiting for a full batch again: an interval flush (or a
+        // restart) sends what was queued at that moment, not whatever arrives while it is sending —
+        // otherwise every fix arriving during a request would go out as its own partial batch.
+        var flushRemaining = queue.depth
         var ended = false
+        func take(_ s: FlushSignal.Flags) {
+            ended = ended || s.ended
+            if s.flushAll { flushRemaining = max(flushRemaining, queue.depth) }
+        }
         while true {
             try Task.checkCancellation()
             guard let batch = try prepareBatch() else {
                 if ended { return }
-                flushAll = false
-                let s = await signal.wait()
+                flushRemaining = 0
+                take(await signal.wait())
                 try Task.checkCancellation()
-                ended = ended || s.ended
-                flushAll = flushAll || s.flushAll
                 continue
             }
-            if batch.isFull || flushAll || ended {
+            if batch.isFull || flushRemaining > 0 || ended {
                 try await deliver(batch, transport: transport)
+                flushRemaining = max(0, flushRemaining - batch.records.count)
                 publishQueueStats()
                 continue
             }
-            let s = await signal.wait()
+            take(await signal.wait())
             try Task.checkCancellation()
-            ended = ended || s.ended
-            flushAll = flushAll || s.flushAll
         }
     }
 
@@ -262,6 +266,11 @@ public struct HTTPSink: PositionSink {
             case .retry: return .retry(reason: "status \(answer.status) but the answer fails \(predicate.description): \(text)", after: nil, status: answer.status, answer: text)
             case .deadLetter: return .reject(status: answer.status, answer: text)
             }
+        case 300..<400:
+            // Not followed (see RefuseRedirects): nothing was delivered. Retrying keeps the batch
+            // queued until the url is fixed; the log says where the server points.
+            let target = answer.location.map { " to \($0)" } ?? ""
+            return .retry(reason: "status \(answer.status): the server redirects\(target); locgate does not follow redirects (a redirected POST loses its body), set url to the final address", after: nil, status: answer.status, answer: text)
         case 408, 429, 500..<600:
             return .retry(reason: "status \(answer.status): \(text)", after: HTTPSink.parseRetryAfter(answer.retryAfter, now: context.clock.now()), status: answer.status, answer: text)
         default:
@@ -308,7 +317,7 @@ public struct HTTPSink: PositionSink {
     }
 
     /// A key that is the same whenever the same positions are sent as one batch (after a restart too):
-    /// FNV-1a of the first id, the last id and the count.
+    /// FNV-1a of every id and the count.
     static func idempotencyKey(_ records: [QueuedRecord]) -> String {
         var h1: UInt64 = 0xcbf2_9ce4_8422_2325
         var h2: UInt64 = 0x8422_2325_cbf2_9ce4
@@ -320,8 +329,9 @@ public struct HTTPSink: PositionSink {
             h1 = (h1 ^ 0xFF) &* 0x0000_0100_0000_01B3
             h2 = (h2 ^ 0x1F) &* 0x0000_0100_0000_01B3
         }
-        mix((records.first?.id ?? "").utf8)
-        mix((records.last?.id ?? "").utf8)
+        // Every id, not only the first and last: ids that repeat (untimed fixes after a restart)
+        // must not make two different batches look like one to a server's idempotency cache.
+        for r in records { mix(r.id.utf8) }
         mix(String(records.count).utf8)
         func hex(_ v: UInt64) -> String {
             let s = String(v, radix: 16)

@@ -9,6 +9,18 @@ struct HTTPAnswer: Sendable {
     var body: [UInt8]
     /// The `Retry-After` header, if any.
     var retryAfter: String?
+    /// The `Location` header of a redirect, if any.
+    var location: String? = nil
+}
+
+/// Refuses every redirect so the sink sees the 3xx itself. Following one is a silent loss:
+/// Foundation re-sends a 301/302 as a GET without the body, a 307/308 without the body too, and
+/// the final 2xx would delete the batch from the queue although the server never got it.
+final class RefuseRedirects: NSObject, URLSessionTaskDelegate, Sendable {
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                    newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+        completionHandler(nil)
+    }
 }
 
 /// One POST/PUT through URLSession, cancellable from Swift concurrency.
@@ -21,7 +33,7 @@ final class HTTPTransport: Sendable {
         configuration.timeoutIntervalForResource = timeout.secondsDouble
         configuration.httpMaximumConnectionsPerHost = 1
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        session = URLSession(configuration: configuration)
+        session = URLSession(configuration: configuration, delegate: RefuseRedirects(), delegateQueue: nil)
     }
 
     deinit { session.invalidateAndCancel() }
@@ -41,7 +53,8 @@ final class HTTPTransport: Sendable {
                         return
                     }
                     c.resume(returning: HTTPAnswer(status: http.statusCode, body: data.map { Array($0) } ?? [],
-                                                   retryAfter: http.value(forHTTPHeaderField: "Retry-After")))
+                                                   retryAfter: http.value(forHTTPHeaderField: "Retry-After"),
+                                                   location: http.value(forHTTPHeaderField: "Location")))
                 }
                 box.set(task)
                 task.resume()

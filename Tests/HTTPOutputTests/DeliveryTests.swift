@@ -60,6 +60,26 @@ import Testing
         #expect(receiver.accepted().map { $0.ids.count } == [3, 2])
     }
 
+    @Test func fixesArrivingDuringARequestWaitForTheNextInterval() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let receiver = try Receiver(directory: dir, arguments: ["--delay", "0.5"])
+        defer { receiver.stop() }
+        let harness = try SinkHarness(try configuration(config(receiver, dir, batch: #"{"max_positions":100,"interval":"1s"}"#)))
+        try await harness.run { buffer in
+            await buffer.send(positions(0..<3))
+            // The interval flush goes at ~1 s and its request takes 0.5 s; one fix arrives while
+            // it is in flight and one after: both wait for the next interval instead of going
+            // out one request each.
+            try await Task.sleep(for: .milliseconds(1200))
+            await buffer.send(positions(3..<4))
+            try await Task.sleep(for: .milliseconds(500))
+            await buffer.send(positions(4..<5))
+            #expect(await eventually { receiver.accepted().count >= 2 })
+        }
+        #expect(receiver.accepted().map { $0.ids.count } == [3, 2])
+    }
+
     @Test func anOutageLosesNothingAndKeepsOrder() async throws {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -101,6 +121,12 @@ import Testing
         (#"{"times":2,"drop":true}"#, ""),
         (#"{"times":1,"delay":0.5}"#, #","timeout":"200ms""#),
         (#"{"times":2,"status":200,"body":{"code":1}}"#, #","success":{"json":{"path":"code","equals":0}}"#),
+        // Redirects are not followed: Foundation would re-send without the body and the 2xx at
+        // the end would delete a batch the server never got.
+        (#"{"times":1,"status":301,"location":"/final"}"#, ""),
+        (#"{"times":1,"status":302,"location":"/final"}"#, ""),
+        (#"{"times":1,"status":307,"location":"/final"}"#, ""),
+        (#"{"times":1,"status":308,"location":"/final"}"#, ""),
     ])
     func transientFailuresAreRetriedUntilDelivered(rule: String, extra: String) async throws {
         let dir = try makeTemporaryDirectory()

@@ -18,6 +18,7 @@ Rules (consumed in order; "times" -1 = forever, default 1):
   {"status": 200, "body": {"code": 1}}                200 with an error inside
   {"delay": 0.5}                                      answer late (then as the default)
   {"drop": true}                                      close the connection without an answer
+  {"status": 308, "location": "/final"}               redirect
 POST /_control with {"rules": [...], "default": {...}} replaces them; GET /_control returns
 {"requests": n, "rules_left": [...]}.
 """
@@ -117,6 +118,8 @@ class Handler(BaseHTTPRequestHandler):
         extra = {}
         if "retry_after" in rule:
             extra["Retry-After"] = str(rule["retry_after"])
+        if "location" in rule:
+            extra["Location"] = str(rule["location"])
         record(status, headers, body)
         self.answer(status, answer, extra)
 
