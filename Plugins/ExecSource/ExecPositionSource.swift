@@ -74,6 +74,7 @@ public struct ExecPositionSource: PositionSource {
             options.source = context.id
             options.device = configuration.device
             options.idPrefix = "\(context.id)-"
+            options.untimedToken = RunToken.next()
             nmea = NMEADecoder(options: options)
         }
         let base = nmeaTotals
@@ -88,6 +89,7 @@ public struct ExecPositionSource: PositionSource {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var positions: [Position] = []
         var lineNumber = 0
+        let runToken = RunToken.next()
         var stderrOpen = true
         var lastOutput = context.clock.now().milliseconds
         var pending = false
@@ -99,8 +101,11 @@ public struct ExecPositionSource: PositionSource {
             guard slice.contains(where: { $0 != 32 && $0 != 9 }) else { return }
             do {
                 let value = try slice.withUnsafeBytes { try JSONValue.parse($0) }
+                // Ids the program did not give: source, device (when several share the program)
+                // and fix time; untimed fixes get a run token so they never repeat after a restart.
                 var p = try PositionJSON.decode(value, source: context.id) { p in
-                    p.time.map { "\(context.id)-\($0.milliseconds)" } ?? "\(context.id)-r\(run)-l\(lineNumber)"
+                    let device = (configuration.device ?? p.device).map { "\($0)-" } ?? ""
+                    return p.time.map { "\(context.id)-\(device)\($0.milliseconds)" } ?? "\(context.id)-\(device)n\(runToken)-\(lineNumber)"
                 }
                 // This component produced it, whatever the program wrote.
                 p.source = context.id

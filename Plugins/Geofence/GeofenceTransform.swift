@@ -118,6 +118,9 @@ public struct GeofenceTransform: PositionTransform {
         case .wgs84: datum = .wgs84
         case .gcj02: datum = .gcj02
         case .bd09: datum = .bd09
+        case let d where !d.isGeographic:
+            // The coordinates transform keeps WGS84 latitude/longitude beside x/y on projected output.
+            datum = .wgs84
         default:
             context.stats.count("skipped.datum")
             return nil

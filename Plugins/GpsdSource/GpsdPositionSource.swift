@@ -130,6 +130,7 @@ struct GpsdStream {
             options.source = source
             options.device = configuration.device
             options.idPrefix = "\(source)-"
+            options.untimedToken = RunToken.next()
             nmea = NMEADecoder(options: options)
         }
     }

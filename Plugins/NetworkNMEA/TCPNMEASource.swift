@@ -53,6 +53,7 @@ public struct TCPNMEASource: PositionSource {
         options.source = context.id
         options.device = configuration.device
         options.idPrefix = "\(context.id)-"
+        options.untimedToken = RunToken.next()
         var decoder = NMEADecoder(options: options)
         let base = totals
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)

@@ -52,6 +52,7 @@ public struct UDPNMEASource: PositionSource {
                         options.source = context.id
                         options.device = configuration.device ?? sender
                         options.idPrefix = "\(context.id)-\(sender)-"
+                        options.untimedToken = RunToken.next()
                         senders[sender] = Sender(decoder: NMEADecoder(options: options), lastSeen: now, pending: false)
                         context.logger.info("new sender \(sender)")
                     }

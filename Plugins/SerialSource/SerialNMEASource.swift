@@ -48,6 +48,7 @@ public struct SerialNMEASource: PositionSource {
         options.requireChecksum = configuration.requireChecksum
         options.source = context.id
         options.idPrefix = "\(context.id)-"
+        options.untimedToken = RunToken.next()
         var decoder = NMEADecoder(options: options)
         var backoff = Backoff(initial: .milliseconds(200), cap: configuration.backoffCap)
         let queue = DispatchQueue(label: "locgate.serial.\(context.id)")

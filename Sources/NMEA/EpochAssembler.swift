@@ -211,7 +211,8 @@ struct EpochAssembler: Sendable {
         if let t = p.time {
             p.id = Self.id(prefix: options.idPrefix, marker: 0, number: t.milliseconds)
         } else {
-            p.id = Self.id(prefix: options.idPrefix, marker: UInt8(ascii: "n"), number: Int64(emitted))
+            let prefix = options.untimedToken.map { "\(options.idPrefix)n\($0)-" } ?? options.idPrefix
+            p.id = Self.id(prefix: prefix, marker: options.untimedToken == nil ? UInt8(ascii: "n") : 0, number: Int64(emitted))
         }
         out.append(p)
     }

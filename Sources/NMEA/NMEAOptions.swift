@@ -13,6 +13,10 @@ public struct NMEAOptions: Sendable {
     public var device: String? = nil
     /// Prefix of every position's `id`, to keep ids of different sources apart.
     public var idPrefix = ""
+    /// For fixes without a time: ids become `idPrefix + "n" + token + "-" + count`. Live sources set
+    /// a ``RunToken`` so those ids never repeat after a reconnect or restart; replays leave it nil
+    /// so a replay reproduces its ids (`idPrefix + "n" + count`).
+    public var untimedToken: String? = nil
 
     /// Creates the default options.
     public init() {}

@@ -46,6 +46,16 @@ import Testing
         #expect(out.allSatisfy { $0.attributes.isEmpty })
     }
 
+    @Test func projectedPositionsAreTestedByTheirWGS84LatitudeAndLongitude() throws {
+        // What the coordinates transform writes for EPSG output: x/y in metres, WGS84 lat/lon kept.
+        var t = try Support.transform(#"{"fences":\#(fences),"action":"keep_inside"}"#)
+        var inside = Support.position(Support.offset(centre, east: 0, north: 0), t: 0, n: 0, datum: Datum(name: "EPSG:32756"))
+        inside.x = 334_000; inside.y = 6_252_000
+        let outside = Support.position(Support.offset(centre, east: 500, north: 500), t: 1, n: 1, datum: Datum(name: "EPSG:32756"))
+        let out = Support.run(&t, [inside, outside])
+        #expect(out.map(\.id) == [inside.id])
+    }
+
     @Test func keepOutsidePassesCoordinateLessPositions() throws {
         let out = try run(#","action":"keep_outside""#, [(0, 0), (500, 500), nil])
         #expect(out.map(\.id) == ["p1", "p2"])

@@ -101,3 +101,30 @@ import Testing
         #expect(p.first?.mode == (quality == 0 ? .noFix : .threeD))
     }
 }
+
+@Suite struct UntimedIDTests {
+    /// GGA only: a time of day but never a date, so the fixes have no time.
+    static let undated = TestSupport.line("GPGGA,120000.00,4807.038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,")
+        + TestSupport.line("GPGGA,120001.00,4807.038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,")
+
+    @Test func replaysNumberUntimedFixesTheSameWayEachTime() {
+        var o = NMEAOptions()
+        o.idPrefix = "rx-"
+        let a = TestSupport.decode(Self.undated, options: o).positions.map(\.id)
+        #expect(a == ["rx-n1", "rx-n2"])
+        #expect(TestSupport.decode(Self.undated, options: o).positions.map(\.id) == a)
+    }
+
+    @Test func liveSourcesNeverRepeatAnUntimedIdAfterAReconnect() {
+        var ids: [String] = []
+        for _ in 0..<3 {   // three connections, one decoder each
+            var o = NMEAOptions()
+            o.idPrefix = "rx-"
+            o.untimedToken = RunToken.next()
+            ids += TestSupport.decode(Self.undated, options: o).positions.map(\.id)
+        }
+        #expect(ids.count == 6)
+        #expect(Set(ids).count == 6)
+        #expect(ids.allSatisfy { $0.hasPrefix("rx-n") })
+    }
+}
