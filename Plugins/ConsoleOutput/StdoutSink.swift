@@ -30,12 +30,24 @@ public struct StdoutSink: PositionSink {
         }
     }
 
+    /// Writes everything, waiting for stdout in slices that observe cancellation: a reader that
+    /// stops reading (a paused pager, `| sleep`) must not hold shutdown past its deadline.
     static func writeAll(_ bytes: [UInt8]) throws {
         var done = 0
         while done < bytes.count {
-            let n = bytes.withUnsafeBytes { write(1, $0.baseAddress! + done, $0.count - done) }
+            var pfd = pollfd(fd: 1, events: Int16(POLLOUT), revents: 0)
+            let ready = poll(&pfd, 1, 100)
+            if ready < 0 && errno != EINTR {
+                throw StdoutSinkError(message: "cannot wait for standard output: \(String(cString: strerror(errno)))")
+            }
+            if ready <= 0 {
+                try Task.checkCancellation()
+                continue
+            }
+            // At most PIPE_BUF bytes once poll said writable: a pipe takes them without blocking.
+            let n = bytes.withUnsafeBytes { write(1, $0.baseAddress! + done, min($0.count - done, Int(PIPE_BUF))) }
             if n < 0 {
-                if errno == EINTR { continue }
+                if errno == EINTR || errno == EAGAIN { continue }
                 throw StdoutSinkError(message: "cannot write to standard output: \(String(cString: strerror(errno)))")
             }
             done += n

@@ -1,6 +1,7 @@
 // The one file of this plugin that talks to the C library (posix_spawn, pipes, poll, signals).
 import Dispatch
 import PollWakeup
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -33,6 +34,9 @@ enum ChildExit: CustomStringConvertible, Sendable {
 /// The owner must call ``terminate(grace:)`` or ``waitForExit()`` so the child is reaped (no
 /// zombies); deinit only closes the pipes.
 final class ChildProcess: @unchecked Sendable {
+    /// Serialises pipe creation and spawning across every exec source (see `init`).
+    private static let spawnLock = Mutex(())
+
     // @unchecked: used by one task at a time (the exec source's run loop); pid and fds never change.
     let pid: pid_t
     let stdout: Int32
@@ -44,14 +48,20 @@ final class ChildProcess: @unchecked Sendable {
         guard let program = argv.first else { throw ExecError(message: "empty command") }
         var out: [Int32] = [-1, -1]
         var err: [Int32] = [-1, -1]
-        guard pipe(&out) == 0 else { throw .errno("pipe") }
-        guard pipe(&err) == 0 else {
-            close(out[0]); close(out[1])
-            throw .errno("pipe")
+        // Close-on-exec, so children started by another exec source do not inherit these ends (a
+        // reader whose write end leaked never sees EOF); dup2 in the spawn clears the flag on the
+        // child's own stdout and stderr. Swift's Glibc has no pipe2, so pipe + fcntl and every
+        // spawn share one lock: no spawn can happen while a new pipe still lacks the flag.
+        let piped: Bool = ChildProcess.spawnLock.withLock { _ in
+            guard pipe(&out) == 0 else { return false }
+            guard pipe(&err) == 0 else {
+                close(out[0]); close(out[1])
+                return false
+            }
+            for fd in out + err { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+            return true
         }
-        // Close-on-exec, so children started later (by another exec source) do not inherit these
-        // ends; dup2 in the spawn clears the flag on the child's own stdout and stderr.
-        for fd in out + err { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        guard piped else { throw .errno("pipe") }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -94,7 +104,7 @@ final class ChildProcess: @unchecked Sendable {
         }
         var child: pid_t = 0
         // posix_spawnp searches PATH for a bare program name, like a shell.
-        let rc = posix_spawnp(&child, finalArgv[0], &actions, &attributes, cArgs, cEnv)
+        let rc = ChildProcess.spawnLock.withLock { _ in posix_spawnp(&child, finalArgv[0], &actions, &attributes, cArgs, cEnv) }
         close(out[1])
         close(err[1])
         guard rc == 0 else {

@@ -45,7 +45,13 @@ public struct ExecPositionSource: PositionSource {
                     context.stats.count("exec.stalls")
                     context.logger.warning("\(name) printed nothing for \(DurationText.format(configuration.stallTimeout ?? .zero)); stopped it (\(exit)\(forced ? ", SIGKILL" : ""))")
                 case .outputClosed:
-                    // Stdout closed: the program is exiting (or closed stdout and hangs: then it is stopped).
+                    // Stdout closed: the program is exiting. Give it kill_timeout to finish on its own
+                    // (cleanup, a clean exit status) before stopping it like a hung one.
+                    var waited = Duration.zero
+                    while child.exitStatus() == nil && waited < configuration.killTimeout {
+                        try? await Task.sleep(for: .milliseconds(50))
+                        waited += .milliseconds(50)
+                    }
                     let exit = await child.terminate(grace: configuration.killTimeout).exit
                     context.stats.count("exec.exits")
                     if case .exited(0) = exit { context.logger.info("\(name) \(exit)") } else { context.logger.warning("\(name) \(exit)") }

@@ -42,9 +42,8 @@ public struct FileSink: PositionSink {
             bytes.reserveCapacity(batch.count * 320)
             for p in batch {
                 if format == .gpx && !p.hasCoordinates { continue }
-                if !separator.isEmpty && (file.records > 0 || !bytes.isEmpty) { bytes.append(contentsOf: separator) }
+                if !separator.isEmpty && (file.hasRecords || !bytes.isEmpty) { bytes.append(contentsOf: separator) }
                 format.appendRecord(p, to: &bytes)
-                file.records += 1
             }
             try file.append(bytes)
             input.acknowledge()
@@ -72,7 +71,8 @@ struct DocumentFile {
     var fd: Int32 = -1
     /// Offset where the trailer starts (the next record goes here).
     var dataEnd = 0
-    var records = 0
+    /// Whether a record precedes `dataEnd` (the next one then needs the format's separator).
+    var hasRecords: Bool { dataEnd > header.count }
     private var header: [UInt8] { Array(configuration.format.header.utf8) }
     private var trailer: [UInt8] { Array(configuration.format.trailer.utf8) }
 
@@ -92,7 +92,6 @@ struct DocumentFile {
         if size == 0 {
             try write(header + trailer, at: 0)
             dataEnd = header.count
-            records = 0
             return
         }
         // Continue an existing document: it must end with our trailer (and start with our header).
@@ -102,13 +101,21 @@ struct DocumentFile {
         let headOK = header.isEmpty || (pread(fd, &head, head.count, 0) == head.count && head == header)
         if tailOK && headOK {
             dataEnd = size - trailer.count
-            // Only the separator matters: any record before dataEnd means the next needs one.
-            records = dataEnd > header.count ? 1 : 0
+            // JSON Lines and CSV have no trailer to prove the file complete: a last line cut short
+            // (a crash, a full disk) is ended here, so it stays one broken line a reader skips
+            // instead of swallowing the first new record.
+            var last: UInt8 = 10
+            if trailer.isEmpty, dataEnd > header.count, pread(fd, &last, 1, off_t(dataEnd - 1)) == 1, last != 10 {
+                try write([10], at: dataEnd)
+                dataEnd += 1
+                logger.warning("\(path) ended in the middle of a line; ended it before appending")
+            }
             return
         }
         // Not a complete document of this format (another format, or cut short elsewhere):
         // keep it aside rather than corrupt it, and start a new one.
         Glibc.close(fd)
+        fd = -1
         let aside = "\(path).incomplete-\(SystemClock().now().milliseconds)"
         guard rename(path, aside) == 0 else { throw FileSinkError.system(path, "cannot move an incomplete \(configuration.format.rawValue) file aside") }
         logger.warning("\(path) is not a complete \(configuration.format.rawValue) document; moved it to \(aside) and started a new one")
@@ -151,6 +158,7 @@ struct DocumentFile {
 
     private mutating func rotate() throws {
         Glibc.close(fd)
+        fd = -1
         let path = configuration.path
         if configuration.keepFiles > 0 {
             unlink("\(path).\(configuration.keepFiles)")

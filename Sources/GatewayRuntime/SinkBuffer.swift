@@ -68,10 +68,13 @@ public final class SinkBuffer: SinkInput, Sendable {
         stats.addReceived(batch.count)
         var waitedForSpace = false
         while true {
-            enum Step { case enqueued(UInt64, [CheckedContinuation<Void, Never>]), wait(UInt64), dropped }
+            enum Step { case enqueued(UInt64, [CheckedContinuation<Void, Never>]), wait(UInt64), dropped(String) }
             let step: Step = state.withLock { s in
-                if s.closed { return .dropped }
+                if s.closed { return .dropped("dropped.closed") }
                 let full = s.count > 0 && s.count + batch.count > capacity
+                // A cancelled sender may overshoot once, but a source that keeps sending after
+                // cancellation must not grow the buffer without bound.
+                if full && waitedForSpace && s.count >= 2 * capacity { return .dropped("dropped.after_cancel") }
                 if full && policy == .block && !waitedForSpace {
                     s.nextID += 1
                     return .wait(s.nextID)
@@ -92,9 +95,9 @@ public final class SinkBuffer: SinkInput, Sendable {
                 return .enqueued(s.enqueuedSeq, freed)
             }
             switch step {
-            case .dropped:
+            case .dropped(let reason):
                 stats.addDropped(batch.count)
-                stats.count("dropped.closed", by: batch.count)
+                stats.count(reason, by: batch.count)
                 return
             case .enqueued(let seq, let freed):
                 for w in freed { w.resume() }
@@ -104,7 +107,9 @@ public final class SinkBuffer: SinkInput, Sendable {
                 await withTaskCancellationHandler {
                     await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
                         let resumeNow = state.withLock { s -> Bool in
-                            if s.closed || Task.isCancelled || s.count + batch.count <= capacity { return true }
+                            // The same test as "full" above: when the sink emptied the buffer in between, a
+                            // batch larger than the capacity must go in, or nobody would ever wake us.
+                            if s.closed || Task.isCancelled || s.count == 0 || s.count + batch.count <= capacity { return true }
                             s.spaceWaiters.append(Waiter(id: id, continuation: c))
                             return false
                         }
@@ -124,8 +129,9 @@ public final class SinkBuffer: SinkInput, Sendable {
     public func enqueueWithoutWaiting(_ batch: [Position]) {
         guard !batch.isEmpty else { return }
         stats.addReceived(batch.count)
+        var closed = false
         let (consumer, all): (CheckedContinuation<SinkEvent, Never>?, [Position]) = state.withLock { s in
-            guard !s.closed else { return (nil, []) }
+            guard !s.closed else { closed = true; return (nil, []) }
             s.batches.append(batch)
             s.count += batch.count
             s.enqueuedSeq += 1
@@ -133,6 +139,10 @@ public final class SinkBuffer: SinkInput, Sendable {
             guard let c = s.consumer else { return (nil, []) }
             s.consumer = nil
             return (c.continuation, s.takeAll())
+        }
+        if closed {
+            stats.addDropped(batch.count)
+            stats.count("dropped.closed", by: batch.count)
         }
         consumer?.resume(returning: .positions(all))
     }

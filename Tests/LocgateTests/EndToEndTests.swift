@@ -69,6 +69,41 @@ import Testing
         #expect(ids.count % 2 == 0 && Array(ids[..<(ids.count / 2)]) == Array(ids[(ids.count / 2)...]))
     }
 
+    @Test func rotatedGeoJSONFilesAreEachValidAndTogetherHoldEveryPosition() throws {
+        let dir = try BinaryRunner.temporaryDirectory()
+        let log = BinaryRunner.fixture("bu353-glonass.log").path
+        try write("""
+        {"settings":{"stats_interval":false},"sources":{"rx":{"type":"file","path":"\(log)","rate":"50x"}},
+         "sinks":{"g":{"type":"file","inputs":["rx"],"path":"out.geojson","rotate_bytes":2048,"keep_files":50},
+                  "j":{"type":"file","inputs":["rx"],"path":"out.jsonl"}}}
+        """, to: dir.appendingPathComponent("p.json"))
+        let r = try BinaryRunner.run(["run", dir.appendingPathComponent("p.json").path])
+        #expect(r.status == 0, "\(r.stderr)")
+        let files = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasPrefix("out.geojson") }
+        #expect(files.count > 2)
+        var features = 0
+        for f in files {
+            let doc = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: dir.appendingPathComponent(f))) as? [String: Any], "\(f) is not valid JSON")
+            features += (doc["features"] as? [Any])?.count ?? 0
+        }
+        #expect(features == (try jsonLines(dir.appendingPathComponent("out.jsonl"))).count)
+    }
+
+    @Test func appendingToALineCutShortKeepsTheNewRecordsWhole() throws {
+        let dir = try BinaryRunner.temporaryDirectory()
+        try write(#"{"class":"TPV","id":"x-1","mode":1}"# + "\n" + #"{"class":"TPV","id":"x-2","la"#, to: dir.appendingPathComponent("out.jsonl"))
+        let log = BinaryRunner.fixture("bu353-glonass.log").path
+        try write(#"{"settings":{"stats_interval":false},"sources":{"rx":{"type":"file","path":"\#(log)"}},"sinks":{"j":{"type":"file","inputs":["rx"],"path":"out.jsonl"}}}"#,
+                  to: dir.appendingPathComponent("p.json"))
+        let r = try BinaryRunner.run(["run", dir.appendingPathComponent("p.json").path])
+        #expect(r.status == 0)
+        #expect(r.stderr.contains("ended in the middle of a line"))
+        let lines = try String(contentsOf: dir.appendingPathComponent("out.jsonl"), encoding: .utf8).split(separator: "\n")
+        #expect(lines[1] == #"{"class":"TPV","id":"x-2","la"#)
+        #expect(lines.dropFirst(2).allSatisfy { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) != nil })
+        #expect(lines.count > 10)
+    }
+
     @Test func sigtermDuringARealtimeReplayLeavesValidFilesAndExitsZero() throws {
         let dir = try BinaryRunner.temporaryDirectory()
         let log = BinaryRunner.fixture("ericsson-gru04-02-70sec.log").path
