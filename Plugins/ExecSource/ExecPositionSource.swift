@@ -134,7 +134,7 @@ public struct ExecPositionSource: PositionSource {
             let now = context.clock.now().milliseconds
             if ready.isEmpty {
                 if pending, var d = nmea {
-                    d.flush(into: &positions)
+                    d.flushIdle(into: &positions)
                     nmea = d
                     await output.emit(positions)
                     positions.removeAll(keepingCapacity: true)

@@ -148,7 +148,7 @@ struct GpsdStream {
     mutating func flushIdle(now: ContinuousClock.Instant, idle: Duration, into out: inout [Position]) {
         merger.flushIdle(now: now, idle: idle, into: &out)
         if nmea != nil, let last = lastNMEA, now - last >= idle {
-            nmea?.flush(into: &out)
+            nmea?.flushIdle(into: &out)
             lastNMEA = nil
         }
     }

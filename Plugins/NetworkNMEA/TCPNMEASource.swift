@@ -72,7 +72,7 @@ public struct TCPNMEASource: PositionSource {
             if ready.isEmpty {
                 let quiet = context.clock.now().milliseconds - lastData.milliseconds
                 if pending {
-                    decoder.flush(into: &positions)
+                    decoder.flushIdle(into: &positions)
                     pending = false
                     await output.emit(positions)
                     positions.removeAll(keepingCapacity: true)

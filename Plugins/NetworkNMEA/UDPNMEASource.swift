@@ -66,7 +66,7 @@ public struct UDPNMEASource: PositionSource {
             // A sender quiet for the idle time has finished its epoch.
             for key in senders.keys where senders[key]?.pending == true {
                 if let s = senders[key], now - s.lastSeen >= TCPNMEASource.idleFlush.milliseconds || ready.isEmpty {
-                    senders[key]?.decoder.flush(into: &positions)
+                    senders[key]?.decoder.flushIdle(into: &positions)
                     senders[key]?.pending = false
                 }
             }

@@ -192,7 +192,7 @@ public struct SerialNMEASource: PositionSource {
             let now = ContinuousClock.now
             if bytes.isEmpty {
                 if unflushed && now - lastData >= SerialNMEASource.idleFlush {
-                    decoder.flush(into: &positions)
+                    decoder.flushIdle(into: &positions)
                     unflushed = false
                 }
                 if now - lastData >= configuration.stallTimeout { throw Stall() }

@@ -37,6 +37,10 @@ struct EpochAssembler: Sendable {
     private var lastMode: FixMode = .noFix
     /// Epochs emitted so far; numbers the ids of positions without a time.
     private(set) var emitted = 0
+    /// Time of the last emitted epoch and how often it was emitted: an epoch reopened with the
+    /// same time (its sentences split by an idle flush) gets a distinct id.
+    private var lastTime: Int64 = .min
+    private var repeats = 0
 
     private static let day = 86_400_000
     private static let knotsToMetresPerSecond = 1852.0 / 3600.0
@@ -210,6 +214,13 @@ struct EpochAssembler: Sendable {
         emitted += 1
         if let t = p.time {
             p.id = Self.id(prefix: options.idPrefix, marker: 0, number: t.milliseconds)
+            if t.milliseconds == lastTime {
+                repeats += 1
+                p.id += "-\(repeats)"
+            } else {
+                lastTime = t.milliseconds
+                repeats = 0
+            }
         } else {
             let prefix = options.untimedToken.map { "\(options.idPrefix)n\($0)-" } ?? options.idPrefix
             p.id = Self.id(prefix: prefix, marker: options.untimedToken == nil ? UInt8(ascii: "n") : 0, number: Int64(emitted))

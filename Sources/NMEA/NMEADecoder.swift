@@ -30,7 +30,13 @@ public struct NMEADecoder: Sendable {
         }
     }
 
-    /// Ends the input (or marks the device idle): frames an unterminated last line and emits the pending epoch.
+    /// The device went quiet: emits the pending epoch, and keeps a partial line for the bytes
+    /// still to come (a sentence split across a pause must not be cut in two).
+    public mutating func flushIdle(into out: inout [Position]) {
+        assembler.flush(into: &out)
+    }
+
+    /// Ends the input: frames an unterminated last line and emits the pending epoch.
     public mutating func flush(into out: inout [Position]) {
         if framer.finish() {
             handleLine(into: &out)

@@ -128,3 +128,38 @@ import Testing
         #expect(ids.allSatisfy { $0.hasPrefix("rx-n") })
     }
 }
+
+@Suite struct IdleFlushTests {
+    let rmc = TestSupport.line("GPRMC,123519,A,4807.038,N,01131.000,E,022.4,084.4,230394,003.1,W")
+    let gga = TestSupport.line("GPGGA,123519,4807.038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,")
+
+    func feed(_ d: inout NMEADecoder, _ s: String, _ out: inout [Position]) {
+        Array(s.utf8).withUnsafeBytes { d.decode($0, into: &out) }
+    }
+
+    @Test func anIdleFlushInTheMiddleOfALineKeepsTheLine() {
+        var d = NMEADecoder(options: NMEAOptions())
+        var out: [Position] = []
+        feed(&d, rmc, &out)
+        feed(&d, String(gga.prefix(30)), &out)
+        d.flushIdle(into: &out)       // a pause inside a serial read or a TCP stream
+        feed(&d, String(gga.dropFirst(30)), &out)
+        d.flush(into: &out)
+        #expect(out.contains { $0.altitude == 545.4 })
+        #expect(d.statistics.noiseBytes == 0 && d.statistics.rejected == 0)
+    }
+
+    @Test func anEpochSplitByAnIdleFlushKeepsItsIdsUnique() {
+        var o = NMEAOptions()
+        o.idPrefix = "rx-"
+        var d = NMEADecoder(options: o)
+        var out: [Position] = []
+        feed(&d, rmc, &out)
+        d.flushIdle(into: &out)
+        feed(&d, gga, &out)
+        d.flush(into: &out)
+        #expect(out.count == 2)
+        #expect(Set(out.map(\.id)).count == 2)
+        #expect(out.last?.id.hasSuffix("-1") == true)
+    }
+}
