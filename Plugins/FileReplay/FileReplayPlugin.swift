@@ -9,7 +9,7 @@ public enum FileReplayPlugin: SourcePlugin {
         options: [
             OptionSpec("path", "path", required: true, "File to replay; relative paths are resolved against the config file's directory."),
             OptionSpec("format", "nmea | jsonl | gpx", default: "from the extension", "Input format: .jsonl/.json → jsonl, .gpx → gpx, anything else → nmea."),
-            OptionSpec("rate", "\"max\" | \"realtime\" | \"<N>x\"", default: "\"max\"", "max: as fast as possible; realtime: paced by the positions' times; e.g. \"10x\": ten times faster than real time."),
+            OptionSpec("rate", "\"max\" | \"realtime\" | \"<N>x\"", default: "\"max\"", "max: as fast as possible; realtime: paced by the positions' times; e.g. \"10x\": ten times faster than real time (N from 0.001 to 1000000)."),
             OptionSpec("loop", "boolean", default: "false", "Start again at the end of the file (ids get a pass number so they stay unique)."),
             OptionSpec("device", "string", default: "none", "Device id given to every position."),
             OptionSpec("require_checksum", "boolean", default: "true", "NMEA only: reject sentences without a *HH checksum."),
@@ -45,7 +45,8 @@ public enum FileReplayPlugin: SourcePlugin {
         case "max": return .max
         case "realtime", "1x": return .paced(1)
         default:
-            guard text.lowercased().hasSuffix("x"), let f = Double(text.dropLast()), f > 0, f.isFinite else { return nil }
+            // 1/1000 to a million times real time: beyond that, pacing is meaningless (use "max").
+            guard text.lowercased().hasSuffix("x"), let f = Double(text.dropLast()), f >= 0.001, f <= 1_000_000 else { return nil }
             return .paced(f)
         }
     }

@@ -41,7 +41,7 @@ public struct FileReplaySource: PositionSource {
             var pacer = Pacer(rate: configuration.rate, clock: context.clock)
             switch configuration.format {
             case .nmea: try await replayNMEA(output: output, idPrefix: prefix, pacer: &pacer)
-            case .jsonl: try await replayJSONL(output: output, idPrefix: prefix, pacer: &pacer)
+            case .jsonl: try await replayJSONL(output: output, idPrefix: prefix, pass: pass, pacer: &pacer)
             case .gpx: try await replayGPX(output: output, idPrefix: prefix, pacer: &pacer)
             }
             pass += 1
@@ -88,7 +88,7 @@ public struct FileReplaySource: PositionSource {
         context.logger.info("\(configuration.path): \(decoder.statistics)")
     }
 
-    private func replayJSONL(output: SourceOutput, idPrefix: String, pacer: inout Pacer) async throws {
+    private func replayJSONL(output: SourceOutput, idPrefix: String, pass: Int, pacer: inout Pacer) async throws {
         var file = try ChunkedFile(path: configuration.path)
         defer { file.close() }
         var progress = Progress(enabled: configuration.progress && configuration.rate == .max, path: configuration.path, total: file.size)
@@ -105,6 +105,8 @@ public struct FileReplaySource: PositionSource {
             do {
                 let value = try slice.withUnsafeBytes { try JSONValue.parse($0) }
                 var p = try PositionJSON.decode(value, source: context.id) { _ in "\(idPrefix)l\(lineNumber)" }
+                // Ids written in the file repeat on every pass of a loop; the pass number keeps them unique.
+                if pass > 0 && value["id"] != nil { p.id += "-\(pass)" }
                 if let d = configuration.device { p.device = d }
                 positions.append(p)
             } catch {
@@ -154,6 +156,7 @@ public struct FileReplaySource: PositionSource {
         var positions: [Position] = []
         positions.reserveCapacity(min(points.count, 4096))
         for (i, pt) in points.enumerated() {
+            if i % 4096 == 0 { try Task.checkCancellation() }
             var p = GPXReader.position(pt)
             p.source = context.id
             p.device = configuration.device

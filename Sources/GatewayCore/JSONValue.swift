@@ -109,6 +109,7 @@ extension JSONValue {
 }
 
 struct JSONParser {
+    static let maxMembers = 4096
     let bytes: UnsafeRawBufferPointer
     let maxDepth: Int
     var index = 0
@@ -166,6 +167,9 @@ struct JSONParser {
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }
+            // Members are kept in order with a linear lookup (fine for the objects real input has);
+            // a cap keeps one hostile line from costing minutes.
+            guard object.count < JSONParser.maxMembers else { throw error("more than \(JSONParser.maxMembers) members in one object") }
             let key = try parseString()
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':' after key \"\(key)\"") }

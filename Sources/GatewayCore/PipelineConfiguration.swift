@@ -151,8 +151,14 @@ public struct PipelineConfiguration: Sendable {
             }
         }
         reader.finish()
-        if config.sources.isEmpty && !top.keys.contains("sources") { diagnostics.report("sources", "a pipeline needs at least one source") }
-        if config.sinks.isEmpty && !top.keys.contains("sinks") { diagnostics.report("sinks", "a pipeline needs at least one sink") }
+        // Missing or empty (a section of the wrong kind or whose members failed is already reported).
+        for (kind, what) in [(ComponentKind.source, "source"), (.sink, "sink")] {
+            let section = top[kind.section]
+            let declared = seen.values.contains { $0.hasPrefix(kind.section + ".") }
+            if !declared && (section == nil || section?.objectValue != nil) {
+                diagnostics.report(kind.section, "a pipeline needs at least one \(what)")
+            }
+        }
         checkGraph(config, declared: Set(seen.keys), diagnostics: diagnostics)
         return config
     }

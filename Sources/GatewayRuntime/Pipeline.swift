@@ -300,6 +300,7 @@ public final class Pipeline: Sendable {
     private func runSinks(closed: ShutdownTrigger) async {
         enum Outcome: Sendable { case sinkEnded, deadline }
         let timeout = settings.shutdownTimeout
+        guard !sinks.isEmpty else { return }
         await withTaskGroup(of: Outcome.self) { group in
             for node in sinks {
                 group.addTask {

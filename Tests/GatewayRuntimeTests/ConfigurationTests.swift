@@ -69,6 +69,17 @@ import Testing
         #expect(p.contains("sinks.o2.inputs[0]: \"o\" is a sink; sinks have no output"))
     }
 
+    @Test func anEmptyPipelineIsRejected() {
+        #expect(problems(#"{"sources":{},"sinks":{}}"#) == ["sources: a pipeline needs at least one source", "sinks: a pipeline needs at least one sink"])
+        #expect(problems("{}") == ["sources: a pipeline needs at least one source", "sinks: a pipeline needs at least one sink"])
+    }
+
+    @Test(arguments: ["1e-300x", "0x", "-2x", "1e9x", "nanx"])
+    func absurdReplayRatesAreRejected(rate: String) {
+        let p = problems(#"{"sources":{"rx":{"type":"file","path":"a.nmea","rate":"\#(rate)"}},"sinks":{"o":{"type":"stdout","inputs":["rx"]}}}"#)
+        #expect(p.count == 1 && p[0].hasPrefix("sources.rx.rate: expected"))
+    }
+
     @Test func cyclesAreReported() {
         let p = problems("""
         {"sources":{"rx":{"type":"file","path":"a.nmea"}},
