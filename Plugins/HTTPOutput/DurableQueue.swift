@@ -54,11 +54,14 @@ final class DurableQueue: PositionQueue {
                 status INTEGER NOT NULL,
                 answer TEXT NOT NULL)
             """)
+        // Ages are fix times, which need not follow queue order (several devices, a clock step):
+        // the oldest is found by index, not at the front.
+        try c.execute("CREATE INDEX IF NOT EXISTS pending_age ON pending (enqueued_ms)")
         // A write at start turns a full disk or a read-only file into an error now, not at the first position.
         try c.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
         try c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('opened', datetime('now'))")
         let depth = try c.queryInt("SELECT count(*) FROM pending") ?? 0
-        let oldest = try c.queryInt("SELECT enqueued_ms FROM pending ORDER BY seq LIMIT 1")
+        let oldest = try c.queryInt("SELECT min(enqueued_ms) FROM pending")
         cachedDepth.store(Int(depth), ordering: .relaxed)
         cachedOldest.withLock { $0 = oldest }
         connection = c
@@ -97,11 +100,11 @@ final class DurableQueue: PositionQueue {
     }
 
     private func refreshOldest(_ c: SQLiteConnection) throws {
-        let oldest = try c.queryInt("SELECT enqueued_ms FROM pending ORDER BY seq LIMIT 1")
+        let oldest = try c.queryInt("SELECT min(enqueued_ms) FROM pending")
         cachedOldest.withLock { $0 = oldest }
     }
 
-    func append(_ records: [(id: String, json: [UInt8])], at now: Timestamp) throws -> Int {
+    func append(_ records: [(id: String, json: [UInt8], time: Int64?)], at now: Timestamp) throws -> Int {
         guard !records.isEmpty else { return 0 }
         return try run { c in
             try c.transaction {
@@ -110,7 +113,7 @@ final class DurableQueue: PositionQueue {
                     try insert.reset()
                     try insert.bind(1, r.id)
                     try insert.bind(2, r.json)
-                    try insert.bind(3, now.milliseconds)
+                    try insert.bind(3, r.time ?? now.milliseconds)
                     try insert.stepDone()
                 }
             }
@@ -125,7 +128,9 @@ final class DurableQueue: PositionQueue {
                 depth -= dropped
             }
             cachedDepth.store(depth, ordering: .relaxed)
-            if dropped > 0 || cachedOldest.withLock({ $0 == nil }) { try refreshOldest(c) }
+            // New records may be older than any queued (fix times need not follow queue order).
+            let oldestNew = records.map { $0.time ?? now.milliseconds }.min() ?? now.milliseconds
+            if dropped > 0 || cachedOldest.withLock({ $0.map { oldestNew < $0 } ?? true }) { try refreshOldest(c) }
             return dropped
         }
     }
@@ -184,7 +189,7 @@ final class DurableQueue: PositionQueue {
     }
 
     func dropOlder(than cutoff: Timestamp) throws -> Int {
-        // seq order is commit order, so only a too-old front of the queue needs a delete.
+        // Nothing to do unless the oldest (by the index) is too old.
         guard let oldest = oldestEnqueuedAt, oldest < cutoff.milliseconds else { return 0 }
         return try run { c in
             let delete = try c.statement("DELETE FROM pending WHERE enqueued_ms < ?1")

@@ -58,7 +58,7 @@ public struct HTTPSink: PositionSink {
         var unflushedBytes = 0
         var firstUnflushed: ContinuousClock.Instant?
         let clock = ContinuousClock()
-        var records: [(id: String, json: [UInt8])] = []
+        var records: [(id: String, json: [UInt8], time: Int64?)] = []
         while true {
             let wait: Duration
             if let first = firstUnflushed {
@@ -74,7 +74,7 @@ public struct HTTPSink: PositionSink {
                     json.reserveCapacity(320)
                     PositionJSON.append(p, to: &json)
                     unflushedBytes += json.count + 1
-                    records.append((p.id, json))
+                    records.append((p.id, json, p.time?.milliseconds))
                 }
                 let now = context.clock.now()
                 let dropped = try queue.append(records, at: now)

@@ -17,7 +17,11 @@ struct QueuedRecord: Sendable {
 /// with the process). Both are safe to use from the sink's receiving and uploading tasks at once.
 protocol PositionQueue: Sendable {
     /// Commits records at the end of the queue; returns how many old records the record cap dropped.
-    func append(_ records: [(id: String, json: [UInt8])], at now: Timestamp) throws -> Int
+    ///
+    /// A record's age (for `queue.max_age`) counts from its fix `time` when it has one, else from
+    /// `now`: GNSS time is right even on a device whose clock is not yet set (a Raspberry Pi
+    /// without RTC boots in the past; when NTP steps its clock, fresh fixes must not look old).
+    func append(_ records: [(id: String, json: [UInt8], time: Int64?)], at now: Timestamp) throws -> Int
     /// Up to `limit` records from the front of the queue, oldest first.
     func oldest(limit: Int) throws -> [QueuedRecord]
     /// Removes every record up to and including `seq` (after the server accepted them).
@@ -28,8 +32,15 @@ protocol PositionQueue: Sendable {
     func dropOlder(than cutoff: Timestamp) throws -> Int
     /// Records waiting.
     var depth: Int { get }
-    /// Commit time of the oldest waiting record.
+    /// Age origin (fix time, else commit time) of the oldest waiting record.
     var oldestEnqueuedAt: Int64? { get }
+}
+
+extension PositionQueue {
+    /// Records without fix times (their age counts from `now`).
+    func append(_ records: [(id: String, json: [UInt8])], at now: Timestamp) throws -> Int {
+        try append(records.map { ($0.id, $0.json, nil) }, at: now)
+    }
 }
 
 /// A queue in memory: lost when the process stops (the `"queue": null` mode).
@@ -55,10 +66,10 @@ final class MemoryQueue: PositionQueue {
 
     init(capacity: Int) { self.capacity = max(1, capacity) }
 
-    func append(_ records: [(id: String, json: [UInt8])], at now: Timestamp) throws -> Int {
+    func append(_ records: [(id: String, json: [UInt8], time: Int64?)], at now: Timestamp) throws -> Int {
         state.withLock { s in
             for r in records {
-                s.records.append(QueuedRecord(seq: s.nextSeq, id: r.id, json: r.json, enqueuedAt: now.milliseconds))
+                s.records.append(QueuedRecord(seq: s.nextSeq, id: r.id, json: r.json, enqueuedAt: r.time ?? now.milliseconds))
                 s.nextSeq += 1
             }
             let excess = s.records.count - s.head - capacity
@@ -88,14 +99,18 @@ final class MemoryQueue: PositionQueue {
 
     func dropOlder(than cutoff: Timestamp) throws -> Int {
         state.withLock { s in
-            var n = 0
-            while s.head < s.records.count, s.records[s.head].enqueuedAt < cutoff.milliseconds { s.head += 1; n += 1 }
-            s.compact()
+            // Ages are fix times, which need not follow queue order: look at every record.
+            let live = s.records[s.head...]
+            guard live.contains(where: { $0.enqueuedAt < cutoff.milliseconds }) else { return 0 }
+            let kept = live.filter { $0.enqueuedAt >= cutoff.milliseconds }
+            let n = live.count - kept.count
+            s.records = Array(kept)
+            s.head = 0
             return n
         }
     }
 
     var depth: Int { state.withLock { $0.records.count - $0.head } }
 
-    var oldestEnqueuedAt: Int64? { state.withLock { s in s.head < s.records.count ? s.records[s.head].enqueuedAt : nil } }
+    var oldestEnqueuedAt: Int64? { state.withLock { s in s.records[s.head...].map(\.enqueuedAt).min() } }
 }

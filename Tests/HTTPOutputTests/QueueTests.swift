@@ -24,6 +24,23 @@ import Testing
         #expect(!journal.isEmpty, "WAL mode keeps a -wal file beside the queue")
     }
 
+    @Test func ageCountsFromTheFixTimeSoAClockStepDoesNotDropFreshFixes() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let q = try DurableQueue(path: dir + "/q.sqlite", maxRecords: 1000, synchronousFull: false)
+        let fix = Timestamp(year: 2026, month: 11, day: 30, hour: 8).milliseconds
+        // A Pi without RTC commits these while its clock still says 1970 ...
+        _ = try q.append(records(0..<3).map { ($0.id, $0.json, fix) }, at: Timestamp(milliseconds: 0))
+        // ... then NTP steps the clock to the real time: the fixes are minutes old, not 56 years.
+        let now = Timestamp(milliseconds: fix + 120_000)
+        #expect(try q.dropOlder(than: Timestamp(milliseconds: now.milliseconds - 3_600_000)) == 0)
+        #expect(q.depth == 3)
+        // A record without a fix time ages from its commit.
+        _ = try q.append(records(3..<4), at: Timestamp(milliseconds: 0))
+        #expect(try q.dropOlder(than: Timestamp(milliseconds: now.milliseconds - 3_600_000)) == 1)
+        #expect(try q.oldest(limit: 10).map(\.id) == ["p0", "p1", "p2"])
+    }
+
     @Test func theRecordCapDropsTheOldest() throws {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
