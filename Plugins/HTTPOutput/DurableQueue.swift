@@ -28,6 +28,7 @@ final class DurableQueue: PositionQueue {
     nonisolated(unsafe) private let connection: SQLiteConnection
     private let cachedDepth = Atomic<Int>(0)
     private let cachedOldest = Mutex<Int64?>(nil)
+    private let cachedInFlight = Mutex<Int64?>(nil)
 
     /// Opens (or creates) the queue file and proves it is writable.
     init(path: String, maxRecords: Int, synchronousFull: Bool) throws {
@@ -64,7 +65,26 @@ final class DurableQueue: PositionQueue {
         let oldest = try c.queryInt("SELECT min(enqueued_ms) FROM pending")
         cachedDepth.store(Int(depth), ordering: .relaxed)
         cachedOldest.withLock { $0 = oldest }
+        let inFlight = try c.queryInt("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'in_flight'")
+        cachedInFlight.withLock { $0 = inFlight }
         connection = c
+    }
+
+    var inFlightThrough: Int64? { cachedInFlight.withLock { $0 } }
+
+    func markInFlight(through seq: Int64) throws {
+        guard cachedInFlight.withLock({ $0 }) != seq else { return }
+        try run { c in
+            try c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('in_flight', '\(seq)')")
+            cachedInFlight.withLock { $0 = seq }
+        }
+    }
+
+    /// Forgets the in-flight mark once everything it covered left the queue.
+    private func settleInFlight(_ c: SQLiteConnection, through seq: Int64) throws {
+        guard let f = cachedInFlight.withLock({ $0 }), seq >= f else { return }
+        try c.execute("DELETE FROM meta WHERE key = 'in_flight'")
+        cachedInFlight.withLock { $0 = nil }
     }
 
     /// Reports a missing or unwritable directory, or a full disk, with a clear message.
@@ -155,6 +175,7 @@ final class DurableQueue: PositionQueue {
             try delete.bind(1, seq)
             try delete.stepDone()
             cachedDepth.subtract(c.changes, ordering: .relaxed)
+            try settleInFlight(c, through: seq)
             try refreshOldest(c)
         }
     }
@@ -162,6 +183,7 @@ final class DurableQueue: PositionQueue {
     func deadLetter(_ records: [QueuedRecord], status: Int, answer: String, at now: Timestamp) throws {
         guard let last = records.last?.seq else { return }
         try run { c in
+            var removed = 0
             try c.transaction {
                 let insert = try c.statement("""
                     INSERT OR REPLACE INTO dead_letters (seq, id, position, enqueued_ms, failed_ms, status, answer)
@@ -182,8 +204,11 @@ final class DurableQueue: PositionQueue {
                 try delete.reset()
                 try delete.bind(1, last)
                 try delete.stepDone()
-                cachedDepth.subtract(c.changes, ordering: .relaxed)
+                removed = c.changes
             }
+            // Only after COMMIT: a failed commit keeps the rows, and the count must say so.
+            cachedDepth.subtract(removed, ordering: .relaxed)
+            try settleInFlight(c, through: last)
             try refreshOldest(c)
         }
     }

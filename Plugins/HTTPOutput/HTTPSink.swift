@@ -164,15 +164,19 @@ public struct HTTPSink: PositionSink {
 
     /// The oldest records up to the count and byte limits, encoded as the body; nil when the queue is empty.
     func prepareBatch() throws -> PreparedBatch? {
-        let records = try queue.oldest(limit: configuration.maxPositions)
+        var records = try queue.oldest(limit: configuration.maxPositions)
         guard !records.isEmpty else { return nil }
+        // A batch that was in flight when the process stopped goes again exactly as it was, so
+        // its Idempotency-Key matches the request the server may already have committed.
+        let inFlight = queue.inFlightThrough
+        if let f = inFlight, records[0].seq <= f { records = records.filter { $0.seq <= f } }
         let format = configuration.body
         var body = format.header
         body.reserveCapacity(records.count * 300)
         let separator = format.separator
         let trailerCount = format.trailer.count
         var taken = 0
-        var full = records.count >= configuration.maxPositions
+        var full = records.count >= configuration.maxPositions || (inFlight.map { records[0].seq <= $0 } ?? false)
         for r in records {
             let mark = body.count
             if taken > 0 { body.append(contentsOf: separator) }
@@ -203,6 +207,7 @@ public struct HTTPSink: PositionSink {
     private func deliver(_ batch: PreparedBatch, transport: HTTPTransport) async throws {
         guard let last = batch.records.last else { return }
         let request = try makeRequest(batch)
+        try queue.markInFlight(through: last.seq)
         var backoff = Backoff(initial: configuration.retryInitial, cap: configuration.retryMax, multiplier: 2, jitter: 0.2)
         var attempt = 0
         while true {

@@ -34,6 +34,11 @@ protocol PositionQueue: Sendable {
     var depth: Int { get }
     /// Age origin (fix time, else commit time) of the oldest waiting record.
     var oldestEnqueuedAt: Int64? { get }
+    /// Records up to this seq were sent in a request not yet settled (kept across a restart, so
+    /// the same batch, with the same Idempotency-Key, is sent again first).
+    var inFlightThrough: Int64? { get }
+    /// Notes that records up to `seq` are being sent; cleared when they are removed or dead-lettered.
+    func markInFlight(through seq: Int64) throws
 }
 
 extension PositionQueue {
@@ -52,6 +57,7 @@ final class MemoryQueue: PositionQueue {
         var head = 0
         var nextSeq: Int64 = 1
         var deadLetters = 0
+        var inFlight: Int64?
 
         mutating func compact() {
             if head > 4096 && head * 2 > records.count {
@@ -87,6 +93,7 @@ final class MemoryQueue: PositionQueue {
     func remove(through seq: Int64) throws {
         state.withLock { s in
             while s.head < s.records.count, s.records[s.head].seq <= seq { s.head += 1 }
+            if let f = s.inFlight, seq >= f { s.inFlight = nil }
             s.compact()
         }
     }
@@ -111,6 +118,10 @@ final class MemoryQueue: PositionQueue {
     }
 
     var depth: Int { state.withLock { $0.records.count - $0.head } }
+
+    var inFlightThrough: Int64? { state.withLock { $0.inFlight } }
+
+    func markInFlight(through seq: Int64) throws { state.withLock { $0.inFlight = seq } }
 
     var oldestEnqueuedAt: Int64? { state.withLock { s in s.records[s.head...].map(\.enqueuedAt).min() } }
 }

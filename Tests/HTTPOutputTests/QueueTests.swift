@@ -41,6 +41,33 @@ import Testing
         #expect(try q.oldest(limit: 10).map(\.id) == ["p0", "p1", "p2"])
     }
 
+    @Test func aBatchInFlightAtACrashIsSentAgainWithTheSameKey() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let config = try configuration(#"{"url":"http://127.0.0.1:1/x","batch":{"max_positions":5},"queue":{"path":"\#(dir)/q.sqlite"}}"#)
+        func sink(_ q: DurableQueue) -> HTTPSink {
+            HTTPSink(configuration: config, context: ComponentContext(id: "up", kind: .sink, logger: Logger(label: "t", handler: SilentLogHandler()), stats: ComponentStats(id: "up")), queue: q)
+        }
+        let key: String
+        do {
+            let q = try DurableQueue(path: dir + "/q.sqlite", maxRecords: 1000, synchronousFull: true)
+            _ = try q.append(records(0..<3), at: Timestamp(milliseconds: 0))
+            let batch = try #require(try sink(q).prepareBatch())
+            key = HTTPSink.idempotencyKey(batch.records)
+            try q.markInFlight(through: try #require(batch.records.last?.seq))
+            // More positions arrive while the request is out; then the process dies.
+            _ = try q.append(records(3..<10), at: Timestamp(milliseconds: 0))
+        }
+        let q = try DurableQueue(path: dir + "/q.sqlite", maxRecords: 1000, synchronousFull: true)
+        let again = try #require(try sink(q).prepareBatch())
+        #expect(again.records.map(\.id) == ["p0", "p1", "p2"])
+        #expect(again.isFull)
+        #expect(HTTPSink.idempotencyKey(again.records) == key)
+        try q.remove(through: try #require(again.records.last?.seq))
+        #expect(q.inFlightThrough == nil)
+        #expect(try sink(q).prepareBatch()?.records.count == 5)
+    }
+
     @Test func theRecordCapDropsTheOldest() throws {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
