@@ -32,7 +32,7 @@ public struct DedupeTransform: PositionTransform {
         var longitude: Double?
     }
     private let drops: DropCounter
-    private var previous: [String: Key] = [:]
+    private var previous = DeviceTable<Key>()
 
     public init(stats: ComponentStats) {
         self.drops = DropCounter(stats: stats)

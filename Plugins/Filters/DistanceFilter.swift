@@ -62,7 +62,7 @@ public struct DistanceFilterTransform: PositionTransform {
         var lastPassedTime: Timestamp?
         var lastSeenTime: Timestamp?
     }
-    private var devices: [String: DeviceState] = [:]
+    private var devices = DeviceTable<DeviceState>()
 
     public init(configuration: DistanceFilterConfiguration, stats: ComponentStats) {
         self.configuration = configuration

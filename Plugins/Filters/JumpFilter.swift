@@ -56,7 +56,7 @@ public struct JumpFilterTransform: PositionTransform {
         var lastGoodTime: Timestamp?
         var rejects: Int
     }
-    private var devices: [String: DeviceState] = [:]
+    private var devices = DeviceTable<DeviceState>()
 
     public init(configuration: JumpFilterConfiguration, stats: ComponentStats) {
         self.configuration = configuration

@@ -43,7 +43,7 @@ public enum ThrottlePlugin: TransformPlugin {
 public struct ThrottleTransform: PositionTransform {
     public let configuration: ThrottleConfiguration
     private let drops: DropCounter
-    private var lastPassed: [String: Timestamp] = [:]
+    private var lastPassed = DeviceTable<Timestamp>()
 
     public init(configuration: ThrottleConfiguration, stats: ComponentStats) {
         self.configuration = configuration

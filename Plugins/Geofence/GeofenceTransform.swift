@@ -26,7 +26,7 @@ public struct GeofenceTransform: PositionTransform {
     private let configuration: GeofenceConfiguration
     private let context: ComponentContext
     private var fenceSet: FenceSet
-    private var devices: [String: DeviceState] = [:]
+    private var devices = DeviceTable<DeviceState>()
     /// Modification time and size of the fence file when it was last read.
     private var fileSignature: FileSignature?
     /// Scratch buffers reused across positions so the hot path does not allocate.
@@ -232,11 +232,10 @@ public struct GeofenceTransform: PositionTransform {
         }
         let current = fenceSet.offsetById
         var dropped = 0
-        devices = devices.mapValues { device in
-            var d = device
-            d.fences = device.fences.filter { current[$0.key] != nil }
-            dropped += device.fences.count - d.fences.count
-            return d
+        devices.updateAll { device in
+            let before = device.fences.count
+            device.fences = device.fences.filter { current[$0.key] != nil }
+            dropped += before - device.fences.count
         }
         if dropped > 0 { context.logger.info("dropped the state of \(dropped) device/fence pair(s) whose fence is gone") }
         context.stats.count("reloads")
