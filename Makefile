@@ -8,7 +8,7 @@ CONFIG ?=
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build release run test bench clean
+.PHONY: deps build release run test bench bench-nmea clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -35,9 +35,16 @@ run: build
 test: build
 	swift test --disable-xctest --no-parallel $(SWIFT_FLAGS)
 
+# Each benchmark prints its figures beside a reference run in the same process tree
+# (gpsdecode, cs2cs, 10 vs 10,000 fences, disk vs memory queue). Compare ratios, not seconds.
 bench: deps
 	bash Benchmarks/nmea_replay.sh
 	sh Benchmarks/coordinates.sh
+	bash Benchmarks/geofence.sh
+	bash Benchmarks/http_sink.sh
+
+bench-nmea: deps
+	bash Benchmarks/nmea_replay.sh
 
 clean:
 	rm -rf .build

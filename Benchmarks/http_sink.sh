@@ -14,10 +14,8 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 EPOCHS=${1:-100000}
 BIN=$ROOT/.build/release/locgate
-if [[ ! -x $BIN ]]; then
-    echo "building release locgate…" >&2
-    swift build -c release --product locgate >&2
-fi
+# Always (incremental): a stale binary would measure old code.
+swift build -c release --product locgate >&2
 WORK=$(mktemp -d /tmp/locgate-http-bench.XXXXXX)
 RECEIVER_PID=
 cleanup() {
