@@ -118,7 +118,7 @@ enum Locgate {
             let json = """
             {
               "settings": { "stats_interval": false },
-              "sources": { "demo": { "type": "file", "path": "\(path)", "rate": "5x", "device": "ericsson-gru04" } },
+              "sources": { "demo": { "type": "file", "path": "\(path)", "rate": "10x", "device": "zeus-9" } },
               "sinks": { "console": { "type": "stdout", "inputs": ["demo"], "format": "text" } }
             }
             """
@@ -128,7 +128,7 @@ enum Locgate {
                 fail("the demo pipeline is invalid: \(error)", code: 1)
             }
             FileHandle.standardError.write(Data("""
-            locgate demo: replaying \(DemoLog.name) (a real receiver log) at 5x to stdout.
+            locgate demo: replaying \(DemoLog.name) (a real receiver log: a boat on the IJsselmeer) at 10x to stdout.
             Write a pipeline file (see Docs/examples/) and run `locgate run CONFIG` for your own.
 
             """.utf8))

@@ -190,7 +190,7 @@ import Testing
         kill(p.processIdentifier, SIGINT)
         p.waitUntilExit()
         #expect(p.terminationStatus == 0)
-        #expect(text.contains("2026-02-12T21:37:12.000Z 3D 41.19"))
+        #expect(text.contains("2018-08-20T09:47:37.000Z 3D 52.85014 5.313581667"))
     }
 
     @Test func pluginsListsEveryOptionWithDefaults() throws {
