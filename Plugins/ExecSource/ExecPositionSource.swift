@@ -48,7 +48,7 @@ public struct ExecPositionSource: PositionSource {
                     // Stdout closed: the program is exiting. Give it kill_timeout to finish on its own
                     // (cleanup, a clean exit status) before stopping it like a hung one.
                     var waited = Duration.zero
-                    while child.exitStatus() == nil && waited < configuration.killTimeout {
+                    while child.exitStatus() == nil && waited < configuration.killTimeout && !Task.isCancelled {
                         try? await Task.sleep(for: .milliseconds(50))
                         waited += .milliseconds(50)
                     }

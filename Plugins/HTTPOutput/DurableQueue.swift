@@ -83,6 +83,11 @@ final class DurableQueue: PositionQueue {
     /// Forgets the in-flight mark once everything it covered left the queue.
     private func settleInFlight(_ c: SQLiteConnection, through seq: Int64) throws {
         guard let f = cachedInFlight.withLock({ $0 }), seq >= f else { return }
+        try forgetInFlight(c)
+    }
+
+    private func forgetInFlight(_ c: SQLiteConnection) throws {
+        guard cachedInFlight.withLock({ $0 }) != nil else { return }
         try c.execute("DELETE FROM meta WHERE key = 'in_flight'")
         cachedInFlight.withLock { $0 = nil }
     }
@@ -133,11 +138,12 @@ final class DurableQueue: PositionQueue {
                     try insert.reset()
                     try insert.bind(1, r.id)
                     try insert.bind(2, r.json)
-                    try insert.bind(3, r.time ?? now.milliseconds)
+                    try insert.bind(3, PositionAge.origin(fix: r.time, commit: now.milliseconds))
                     try insert.stepDone()
                 }
             }
-            var depth = cachedDepth.load(ordering: .relaxed) + records.count
+            // Committed: count them before anything else can fail.
+            let depth = cachedDepth.add(records.count, ordering: .relaxed).newValue
             var dropped = 0
             if depth > maxRecords {
                 let drop = try c.statement("DELETE FROM pending WHERE seq IN (SELECT seq FROM pending ORDER BY seq LIMIT ?1)")
@@ -145,11 +151,12 @@ final class DurableQueue: PositionQueue {
                 try drop.bind(1, Int64(depth - maxRecords))
                 try drop.stepDone()
                 dropped = c.changes
-                depth -= dropped
+                cachedDepth.subtract(dropped, ordering: .relaxed)
+                // Rows of a batch in flight may be gone: a resend after a restart cannot be the same batch.
+                try forgetInFlight(c)
             }
-            cachedDepth.store(depth, ordering: .relaxed)
-            // New records may be older than any queued (fix times need not follow queue order).
-            let oldestNew = records.map { $0.time ?? now.milliseconds }.min() ?? now.milliseconds
+            // New records may be older than any queued (ages need not follow queue order).
+            let oldestNew = records.map { PositionAge.origin(fix: $0.time, commit: now.milliseconds) }.min() ?? now.milliseconds
             if dropped > 0 || cachedOldest.withLock({ $0.map { oldestNew < $0 } ?? true }) { try refreshOldest(c) }
             return dropped
         }
@@ -223,6 +230,7 @@ final class DurableQueue: PositionQueue {
             try delete.stepDone()
             let n = c.changes
             cachedDepth.subtract(n, ordering: .relaxed)
+            if n > 0 { try forgetInFlight(c) }
             try refreshOldest(c)
             return n
         }

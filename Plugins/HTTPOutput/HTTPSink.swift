@@ -59,6 +59,12 @@ public struct HTTPSink: PositionSink {
         var firstUnflushed: ContinuousClock.Instant?
         let clock = ContinuousClock()
         var records: [(id: String, json: [UInt8], time: Int64?)] = []
+        func intervalFlush() {
+            if unflushedCount > 0 || queue.depth > 0 { signal.post(ended: false, flushAll: true) }
+            unflushedCount = 0
+            unflushedBytes = 0
+            firstUnflushed = nil
+        }
         while true {
             let wait: Duration
             if let first = firstUnflushed {
@@ -90,11 +96,12 @@ public struct HTTPSink: PositionSink {
                     unflushedBytes = 0
                     if unflushedCount == 0 { firstUnflushed = nil }
                 }
+                // A steady stream never lets `next` time out: the interval is checked here too.
+                if let first = firstUnflushed, clock.now - first >= configuration.interval {
+                    intervalFlush()
+                }
             case .timeout:
-                if unflushedCount > 0 || queue.depth > 0 { signal.post(ended: false, flushAll: true) }
-                unflushedCount = 0
-                unflushedBytes = 0
-                firstUnflushed = nil
+                intervalFlush()
                 try dropExpired(now: context.clock.now())
                 publishQueueStats()
             case .end:

@@ -28,7 +28,7 @@ public enum HTTPSinkPlugin: SinkPlugin {
             OptionSpec("queue", "object | null", required: true, "The queue; null keeps it in memory only (lossy: lost on exit, crash or after 100000 queued positions)."),
             OptionSpec("queue.path", "path", required: true, "SQLite file of the durable queue (WAL mode), one per sink; created if missing."),
             OptionSpec("queue.max_records", "integer", default: "1000000", "Most positions kept; beyond it the oldest are dropped, counted and logged."),
-            OptionSpec("queue.max_age", "duration", default: "none", "Drop queued positions older than this, by their fix time (GNSS time is right even before the system clock is set), else by commit time; counted and logged."),
+            OptionSpec("queue.max_age", "duration", default: "none", "Drop queued positions older than this, counted from the later of their fix time and their commit time (right both on a device whose clock is not set yet and for replays of old logs); counted and logged."),
             OptionSpec("queue.synchronous", "full | normal", default: "\"full\"", "full: each commit survives power loss; normal: survives a crash of the process, faster."),
         ],
         sample: #"{ "type": "http", "inputs": ["receiver"], "url": "https://example.org/api/track", "headers": { "X-Device": "${DEVICE_ID:-gw1}" }, "auth": { "bearer": "${TRACK_TOKEN:-secret}" }, "batch": { "max_positions": 500, "interval": "20s" }, "queue": { "path": "upload.sqlite" } }"#

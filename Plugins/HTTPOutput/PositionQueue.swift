@@ -18,9 +18,7 @@ struct QueuedRecord: Sendable {
 protocol PositionQueue: Sendable {
     /// Commits records at the end of the queue; returns how many old records the record cap dropped.
     ///
-    /// A record's age (for `queue.max_age`) counts from its fix `time` when it has one, else from
-    /// `now`: GNSS time is right even on a device whose clock is not yet set (a Raspberry Pi
-    /// without RTC boots in the past; when NTP steps its clock, fresh fixes must not look old).
+    /// A record's age (for `queue.max_age`) counts from ``PositionAge/origin(fix:commit:)``.
     func append(_ records: [(id: String, json: [UInt8], time: Int64?)], at now: Timestamp) throws -> Int
     /// Up to `limit` records from the front of the queue, oldest first.
     func oldest(limit: Int) throws -> [QueuedRecord]
@@ -75,7 +73,7 @@ final class MemoryQueue: PositionQueue {
     func append(_ records: [(id: String, json: [UInt8], time: Int64?)], at now: Timestamp) throws -> Int {
         state.withLock { s in
             for r in records {
-                s.records.append(QueuedRecord(seq: s.nextSeq, id: r.id, json: r.json, enqueuedAt: r.time ?? now.milliseconds))
+                s.records.append(QueuedRecord(seq: s.nextSeq, id: r.id, json: r.json, enqueuedAt: PositionAge.origin(fix: r.time, commit: now.milliseconds)))
                 s.nextSeq += 1
             }
             let excess = s.records.count - s.head - capacity
@@ -123,5 +121,16 @@ final class MemoryQueue: PositionQueue {
 
     func markInFlight(through seq: Int64) throws { state.withLock { $0.inFlight = seq } }
 
-    var oldestEnqueuedAt: Int64? { state.withLock { s in s.records[s.head...].map(\.enqueuedAt).min() } }
+    var oldestEnqueuedAt: Int64? { state.withLock { s in s.records[s.head...].lazy.map(\.enqueuedAt).min() } }
+}
+
+/// Where a queued position's age (for `queue.max_age`) counts from.
+enum PositionAge {
+    /// The later of its fix time and its commit time. The fix time covers a device whose clock is
+    /// not set yet (a Raspberry Pi without RTC commits in 1970; when NTP steps its clock, fresh
+    /// fixes must not look 56 years old); the commit time covers replays of old logs and receivers
+    /// whose dates are off by 1024 weeks (their fixes must not look expired on arrival).
+    static func origin(fix: Int64?, commit: Int64) -> Int64 {
+        max(fix ?? commit, commit)
+    }
 }

@@ -80,6 +80,24 @@ import Testing
         #expect(receiver.accepted().map { $0.ids.count } == [3, 2])
     }
 
+    @Test func aStreamWithoutPausesStillFlushesOnTheInterval() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let receiver = try Receiver(directory: dir)
+        defer { receiver.stop() }
+        let harness = try SinkHarness(try configuration(config(receiver, dir, batch: #"{"max_positions":100000,"max_bytes":100000000,"interval":"300ms"}"#)))
+        try await harness.run { buffer in
+            // Back to back, so the sink's input never times out: only the interval check flushes.
+            let start = ContinuousClock.now
+            var i = 0
+            while ContinuousClock.now - start < .milliseconds(1500) {
+                await buffer.send(positions(i..<(i + 1)))
+                i += 1
+            }
+            #expect(receiver.accepted().count >= 2)
+        }
+    }
+
     @Test func anOutageLosesNothingAndKeepsOrder() async throws {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }

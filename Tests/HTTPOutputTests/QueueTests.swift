@@ -39,6 +39,10 @@ import Testing
         _ = try q.append(records(3..<4), at: Timestamp(milliseconds: 0))
         #expect(try q.dropOlder(than: Timestamp(milliseconds: now.milliseconds - 3_600_000)) == 1)
         #expect(try q.oldest(limit: 10).map(\.id) == ["p0", "p1", "p2"])
+        // A replayed log from 2024 (or a receiver 1024 weeks off) ages from its commit, not its fix.
+        _ = try q.append(records(4..<6).map { ($0.id, $0.json, Timestamp(year: 2024, month: 5, day: 1).milliseconds) }, at: now)
+        #expect(try q.dropOlder(than: Timestamp(milliseconds: now.milliseconds - 3_600_000)) == 0)
+        #expect(q.depth == 5)
     }
 
     @Test func aBatchInFlightAtACrashIsSentAgainWithTheSameKey() throws {
