@@ -90,8 +90,8 @@ public struct ExecPositionSource: PositionSource {
                 nmeaTotals.publish(to: context.stats)
             }
         }
-        var lines = LineSplitter(maxLength: configuration.maxLineBytes)
-        var errLines = LineSplitter(maxLength: Self.maxLogLine)
+        var lines = LineFramer(maxLineLength: configuration.maxLineBytes)
+        var errLines = LineFramer(maxLineLength: Self.maxLogLine)
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var positions: [Position] = []
         var lineNumber = 0
@@ -100,13 +100,12 @@ public struct ExecPositionSource: PositionSource {
         var lastOutput = context.clock.now().milliseconds
         var pending = false
 
-        func handleLine(_ line: ArraySlice<UInt8>) {
+        func handleLine(_ line: UnsafeRawBufferPointer) {
             lineNumber += 1
-            var slice = line
-            if slice.last == 13 { slice = slice.dropLast() }
+            let slice = line.last == 13 ? UnsafeRawBufferPointer(rebasing: line.dropLast()) : line
             guard slice.contains(where: { $0 != 32 && $0 != 9 }) else { return }
             do {
-                let value = try slice.withUnsafeBytes { try JSONValue.parse($0) }
+                let value = try JSONValue.parse(slice)
                 // Ids the program did not give: source, device (when several share the program)
                 // and fix time; untimed fixes get a run token so they never repeat after a restart.
                 var p = try PositionJSON.decode(value, source: context.id) { p in
@@ -149,7 +148,7 @@ public struct ExecPositionSource: PositionSource {
                     stderrOpen = false
                     errLines.finish { logStderr($0) }
                 } else {
-                    errLines.feed(buffer[0..<n], onLine: { logStderr($0) }, onOverlong: {})
+                    buffer.withUnsafeBytes { errLines.feed(UnsafeRawBufferPointer(rebasing: $0[0..<n]), line: { logStderr($0) }) }
                 }
             }
             guard ready.contains(child.stdout) else { continue }
@@ -172,12 +171,14 @@ public struct ExecPositionSource: PositionSource {
                 nmea = d
                 base.adding(d.statistics).publish(to: context.stats)
             } else {
-                lines.feed(buffer[0..<n], onLine: { handleLine($0) }, onOverlong: {
-                    context.stats.count("exec.long_lines")
-                    if context.stats.value("exec.long_lines") <= 5 {
-                        context.logger.warning("skipped a stdout line longer than \(configuration.maxLineBytes) bytes")
-                    }
-                })
+                buffer.withUnsafeBytes {
+                    lines.feed(UnsafeRawBufferPointer(rebasing: $0[0..<n]), line: { handleLine($0) }, overlong: {
+                        context.stats.count("exec.long_lines")
+                        if context.stats.value("exec.long_lines") <= 5 {
+                            context.logger.warning("skipped a stdout line longer than \(configuration.maxLineBytes) bytes")
+                        }
+                    })
+                }
             }
             if !positions.isEmpty {
                 await output.emit(positions)
@@ -186,52 +187,10 @@ public struct ExecPositionSource: PositionSource {
         }
     }
 
-    private func logStderr(_ line: ArraySlice<UInt8>) {
-        var slice = line
-        if slice.last == 13 { slice = slice.dropLast() }
+    private func logStderr(_ line: UnsafeRawBufferPointer) {
+        let slice = line.last == 13 ? UnsafeRawBufferPointer(rebasing: line.dropLast()) : line
         guard !slice.isEmpty else { return }
         context.stats.count("exec.stderr_lines")
         context.logger.warning("stderr: \(String(decoding: slice, as: UTF8.self))")
-    }
-}
-
-/// Splits a byte stream into lines, skipping (and reporting) lines longer than a cap without
-/// holding them in memory.
-struct LineSplitter {
-    let maxLength: Int
-    private var carry: [UInt8] = []
-    /// Inside an over-long line: drop bytes until the next newline.
-    private var skipping = false
-
-    init(maxLength: Int) { self.maxLength = maxLength }
-
-    mutating func feed(_ bytes: ArraySlice<UInt8>, onLine: (ArraySlice<UInt8>) -> Void, onOverlong: () -> Void) {
-        var start = bytes.startIndex
-        for i in bytes.indices where bytes[i] == 10 {
-            if skipping {
-                skipping = false
-            } else if carry.isEmpty {
-                if i - start > maxLength { onOverlong() } else { onLine(bytes[start..<i]) }
-            } else {
-                carry.append(contentsOf: bytes[start..<i])
-                if carry.count > maxLength { onOverlong() } else { onLine(carry[...]) }
-                carry.removeAll(keepingCapacity: true)
-            }
-            start = i + 1
-        }
-        guard !skipping else { return }
-        carry.append(contentsOf: bytes[start...])
-        if carry.count > maxLength {
-            onOverlong()
-            carry.removeAll()
-            skipping = true
-        }
-    }
-
-    /// The unterminated last line, if any.
-    mutating func finish(onLine: (ArraySlice<UInt8>) -> Void) {
-        if !carry.isEmpty && !skipping { onLine(carry[...]) }
-        carry.removeAll()
-        skipping = false
     }
 }

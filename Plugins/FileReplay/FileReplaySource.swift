@@ -92,18 +92,18 @@ public struct FileReplaySource: PositionSource {
         var file = try ChunkedFile(path: configuration.path)
         defer { file.close() }
         var progress = Progress(enabled: configuration.progress && configuration.rate == .max, path: configuration.path, total: file.size)
-        var carry: [UInt8] = []
+        // An over-long line cannot be a position: the framer skips it to its newline.
+        let maxLine = 1 << 20
+        var lines = LineFramer(maxLineLength: maxLine)
         var positions: [Position] = []
         var lineNumber = 0
         var bad = 0
-        let maxLine = 1 << 20
-        func handle(_ line: ArraySlice<UInt8>) {
+        func handle(_ line: UnsafeRawBufferPointer) {
             lineNumber += 1
-            var slice = line
-            if slice.last == 13 { slice = slice.dropLast() }
+            let slice = line.last == 13 ? UnsafeRawBufferPointer(rebasing: line.dropLast()) : line
             guard slice.contains(where: { $0 != 32 && $0 != 9 }) else { return }
             do {
-                let value = try slice.withUnsafeBytes { try JSONValue.parse($0) }
+                let value = try JSONValue.parse(slice)
                 var p = try PositionJSON.decode(value, source: context.id) { _ in "\(idPrefix)l\(lineNumber)" }
                 // Ids written in the file repeat on every pass of a loop; the pass number keeps them unique.
                 if pass > 0 && value["id"] != nil { p.id += "-\(pass)" }
@@ -117,27 +117,18 @@ public struct FileReplaySource: PositionSource {
         }
         while let chunk = try file.read() {
             try Task.checkCancellation()
-            var start = 0
-            for i in chunk.indices where chunk[i] == 10 {
-                if carry.isEmpty { handle(chunk[start..<i]) } else {
-                    carry.append(contentsOf: chunk[start..<i])
-                    handle(carry[...])
-                    carry.removeAll(keepingCapacity: true)
-                }
-                start = i + 1
-            }
-            carry.append(contentsOf: chunk[start...])
-            if carry.count > maxLine {
-                // An over-long line cannot be a position; skip to the next newline.
-                bad += 1
-                context.stats.count("jsonl.bad_lines")
-                context.logger.warning("\(configuration.path): skipped a line longer than \(maxLine) bytes")
-                carry.removeAll()
+            chunk.withUnsafeBytes {
+                lines.feed($0, line: { handle($0) }, overlong: {
+                    lineNumber += 1
+                    bad += 1
+                    context.stats.count("jsonl.bad_lines")
+                    context.logger.warning("\(configuration.path):\(lineNumber): skipped a line longer than \(maxLine) bytes")
+                })
             }
             try await deliver(&positions, output: output, pacer: &pacer)
             progress.update(file.offset)
         }
-        if !carry.isEmpty { handle(carry[...]) }
+        lines.finish { handle($0) }
         try await deliver(&positions, output: output, pacer: &pacer)
         progress.finish()
         context.logger.info("\(configuration.path): \(lineNumber) lines, \(bad) skipped")
