@@ -152,13 +152,9 @@ public struct FenceLoader: Sendable {
 
     /// A string property, or a number written without a trailing `.0` for integers.
     static func text(_ value: JSONValue?) -> String? {
-        switch value {
-        case .string(let s): return s
-        case .number(let n):
-            if n == n.rounded(), abs(n) < 1e15 { return String(Int64(n)) }
-            return String(n)
-        default: return nil
-        }
+        // Booleans are not ids or names.
+        if case .bool = value { return nil }
+        return value?.scalarText
     }
 
     static func numbers1(_ v: JSONValue?) -> [Double]? {

@@ -29,6 +29,17 @@ public enum JSONValue: Sendable, Hashable {
     }
 
     public var stringValue: String? { if case .string(let s) = self { return s }; return nil }
+
+    /// A string, number or boolean as text (whole numbers without `.0`), for values that are
+    /// strings to us but may be written as numbers (attributes, ids); nil for other kinds.
+    public var scalarText: String? {
+        switch self {
+        case .string(let s): return s
+        case .number(let n): return n == n.rounded() && abs(n) < 1e15 ? String(Int64(n)) : String(n)
+        case .bool(let b): return String(b)
+        default: return nil
+        }
+    }
     public var numberValue: Double? { if case .number(let n) = self { return n }; return nil }
     public var boolValue: Bool? { if case .bool(let b) = self { return b }; return nil }
     public var objectValue: JSONObject? { if case .object(let o) = self { return o }; return nil }

@@ -148,11 +148,12 @@ public struct OptionReader {
         }
         var out: [String: String] = [:]
         for m in o {
-            switch m.value {
-            case .string(let s): out[m.key] = substitute(s, at: "\(key).\(m.key)")
-            case .number(let n): out[m.key] = n == n.rounded() && abs(n) < 1e15 ? String(Int64(n)) : String(n)
-            case .bool(let b): out[m.key] = String(b)
-            default: diagnostics.report("\(path(of: key)).\(m.key)", "expected a string, got \(m.value.kindName)")
+            if case .string(let s) = m.value {
+                out[m.key] = substitute(s, at: "\(key).\(m.key)")
+            } else if let text = m.value.scalarText {
+                out[m.key] = text
+            } else {
+                diagnostics.report("\(path(of: key)).\(m.key)", "expected a string, got \(m.value.kindName)")
             }
         }
         return out

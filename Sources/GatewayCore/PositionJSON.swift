@@ -219,12 +219,10 @@ public enum PositionJSON {
         if let a = o["attributes"], a != .null {
             guard case .object(let attrs) = a else { throw DecodeError(field: "attributes", problem: "expected an object, got \(a.kindName)") }
             for m in attrs {
-                switch m.value {
-                case .string(let s): p.attributes[m.key] = s
-                case .number(let n): p.attributes[m.key] = n == n.rounded() && abs(n) < 1e15 ? String(Int64(n)) : String(n)
-                case .bool(let b): p.attributes[m.key] = String(b)
-                default: throw DecodeError(field: "attributes.\(m.key)", problem: "expected a string, got \(m.value.kindName)")
+                guard let text = m.value.scalarText else {
+                    throw DecodeError(field: "attributes.\(m.key)", problem: "expected a string, got \(m.value.kindName)")
                 }
+                p.attributes[m.key] = text
             }
         }
         if let e = o["event"], e != .null {
