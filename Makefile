@@ -1,7 +1,7 @@
 # locgate — build, run, test and benchmark on Debian 12 with the Swift toolchain.
 # `make run` and `make test` install what they need first (apt, as root or through sudo).
 
-APT_PACKAGES := libserialport-dev libsqlite3-dev libproj-dev proj-bin proj-data zlib1g-dev \
+APT_PACKAGES := libserialport-dev libsqlite3-dev libproj-dev proj-bin proj-data zlib1g-dev libcurl4-openssl-dev openssl \
                 gpsd gpsd-clients socat python3 procps bc util-linux sqlite3
 SWIFT_FLAGS ?=
 CONFIG ?=

@@ -1,7 +1,4 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import GatewayCore
 import Outbox
 
@@ -35,7 +32,7 @@ public struct HTTPSink: PositionSink {
 
     public func run(input: any SinkInput) async throws {
         let signal = OutboxSignal()
-        let transport = HTTPTransport(timeout: configuration.timeout)
+        let transport = try HTTPTransport(options: configuration.transport)
         // Closed on every way out, so a clean exit leaves no WAL file behind.
         defer { queue.close() }
         writer.publishStats()
@@ -70,6 +67,8 @@ public struct HTTPSink: PositionSink {
             firstUnflushed = nil
         }
         while true {
+            // A cancelled wait returns `.timeout` at once: without this check the loop would spin.
+            try Task.checkCancellation()
             let wait: Duration
             if let first = firstUnflushed {
                 wait = max(.milliseconds(1), configuration.interval - (clock.now - first))
@@ -208,7 +207,7 @@ public struct HTTPSink: PositionSink {
                 throw CancellationError()
             } catch {
                 try Task.checkCancellation()
-                outcome = .retry(reason: "\(error.localizedDescription)", after: nil, status: 0, answer: "")
+                outcome = .retry(reason: "\(error)", after: nil, status: 0, answer: "")
             }
             switch outcome {
             case .accepted:
@@ -290,22 +289,17 @@ public struct HTTPSink: PositionSink {
         return .milliseconds(Int64(max(0, min(seconds, cap)) * 1000))
     }
 
-    private func makeRequest(_ batch: PreparedBatch) throws -> URLRequest {
-        guard let url = URL(string: configuration.url) else { throw HTTPSinkError(message: "invalid url \(configuration.url)") }
-        var request = URLRequest(url: url)
-        request.httpMethod = configuration.method.rawValue
-        request.setValue(configuration.body.contentType, forHTTPHeaderField: "Content-Type")
-        for h in configuration.headers { request.setValue(h.value, forHTTPHeaderField: h.name) }
-        if let auth = configuration.authorization { request.setValue(auth, forHTTPHeaderField: "Authorization") }
-        request.setValue(HTTPSink.idempotencyKey(batch.records), forHTTPHeaderField: "Idempotency-Key")
+    private func makeRequest(_ batch: PreparedBatch) throws -> HTTPRequest {
+        var headers = ["Content-Type: \(configuration.body.contentType)"]
+        headers += configuration.headers.map { "\($0.name): \($0.value)" }
+        if let auth = configuration.authorization { headers.append("Authorization: \(auth)") }
+        headers.append("Idempotency-Key: \(HTTPSink.idempotencyKey(batch.records))")
+        var body = batch.body
         if configuration.gzip {
-            request.setValue("gzip", forHTTPHeaderField: "Content-Encoding")
-            request.httpBody = Data(try Gzip.compress(batch.body))
-        } else {
-            request.httpBody = Data(batch.body)
+            headers.append("Content-Encoding: gzip")
+            body = try Gzip.compress(batch.body)
         }
-        request.timeoutInterval = configuration.timeout.secondsDouble
-        return request
+        return HTTPRequest(method: configuration.method.rawValue, url: configuration.url, headers: headers, body: body)
     }
 
     /// A key that is the same whenever the same positions are sent as one batch (after a restart too):

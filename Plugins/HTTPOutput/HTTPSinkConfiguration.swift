@@ -15,6 +15,16 @@ public struct HTTPSinkConfiguration: Sendable {
     /// Full `Authorization` header value (`Bearer …` or `Basic …`), if configured.
     public var authorization: String?
     public var timeout: Duration = .seconds(30)
+    public var connectTimeout: Duration = .seconds(10)
+    /// PEM file of the CAs that sign the server's certificate (instead of the system store).
+    public var caFile: String?
+    /// Client certificate and key (PEM), for servers that require mutual TLS.
+    public var certFile: String?
+    public var keyFile: String?
+    /// false accepts any server certificate (logged as a warning at start).
+    public var tlsVerify = true
+    /// Proxy URL; nil lets libcurl read the standard proxy variables, "" uses no proxy at all.
+    public var proxy: String?
     public var gzip = false
 
     public var maxPositions = 500
@@ -35,4 +45,9 @@ public struct HTTPSinkConfiguration: Sendable {
     public var queue: OutboxMode = .memory(maxRecords: OutboxOptions.memoryCapacity)
 
     public init() {}
+
+    var transport: HTTPTransportOptions {
+        HTTPTransportOptions(timeout: timeout, connectTimeout: connectTimeout, caFile: caFile, certFile: certFile,
+                             keyFile: keyFile, verify: tlsVerify, proxy: proxy)
+    }
 }

@@ -13,7 +13,13 @@ public enum HTTPSinkPlugin: SinkPlugin {
             OptionSpec("method", "POST | PUT", default: "\"POST\"", "Request method."),
             OptionSpec("headers", "object", default: "{}", "Extra request headers; values may use ${ENV}."),
             OptionSpec("auth", "object", default: "none", "{\"bearer\": TOKEN} or {\"user\": U, \"password\": P} (basic); values may use ${ENV}."),
-            OptionSpec("timeout", "duration", default: "\"30s\"", "Per-request timeout; a timeout is retried."),
+            OptionSpec("timeout", "duration", default: "\"30s\"", "Per-request timeout, connection included; a timeout is retried."),
+            OptionSpec("connect_timeout", "duration", default: "\"10s\"", "Longest wait for a connection (TCP, proxy and TLS handshake); retried."),
+            OptionSpec("tls.ca_file", "path", default: "system store", "PEM file of the CA certificates that sign the server's certificate (a private CA)."),
+            OptionSpec("tls.cert_file", "path", default: "none", "Client certificate (PEM) for servers that require mutual TLS; with tls.key_file."),
+            OptionSpec("tls.key_file", "path", default: "none", "Private key (PEM, unencrypted) of tls.cert_file."),
+            OptionSpec("tls.verify", "boolean", default: "true", "Check the server's certificate and name; false accepts any server (logged as a warning at start)."),
+            OptionSpec("proxy", "string", default: "from the environment", "Proxy URL (http://, https://, socks5://, socks5h://, with user:password@ if needed); by default libcurl reads https_proxy, http_proxy, all_proxy and no_proxy; \"\" uses no proxy."),
             OptionSpec("gzip", "boolean", default: "false", "Compress bodies with gzip (Content-Encoding: gzip)."),
             OptionSpec("batch.max_positions", "integer", default: "500", "Send when this many positions are queued (and never more per request)."),
             OptionSpec("batch.max_bytes", "integer", default: "1000000", "Send when the queued JSON reaches this many bytes; no body exceeds it (before gzip) unless one position alone does."),
@@ -57,6 +63,23 @@ public enum HTTPSinkPlugin: SinkPlugin {
             auth.finish()
         }
         c.timeout = options.duration("timeout", default: .seconds(30), minimum: .milliseconds(100))
+        c.connectTimeout = options.duration("connect_timeout", default: .seconds(10), minimum: .milliseconds(100))
+        if var tls = options.object("tls") {
+            c.caFile = tls.filePath("ca_file")
+            c.certFile = tls.filePath("cert_file")
+            c.keyFile = tls.filePath("key_file")
+            c.tlsVerify = tls.bool("verify", default: true)
+            if c.certFile != nil && c.keyFile == nil { tls.report("key_file", "required with cert_file") }
+            if c.keyFile != nil && c.certFile == nil { tls.report("cert_file", "required with key_file") }
+            tls.finish()
+        }
+        if let proxy = options.string("proxy") {
+            let schemes = ["http://", "https://", "socks4://", "socks4a://", "socks5://", "socks5h://"]
+            if !proxy.isEmpty && !schemes.contains(where: { proxy.lowercased().hasPrefix($0) }) {
+                options.report("proxy", "expected a URL starting with \(schemes.joined(separator: ", ")) or \"\" for no proxy, got \"\(proxy)\"")
+            }
+            c.proxy = proxy
+        }
         c.gzip = options.bool("gzip", default: false)
 
         if var batch = options.object("batch") {
@@ -248,6 +271,15 @@ public enum HTTPSinkPlugin: SinkPlugin {
     }
 
     public static func makeSink(_ configuration: HTTPSinkConfiguration, context: ComponentContext) throws -> any PositionSink {
-        HTTPSink(configuration: configuration, context: context, outbox: try OutboxOptions.open(configuration.queue, context: context))
+        for (option, path) in [("tls.ca_file", configuration.caFile), ("tls.cert_file", configuration.certFile), ("tls.key_file", configuration.keyFile)] {
+            guard let path else { continue }
+            if access(path, R_OK) != 0 {
+                throw HTTPSinkError(message: "\(option) \(path): \(String(cString: strerror(errno)))")
+            }
+        }
+        if !configuration.tlsVerify {
+            context.logger.warning("tls.verify is false: any server certificate is accepted, so the positions may go to an impostor")
+        }
+        return HTTPSink(configuration: configuration, context: context, outbox: try OutboxOptions.open(configuration.queue, context: context))
     }
 }

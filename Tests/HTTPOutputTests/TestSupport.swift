@@ -37,17 +37,20 @@ final class Receiver: @unchecked Sendable {
     let recordPath: String
     private(set) var port: Int = 0
     private var process: Process?
+    /// The script in `Support/`: `receiver.py`, or `connect_proxy.py` for a CONNECT proxy.
+    let script: String
 
     /// Starts it; `port` 0 picks a free port, a given port restarts on the same one.
-    init(directory: String, arguments: [String] = [], port: Int = 0, name: String = "received.jsonl") throws {
+    init(directory: String, arguments: [String] = [], port: Int = 0, name: String = "received.jsonl", script: String = "receiver.py") throws {
         recordPath = directory + "/" + name
+        self.script = script
         try start(arguments: arguments, port: port)
     }
 
     func start(arguments: [String] = [], port requested: Int? = nil) throws {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        let script = packageRoot.appendingPathComponent("Tests/HTTPOutputTests/Support/receiver.py").path
+        let script = packageRoot.appendingPathComponent("Tests/HTTPOutputTests/Support/\(self.script)").path
         p.arguments = ["python3", script, "--record", recordPath, "--port", String(requested ?? port)] + arguments
         let out = Pipe()
         p.standardOutput = out
@@ -76,6 +79,12 @@ final class Receiver: @unchecked Sendable {
     deinit { stop() }
 
     var url: String { "http://127.0.0.1:\(port)/track" }
+    var httpsURL: String { "https://127.0.0.1:\(port)/track" }
+
+    /// Lines the proxy recorded (`CONNECT host:port HTTP/1.1`).
+    func proxiedLines() -> [String] {
+        ((try? String(contentsOfFile: recordPath, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    }
 
     /// Replaces the receiver's rules (see receiver.py).
     func control(_ json: String) async throws {

@@ -3,6 +3,10 @@
 
 Usage: receiver.py --record FILE [--port 0] [--fail N] [--status CODE] [--delay S]
                    [--retry-after S] [--drop N] [--error-body]
+                   [--tls-cert PEM --tls-key PEM [--tls-client-ca PEM]]
+
+With --tls-cert it serves HTTPS; with --tls-client-ca it requires a client certificate signed by
+that CA (mutual TLS).
 
 Prints "PORT <n>" on stdout once listening (port 0 picks a free one), loopback only.
 
@@ -26,6 +30,7 @@ import argparse
 import gzip
 import json
 import signal
+import ssl
 import sys
 import threading
 import time
@@ -139,6 +144,9 @@ def main():
     ap.add_argument("--delay", type=float, default=0, help="delay every answer by S seconds")
     ap.add_argument("--drop", type=int, default=0, help="drop the connection of the first N requests")
     ap.add_argument("--error-body", action="store_true", help="answer 200 {\"code\":1,\"resultInteger\":0} to everything")
+    ap.add_argument("--tls-cert")
+    ap.add_argument("--tls-key")
+    ap.add_argument("--tls-client-ca")
     args = ap.parse_args()
     record_file = open(args.record, "a")
     rules = []
@@ -156,6 +164,13 @@ def main():
         state["default"] = {"status": 200, "body": {"code": 1, "resultInteger": 0}}
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
+    if args.tls_cert:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.tls_cert, args.tls_key)
+        if args.tls_client_ca:
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(args.tls_client_ca)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     print("PORT %d" % server.server_address[1], flush=True)
     try:
         server.serve_forever()

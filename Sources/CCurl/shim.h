@@ -1,0 +1,23 @@
+// The system libcurl (Debian libcurl4-openssl-dev), the http sink's transport.
+#include <curl/curl.h>
+
+// curl_easy_setopt and curl_easy_getinfo are variadic, which Swift cannot call: one typed
+// wrapper per argument type the transport passes.
+static inline CURLcode locgate_curl_setopt_long(CURL *handle, CURLoption option, long value) {
+    return curl_easy_setopt(handle, option, value);
+}
+static inline CURLcode locgate_curl_setopt_string(CURL *handle, CURLoption option, const char *value) {
+    return curl_easy_setopt(handle, option, value);
+}
+static inline CURLcode locgate_curl_setopt_pointer(CURL *handle, CURLoption option, const void *value) {
+    return curl_easy_setopt(handle, option, value);
+}
+static inline CURLcode locgate_curl_setopt_offset(CURL *handle, CURLoption option, curl_off_t value) {
+    return curl_easy_setopt(handle, option, value);
+}
+static inline CURLcode locgate_curl_setopt_callback(CURL *handle, CURLoption option, curl_write_callback callback) {
+    return curl_easy_setopt(handle, option, callback);
+}
+static inline CURLcode locgate_curl_getinfo_long(CURL *handle, CURLINFO info, long *value) {
+    return curl_easy_getinfo(handle, info, value);
+}

@@ -1,0 +1,135 @@
+import Foundation
+import GatewayCore
+import GatewayRuntime
+import GatewayTesting
+@testable import HTTPOutput
+import Outbox
+import Testing
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate, made with openssl.
+struct TestCertificates {
+    let dir: String
+    var ca: String { dir + "/ca.pem" }
+    var serverCert: String { dir + "/server.pem" }
+    var serverKey: String { dir + "/server.key" }
+    var clientCert: String { dir + "/client.pem" }
+    var clientKey: String { dir + "/client.key" }
+    /// A second CA that signed nothing here: trusting it is trusting the wrong CA.
+    var otherCA: String { dir + "/other-ca.pem" }
+
+    init(in dir: String) throws {
+        self.dir = dir
+        let script = """
+            set -e
+            cd '\(dir)'
+            openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj '/CN=locgate test CA' -keyout ca.key -out ca.pem
+            openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj '/CN=other CA' -keyout other-ca.key -out other-ca.pem
+            printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > san.ext
+            openssl req -newkey rsa:2048 -nodes -subj '/CN=127.0.0.1' -keyout server.key -out server.csr
+            openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile san.ext -out server.pem
+            openssl req -newkey rsa:2048 -nodes -subj '/CN=gateway-1' -keyout client.key -out client.csr
+            openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out client.pem
+            """
+        guard Tmpfs.sh(script) == 0 else { throw HTTPSinkError(message: "openssl could not make the test certificates") }
+    }
+}
+
+/// Runs an http sink in process with a recording log until `done` holds, then cancels it.
+func runUntil(_ config: HTTPSinkConfiguration, feed: [Position], log: RecordingLogHandler,
+              _ done: @escaping @Sendable () -> Bool) async throws -> (depth: Int, stats: ComponentStats) {
+    let stats = ComponentStats(id: "up")
+    let context = ComponentContext(id: "up", kind: .sink, logger: log.logger(label: "sinks.up"), stats: stats)
+    let outbox = try OutboxOptions.open(config.queue, context: context)
+    let sink = HTTPSink(configuration: config, context: context, outbox: outbox)
+    let buffer = SinkBuffer(capacity: 100_000, policy: .block, durable: true, stats: stats)
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await sink.run(input: buffer) }
+        await buffer.send(feed)
+        _ = await Poll.until(timeout: .seconds(30)) { done() }
+        group.cancelAll()
+        do { try await group.waitForAll() } catch is CancellationError {}
+    }
+    return (outbox.depth, stats)
+}
+
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct TransportTests {
+    func tlsConfig(_ url: String, _ dir: String, tls: String, extra: String = "") throws -> HTTPSinkConfiguration {
+        try configuration(#"{"url":"\#(url)","tls":\#(tls),"batch":{"max_positions":50,"interval":"50ms"},"retry":{"initial":"50ms","max":"200ms"},"queue":{"path":"\#(dir)/q.sqlite"}\#(extra)}"#)
+    }
+
+    @Test func deliversOverMutualTLSWithAPrivateCA() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let certs = try TestCertificates(in: dir)
+        let receiver = try Receiver(directory: dir, arguments: ["--tls-cert", certs.serverCert, "--tls-key", certs.serverKey, "--tls-client-ca", certs.ca])
+        defer { receiver.stop() }
+        let config = try tlsConfig(receiver.httpsURL, dir, tls: #"{"ca_file":"\#(certs.ca)","cert_file":"\#(certs.clientCert)","key_file":"\#(certs.clientKey)"}"#)
+        let harness = try SinkHarness(config)
+        try await harness.run { buffer in await buffer.send(positions(0..<120)) }
+        #expect(receiver.accepted().flatMap(\.ids) == positions(0..<120).map(\.id))
+    }
+
+    @Test func anUntrustedServerIsAClearErrorAndTheBatchStaysQueued() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let certs = try TestCertificates(in: dir)
+        let receiver = try Receiver(directory: dir, arguments: ["--tls-cert", certs.serverCert, "--tls-key", certs.serverKey])
+        defer { receiver.stop() }
+        let log = RecordingLogHandler()
+        let config = try tlsConfig(receiver.httpsURL, dir, tls: #"{"ca_file":"\#(certs.otherCA)"}"#)
+        let (depth, _) = try await runUntil(config, feed: positions(0..<30), log: log) {
+            !log.entries(level: .warning, containing: "not delivered").isEmpty
+        }
+        let warning = try #require(log.entries(level: .warning, containing: "not delivered").first)
+        #expect(warning.message.contains("SSL certificate problem"), "\(warning)")
+        #expect(depth == 30)
+        #expect(receiver.accepted().isEmpty)
+    }
+
+    @Test func aServerThatRequiresAClientCertificateRefusesOneWithout() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let certs = try TestCertificates(in: dir)
+        let receiver = try Receiver(directory: dir, arguments: ["--tls-cert", certs.serverCert, "--tls-key", certs.serverKey, "--tls-client-ca", certs.ca])
+        defer { receiver.stop() }
+        let log = RecordingLogHandler()
+        let config = try tlsConfig(receiver.httpsURL, dir, tls: #"{"ca_file":"\#(certs.ca)"}"#)
+        let (depth, _) = try await runUntil(config, feed: positions(0..<10), log: log) {
+            !log.entries(level: .warning, containing: "not delivered").isEmpty
+        }
+        #expect(depth == 10)
+        #expect(receiver.accepted().isEmpty)
+    }
+
+    @Test func aMissingCAFileIsAnErrorAtStart() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let config = try tlsConfig("https://127.0.0.1:1/x", dir, tls: #"{"ca_file":"\#(dir)/nope.pem"}"#)
+        #expect { _ = try SinkHarness(config) } throws: { error in
+            "\(error)" == "tls.ca_file \(dir)/nope.pem: No such file or directory"
+        }
+    }
+
+    @Test func goesThroughTheConfiguredProxy() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let certs = try TestCertificates(in: dir)
+        let receiver = try Receiver(directory: dir, arguments: ["--tls-cert", certs.serverCert, "--tls-key", certs.serverKey])
+        defer { receiver.stop() }
+        let proxy = try Receiver(directory: dir, name: "proxy.log", script: "connect_proxy.py")
+        defer { proxy.stop() }
+        let config = try tlsConfig(receiver.httpsURL, dir, tls: #"{"ca_file":"\#(certs.ca)"}"#, extra: #","proxy":"http://127.0.0.1:\#(proxy.port)""#)
+        let harness = try SinkHarness(config)
+        try await harness.run { buffer in await buffer.send(positions(0..<60)) }
+        #expect(receiver.accepted().flatMap(\.ids) == positions(0..<60).map(\.id))
+        #expect(proxy.proxiedLines().first == "CONNECT 127.0.0.1:\(receiver.port) HTTP/1.1")
+    }
+
+    @Test func badProxyAndTLSOptionsAreConfigurationErrors() throws {
+        let (_, problems) = try configure(#"{"url":"https://x","queue":null,"proxy":"ftp://p:1","tls":{"cert_file":"c.pem","verify":"no"}}"#)
+        #expect(problems.contains { $0.hasPrefix("sinks.up.proxy: expected a URL starting with http://") })
+        #expect(problems.contains { $0.hasPrefix("sinks.up.tls.key_file: required with cert_file") })
+        #expect(problems.contains { $0.hasPrefix("sinks.up.tls.verify:") })
+    }
+}
