@@ -58,6 +58,8 @@ let package = Package(
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .testTarget(name: "GeofenceTests", dependencies: ["Geofence", "Geodesy", "GatewayCore"], swiftSettings: settings),
         .testTarget(name: "GeodesyTests", dependencies: ["Geodesy"], resources: [.copy("Fixtures")], swiftSettings: settings),
+        .systemLibrary(name: "CNats", path: "Sources/CNats", pkgConfig: "libnats", providers: [.apt(["libnats-dev"])]),
+        .target(name: "NATSClient", dependencies: ["GatewayCore", "CNats"], swiftSettings: settings),
         .testTarget(name: "SerialSourceTests", dependencies: ["SerialSource", "GatewayCore", "NMEA"], exclude: ["Support"], swiftSettings: settings),
     ],
     swiftLanguageModes: [.v6]
