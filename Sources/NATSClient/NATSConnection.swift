@@ -64,6 +64,15 @@ public struct NATSStreamInfo: Sendable, Hashable {
     public var lastSequence: UInt64
 }
 
+/// One message read back from a stream.
+public struct NATSStoredMessage: Sendable, Hashable {
+    public var sequence: UInt64
+    public var subject: String
+    /// The `Nats-Msg-Id` header it was published with.
+    public var messageID: String?
+    public var payload: [UInt8]
+}
+
 /// A stream to create.
 public struct NATSStreamConfig: Sendable, Hashable {
     public var name: String
@@ -351,6 +360,34 @@ public final class NATSConnection: @unchecked Sendable {
             throw NATSError(summary: "create stream", detail: "stream \(config.name) exists and vanished", jetStreamCode: 0, status: "")
         }
         return (existing, false)
+    }
+
+    /// The messages stored in `stream` at `sequences` (deleted sequences are skipped), read one by
+    /// one with the stream's get API: for inspecting a stream (tests, tools), not for consuming it.
+    public func storedMessages(stream: String, sequences: ClosedRange<UInt64>) async throws -> [NATSStoredMessage] {
+        guard js != nil else { throw NATSError(summary: "get message", detail: "the connection has no JetStream context", jetStreamCode: 0, status: "") }
+        return try await NATSConnection.blocking { [self] in
+            var out: [NATSStoredMessage] = []
+            out.reserveCapacity(sequences.count)
+            for seq in sequences {
+                var msg: OpaquePointer?
+                var code = jsErrCode(0)
+                let s = js_GetMsg(&msg, js, stream, seq, nil, &code)
+                if s == NATS_NOT_FOUND || code == JSNoMessageFoundErr { continue }
+                try NATSConnection.check(s, "get message \(stream) #\(seq)", code: code)
+                guard let msg else { continue }
+                defer { natsMsg_Destroy(msg) }
+                var id: UnsafePointer<CChar>?
+                let messageID = natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) == NATS_OK ? id.map { String(cString: $0) } : nil
+                let length = Int(natsMsg_GetDataLength(msg))
+                let data = natsMsg_GetData(msg).map { p in
+                    p.withMemoryRebound(to: UInt8.self, capacity: length) { Array(UnsafeBufferPointer(start: $0, count: length)) }
+                } ?? []
+                out.append(NATSStoredMessage(sequence: seq, subject: natsMsg_GetSubject(msg).map { String(cString: $0) } ?? "",
+                                             messageID: messageID, payload: data))
+            }
+            return out
+        }
     }
 
     private static func info(_ p: UnsafeMutablePointer<jsStreamInfo>) -> NATSStreamInfo {
