@@ -43,7 +43,9 @@ public struct NATSSink: PositionSink {
         }
         let transport = NATSTransport(connection: connection, configuration: configuration, context: context)
         let loop = OutboxSinkLoop(outbox: outbox, mode: configuration.queue, context: context, window: configuration.maxPending,
-                                  retainNewestPerKey: false, statsPrefix: "nats")
+                                  retainNewestPerKey: false, statsPrefix: "nats",
+                                  // Publishing waits for the connection: retry on its schedule.
+                                  retryInitial: options.reconnectInitial, retryMax: options.reconnectMax)
         let subject = configuration.subject
         let encode: @Sendable (Position) -> OutboxEntry = { p in
             var json: [UInt8] = []
