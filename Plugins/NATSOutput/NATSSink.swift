@@ -71,9 +71,18 @@ public struct NATSSink: PositionSink {
                         return .flusher
                     }
                 }
-                // The loop ends the sink: the helpers wait forever and are cancelled then.
+                // The loop ends the sink: the helpers wait forever and are cancelled then, which
+                // they answer with CancellationError.
                 while let finished = try await group.next() {
-                    if finished == .loop { group.cancelAll() }
+                    if finished == .loop {
+                        group.cancelAll()
+                        break
+                    }
+                }
+                while true {
+                    do {
+                        if try await group.next() == nil { break }
+                    } catch is CancellationError {}
                 }
             }
         } catch {
