@@ -122,6 +122,7 @@ public final class NATSConnection: @unchecked Sendable {
     deinit {
         // Unregistered first: a callback still running on a libnats thread then finds no target.
         CallbackTarget.unregister(token)
+        target.closing()
         if let js { jsCtx_Destroy(js) }
         natsConnection_Destroy(nc)
         natsOptions_Destroy(opts)
@@ -238,6 +239,7 @@ public final class NATSConnection: @unchecked Sendable {
 
     /// Closes the connection (pending publishes are answered `.abandoned`); the handles are freed in deinit.
     public func close() async {
+        target.closing()
         _ = try? await NATSConnection.blocking { [self] in natsConnection_Close(nc) }
         target.abandonPending("connection closed")
     }
@@ -443,6 +445,8 @@ private final class CallbackTarget: Sendable {
         var backoff: Backoff
         var connectWaiters: [CheckedContinuation<Void, Never>] = []
         var everConnected = false
+        /// Set by `close`: the disconnect that closing causes is not news.
+        var closing = false
     }
     private let state: Mutex<State>
     let events: @Sendable (NATSConnectionEvent) -> Void
@@ -516,6 +520,10 @@ private final class CallbackTarget: Sendable {
         }
     }
 
+    func closing() { state.withLock { $0.closing = true } }
+
+    var isClosing: Bool { state.withLock { $0.closing } }
+
     func nextDelay() -> Duration { state.withLock { $0.backoff.next() } }
 }
 
@@ -549,7 +557,8 @@ private let reconnectedHandler: natsConnectionHandler = { nc, closure in
 }
 
 private let disconnectedHandler: natsConnectionHandler = { _, closure in
-    CallbackTarget.find(closure)?.events(.disconnected)
+    guard let t = CallbackTarget.find(closure), !t.isClosing else { return }
+    t.events(.disconnected)
 }
 
 private let closedHandler: natsConnectionHandler = { _, closure in

@@ -144,6 +144,14 @@ final class NATSCluster: @unchecked Sendable {
         throw ClusterError("cannot create stream \(name): \(String(describing: lastError))")
     }
 
+    /// How many messages `stream` holds (one request, cheap enough to poll).
+    func count(_ stream: String) async throws -> UInt64 {
+        let c = try await connect()
+        let info = try await c.streamInfo(stream)
+        await c.close()
+        return info?.messages ?? 0
+    }
+
     /// Every message of `stream`, read back through the stream's get API.
     func messages(_ stream: String) async throws -> [NATSStoredMessage] {
         let c = try await connect()
