@@ -62,6 +62,7 @@ let package = Package(
         .testTarget(name: "GeodesyTests", dependencies: ["Geodesy"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .systemLibrary(name: "CNats", path: "Sources/CNats", pkgConfig: "libnats", providers: [.apt(["libnats-dev"])]),
         .target(name: "NATSClient", dependencies: ["GatewayCore", "CNats"], swiftSettings: settings),
+        .executableTarget(name: "NATSBenchmark", dependencies: ["GatewayCore", "NATSClient"], path: "Benchmarks/NATSBenchmark", swiftSettings: settings),
         plugin("NATSOutput", dependencies: ["GatewayCore", "Outbox", "NATSClient"]),
         .testTarget(name: "NATSOutputTests", dependencies: ["NATSOutput", "NATSClient", "Outbox", "GatewayCore", "GatewayRuntime", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "SerialSourceTests", dependencies: ["SerialSource", "GatewayCore", "NMEA"], exclude: ["Support"], swiftSettings: settings),

@@ -295,6 +295,38 @@ public final class NATSConnection: @unchecked Sendable {
         }
     }
 
+    /// JetStream publish that waits for the PubAck (one round trip per message): the simple,
+    /// slow way, kept as the reference the asynchronous window is measured against.
+    public func publishAndWait(subject: String, payload: [UInt8], messageID: String?, timeout: Duration) async throws -> NATSPublishResult {
+        guard js != nil else { throw NATSError(summary: "publish", detail: "the connection has no JetStream context", jetStreamCode: 0, status: "") }
+        return try await NATSConnection.blocking { [self] in try publishAndWaitNow(subject: subject, payload: payload, messageID: messageID, timeout: timeout) }
+    }
+
+    /// `publishAndWait` on the calling thread, for a benchmark loop on a thread of its own.
+    public func publishAndWaitNow(subject: String, payload: [UInt8], messageID: String?, timeout: Duration) throws -> NATSPublishResult {
+        let msg = try NATSConnection.makeMessage(subject: subject, payload: payload, headers: [])
+        defer { natsMsg_Destroy(msg) }
+        var po = jsPubOptions()
+        jsPubOptions_Init(&po)
+        po.MaxWait = max(1, timeout.milliseconds)
+        var ack: UnsafeMutablePointer<jsPubAck>?
+        var code = jsErrCode(0)
+        let s = withOptionalCString(messageID) { id in
+            po.MsgId = id
+            return js_PublishMsg(&ack, js, msg, &po, &code)
+        }
+        defer { jsPubAck_Destroy(ack) }
+        if s == NATS_TIMEOUT { return .timedOut }
+        if s == NATS_NO_RESPONDERS { return .noResponders }
+        if s != NATS_OK {
+            let e = NATSConnection.error(s, "publish", code: code)
+            if code.rawValue != 0 { return .refused(code: Int(code.rawValue), text: e.detail) }
+            throw e
+        }
+        guard let pa = ack?.pointee else { return .refused(code: 0, text: "no PubAck") }
+        return .stored(stream: pa.Stream.map { String(cString: $0) } ?? "", sequence: pa.Sequence, duplicate: pa.Duplicate)
+    }
+
     private static func makeMessage(subject: String, payload: [UInt8], headers: [(String, String)]) throws -> OpaquePointer {
         var msg: OpaquePointer?
         let s = payload.withUnsafeBufferPointer { buffer in
