@@ -29,19 +29,10 @@ public struct NATSSink: PositionSink {
     }
 
     public func run(input: any SinkInput) async throws {
-        var options = configuration.connection
-        options.name = "locgate \(context.id)"
-        let jetStream = configuration.jetstream
-            ? NATSJetStreamSettings(apiTimeout: max(configuration.ackTimeout, .seconds(2)),
-                                    // The outbox keeps at most max_pending in flight; the margin
-                                    // covers acks whose callback is still returning.
-                                    maxPendingAcks: configuration.maxPending * 2, stallWait: .milliseconds(200))
-            : nil
-        let logger = context.logger, stats = context.stats
-        let connection = try await NATSConnection.connect(options, jetStream: jetStream) { event in
-            NATSSink.log(event, logger: logger, stats: stats)
-        }
-        let transport = NATSTransport(connection: connection, configuration: configuration, context: context)
+        var named = configuration.connection
+        named.name = "locgate \(context.id)"
+        let options = named
+        let transport = NATSTransport(configuration: configuration, context: context)
         let loop = OutboxSinkLoop(outbox: outbox, mode: configuration.queue, context: context, window: configuration.maxPending,
                                   retainNewestPerKey: false, statsPrefix: "nats",
                                   // Publishing waits for the connection: retry on its schedule.
@@ -53,43 +44,77 @@ public struct NATSSink: PositionSink {
             PositionJSON.append(p, to: &json)
             return OutboxEntry(id: p.id, key: subject.render(p), payload: json, time: p.time?.milliseconds)
         }
-        enum Finished: Sendable { case loop, prepared, flusher }
-        do {
-            try await withThrowingTaskGroup(of: Finished.self) { group in
+        enum Finished: Sendable { case loop, supervisor, flusher }
+        try await withThrowingTaskGroup(of: Finished.self) { group in
+            group.addTask {
+                try await loop.run(input: input, transport: transport, encode: encode)
+                return .loop
+            }
+            group.addTask {
+                try await supervise(transport, options: options)
+                return .supervisor
+            }
+            if !configuration.jetstream {
                 group.addTask {
-                    try await loop.run(input: input, transport: transport, encode: encode)
-                    return .loop
-                }
-                group.addTask {
-                    try await prepare(connection)
-                    transport.open()
-                    return .prepared
-                }
-                if !configuration.jetstream {
-                    group.addTask {
-                        try await transport.flushLoop()
-                        return .flusher
-                    }
-                }
-                // The loop ends the sink: the helpers wait forever and are cancelled then, which
-                // they answer with CancellationError.
-                while let finished = try await group.next() {
-                    if finished == .loop {
-                        group.cancelAll()
-                        break
-                    }
-                }
-                while true {
-                    do {
-                        if try await group.next() == nil { break }
-                    } catch is CancellationError {}
+                    try await transport.flushLoop()
+                    return .flusher
                 }
             }
-        } catch {
-            await connection.close()
-            throw error
+            // The loop ends the sink: the helpers run until cancelled then, which they answer
+            // with CancellationError.
+            while let finished = try await group.next() {
+                if finished == .loop {
+                    group.cancelAll()
+                    break
+                }
+            }
+            while true {
+                do {
+                    if try await group.next() == nil { break }
+                } catch is CancellationError {}
+            }
         }
-        await connection.close()
+    }
+
+    /// Keeps a connection for the transport until cancelled: connects (libnats then reconnects on
+    /// its own), checks the stream once, and when the library closes the connection for good (it
+    /// does after a server refused the same credentials twice) connects again after a backoff.
+    private func supervise(_ transport: NATSTransport, options: NATSConnectionOptions) async throws {
+        let jetStream = configuration.jetstream
+            ? NATSJetStreamSettings(apiTimeout: max(configuration.ackTimeout, .seconds(2)),
+                                    // The outbox keeps at most max_pending in flight; the margin
+                                    // covers acks whose callback is still returning.
+                                    maxPendingAcks: configuration.maxPending * 2, stallWait: .milliseconds(200))
+            : nil
+        let logger = context.logger, stats = context.stats
+        var backoff = Backoff(initial: options.reconnectInitial, cap: options.reconnectMax)
+        var checked = false
+        while true {
+            let connection = try await NATSConnection.connect(options, jetStream: jetStream) { event in
+                NATSSink.log(event, logger: logger, stats: stats)
+            }
+            transport.attach(connection)
+            do {
+                if !checked {
+                    try await prepare(connection)
+                    checked = true
+                }
+                transport.open()
+                try await connection.waitUntilClosed()
+            } catch let error as NATSError {
+                // Stream requests can fail while a cluster elects leaders: try again.
+                logger.warning("\(error); connecting again")
+            } catch {
+                transport.detach()
+                await connection.close()
+                throw error
+            }
+            transport.detach()
+            await connection.close()
+            let delay = backoff.next()
+            logger.warning("connecting again in \(DurationText.format(delay))")
+            try await context.clock.sleep(for: delay)
+        }
     }
 
     /// Waits for the connection, creates the stream when asked, and checks that `expect_stream`
@@ -138,8 +163,13 @@ public struct NATSSink: PositionSink {
         case .asyncError(let text):
             stats.count("nats.async_errors")
             logger.error("server or client error: \(text)")
-        case .closed:
-            logger.debug("connection closed")
+        case .closed(let lastError):
+            if lastError.isEmpty {
+                logger.debug("connection closed")
+            } else {
+                stats.count("nats.closed")
+                logger.error("the client closed the connection: \(lastError)")
+            }
         }
     }
 }
@@ -153,11 +183,11 @@ public struct NATSSinkError: Error, CustomStringConvertible, Sendable {
 
 /// Hands outbox records to the connection and turns PubAcks into outbox answers.
 final class NATSTransport: OutboxTransport {
-    private let connection: NATSConnection
     private let configuration: NATSSinkConfiguration
     private let context: ComponentContext
-    /// False until `prepare` passed: nothing is published before the stream was checked.
-    private let ready = Atomic<Bool>(false)
+    /// The connection to publish on, once `prepare` passed: nothing is published before the
+    /// stream was checked, nor while the supervisor replaces a closed connection.
+    private let current = Mutex<(connection: NATSConnection?, ready: Bool)>((nil, false))
     /// Core NATS: published records waiting for the flush that confirms them.
     private let flushing = Mutex<FlushState>(FlushState())
 
@@ -166,17 +196,21 @@ final class NATSTransport: OutboxTransport {
         var waiter: CheckedContinuation<Void, Never>?
     }
 
-    init(connection: NATSConnection, configuration: NATSSinkConfiguration, context: ComponentContext) {
-        self.connection = connection
+    init(configuration: NATSSinkConfiguration, context: ComponentContext) {
         self.configuration = configuration
         self.context = context
     }
 
-    func open() { ready.store(true, ordering: .releasing) }
+    func attach(_ connection: NATSConnection) { current.withLock { $0 = (connection, false) } }
+
+    func open() { current.withLock { $0.ready = true } }
+
+    func detach() { current.withLock { $0 = (nil, false) } }
 
     func publish(_ record: OutboxRecord, retain: Bool, done: @escaping @Sendable (OutboxAck) -> Void) throws {
-        guard ready.load(ordering: .acquiring) else {
-            throw NATSSinkError(connection.isConnected ? "checking the stream" : "not connected")
+        let (c, ready) = current.withLock { $0 }
+        guard let connection = c, ready else {
+            throw NATSSinkError(c?.isConnected == true ? "checking the stream" : "not connected")
         }
         if configuration.jetstream {
             let subject = record.key, context = self.context, expected = configuration.expectStream
@@ -247,6 +281,7 @@ final class NATSTransport: OutboxTransport {
                 continue
             }
             do {
+                guard let connection = current.withLock({ $0.connection }) else { throw NATSSinkError("not connected") }
                 try await connection.flush(timeout: configuration.ackTimeout)
                 for done in batch { done(.accepted) }
             } catch {

@@ -34,7 +34,9 @@ public enum NATSConnectionEvent: Sendable {
     case retrying(round: Int, lastError: String, delay: Duration)
     /// An error the server or the library reported outside any call (a permissions violation).
     case asyncError(String)
-    case closed
+    /// Closed for good: by `close()`, or by the library itself (it gives up on a server that
+    /// refused the same credentials twice); `lastError` says why ("" after `close()`).
+    case closed(lastError: String)
 }
 
 /// What JetStream answered to one asynchronous publish.
@@ -223,9 +225,20 @@ public final class NATSConnection: @unchecked Sendable {
     public func waitUntilConnected() async throws {
         while !isConnected {
             try Task.checkCancellation()
+            if natsConnection_IsClosed(nc) {
+                throw NATSError(summary: "connect", detail: "the connection was closed", jetStreamCode: 0, status: "Connection Closed")
+            }
             await target.waitForConnect()
         }
         try Task.checkCancellation()
+    }
+
+    /// Returns once the connection is closed for good (by `close()` or by the library); throws on cancellation.
+    public func waitUntilClosed() async throws {
+        while !natsConnection_IsClosed(nc) {
+            try Task.checkCancellation()
+            await target.waitForClose()
+        }
     }
 
     /// The URL of the server currently connected to, or "" while disconnected.
@@ -476,6 +489,9 @@ private final class CallbackTarget: Sendable {
         var pending: [UInt: @Sendable (NATSPublishResult) -> Void] = [:]
         var backoff: Backoff
         var connectWaiters: [CheckedContinuation<Void, Never>] = []
+        var closeWaiters: [CheckedContinuation<Void, Never>] = []
+        var closed = false
+        var connected = false
         var everConnected = false
         /// Set by `close`: the disconnect that closing causes is not news.
         var closing = false
@@ -528,7 +544,7 @@ private final class CallbackTarget: Sendable {
 
     func markConnected(url: String) {
         let (waiters, first) = state.withLock { s in
-            defer { s.connectWaiters = []; s.everConnected = true }
+            defer { s.connectWaiters = []; s.everConnected = true; s.connected = true }
             s.backoff.reset()
             return (s.connectWaiters, !s.everConnected)
         }
@@ -540,8 +556,14 @@ private final class CallbackTarget: Sendable {
     func waitForConnect() async {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                let now = Task.isCancelled
-                if !now { state.withLock { $0.connectWaiters.append(c) } } else { c.resume() }
+                // Checked under the lock that markConnected and the cancellation handler take, so
+                // neither a connect nor a cancellation can slip between the check and the append.
+                let now = state.withLock { s -> Bool in
+                    if s.connected || Task.isCancelled { return true }
+                    s.connectWaiters.append(c)
+                    return false
+                }
+                if now { c.resume() }
             }
         } onCancel: {
             let waiters = state.withLock { s in
@@ -553,6 +575,43 @@ private final class CallbackTarget: Sendable {
     }
 
     func closing() { state.withLock { $0.closing = true } }
+
+    func markDisconnected() { state.withLock { $0.connected = false } }
+
+    func markClosed(lastError: String) {
+        let (waiters, byUs) = state.withLock { s in
+            defer { s.closeWaiters = []; s.closed = true; s.connected = false }
+            return (s.closeWaiters, s.closing)
+        }
+        events(.closed(lastError: byUs ? "" : lastError))
+        for w in waiters { w.resume() }
+        // Waiters for a connect that will never come look again and see the connection closed.
+        let connectWaiters = state.withLock { s in
+            defer { s.connectWaiters = [] }
+            return s.connectWaiters
+        }
+        for w in connectWaiters { w.resume() }
+    }
+
+    /// Returns when the connection closes, or soon when cancelled (the caller checks again).
+    func waitForClose() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { s -> Bool in
+                    if s.closed || Task.isCancelled { return true }
+                    s.closeWaiters.append(c)
+                    return false
+                }
+                if now { c.resume() }
+            }
+        } onCancel: {
+            let waiters = state.withLock { s in
+                defer { s.closeWaiters = [] }
+                return s.closeWaiters
+            }
+            for w in waiters { w.resume() }
+        }
+    }
 
     var isClosing: Bool { state.withLock { $0.closing } }
 
@@ -589,12 +648,17 @@ private let reconnectedHandler: natsConnectionHandler = { nc, closure in
 }
 
 private let disconnectedHandler: natsConnectionHandler = { _, closure in
-    guard let t = CallbackTarget.find(closure), !t.isClosing else { return }
-    t.events(.disconnected)
+    guard let t = CallbackTarget.find(closure) else { return }
+    t.markDisconnected()
+    if !t.isClosing { t.events(.disconnected) }
 }
 
-private let closedHandler: natsConnectionHandler = { _, closure in
-    CallbackTarget.find(closure)?.events(.closed)
+private let closedHandler: natsConnectionHandler = { nc, closure in
+    guard let t = CallbackTarget.find(closure) else { return }
+    var last: UnsafePointer<CChar>?
+    var text = ""
+    if let nc, natsConnection_GetLastError(nc, &last) != NATS_OK, let last { text = String(cString: last) }
+    t.markClosed(lastError: text)
 }
 
 private let errorHandler: natsErrHandler = { _, _, status, closure in

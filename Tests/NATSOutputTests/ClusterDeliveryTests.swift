@@ -100,7 +100,8 @@ import Testing
 
         let missing = try SinkHarness(#"{ "servers": [\#(servers)], "expect_stream": "NOPE", "queue": null }"#)
         do {
-            try await missing.run { _ in }
+            // Queued positions keep the sink waiting for the check: it cannot end before it.
+            try await missing.run { buffer in await buffer.send(positions(0..<3)) }
             Issue.record("a missing expect_stream started")
         } catch let error as NATSSinkError {
             #expect(error.message.hasPrefix("expect_stream: stream NOPE does not exist"))
@@ -166,5 +167,39 @@ import Testing
             if report["connections"]?.arrayValue?.contains(where: { $0["name"]?.stringValue == name }) == true { return i }
         }
         throw ClusterError("no node serves a connection named \(name)")
+    }
+}
+
+/// Credentials against a real server that requires them.
+@Suite(.serialized) struct AuthenticationTests {
+    @Test(.timeLimit(.minutes(2)))
+    func theRightTokenDeliversAndAWrongOneIsLoggedAndRetried() async throws {
+        let server = try NATSCluster(size: 1, extraConfig: #"authorization { token: "s3cret" }"#, credentials: .token("s3cret"))
+        defer { server.stop() }
+        try await server.start()
+        try await server.createStream("LOCGATE", subjects: ["locgate.>"], replicas: 1)
+        let url = server.urls[0]
+
+        let good = try SinkHarness(#"{ "servers": ["\#(url)"], "token": "${T}", "expect_stream": "LOCGATE", "queue": null }"#, environment: ["T": "s3cret"])
+        try await good.run { buffer in await buffer.send(positions(0..<50)) }
+        #expect(Delivery(try await server.messages("LOCGATE"), expected: positions(0..<50).map(\.id)) == .exact)
+
+        let bad = try SinkHarness(#"{ "servers": ["\#(url)"], "token": "wrong", "queue": null, "reconnect": { "initial": "20ms", "max": "50ms" } }"#)
+        let log = bad.log
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { try? await bad.sink.run(input: bad.buffer) }
+            await bad.buffer.send(positions(50..<60))
+            // libnats gives up on a server that refuses the same credentials twice (and during the
+            // first connect it keeps the server's reason to itself); the sink logs the closing as
+            // an error and connects again, so credentials fixed on the server side are picked up.
+            let retried = await Poll.until {
+                log.entries.contains { $0.level == .error && $0.message.hasPrefix("the client closed the connection") }
+                    && log.entries.filter { $0.message.hasPrefix("connecting again in") }.count >= 2
+            }
+            #expect(retried, "\(log.entries)")
+            group.cancelAll()
+        }
+        // Nothing got through with the wrong token.
+        #expect(try await server.count("LOCGATE") == 50)
     }
 }

@@ -23,7 +23,13 @@ final class NATSCluster: @unchecked Sendable {
     // Guarded by being used from one test task at a time.
     private(set) var nodes: [Node] = []
 
-    init(size: Int = 3) throws {
+    /// How the test's own connections authenticate (matching `extraConfig`).
+    let credentials: NATSConnectionOptions.Credentials
+
+    /// `size` nodes (1: a single server without a cluster block); `extraConfig` is added to
+    /// every node's configuration (an `authorization` block).
+    init(size: Int = 3, extraConfig: String = "", credentials: NATSConnectionOptions.Credentials = .none) throws {
+        self.credentials = credentials
         directory = NSTemporaryDirectory() + "locgate-nats-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         var ports = Set<Int>()
@@ -38,17 +44,23 @@ final class NATSCluster: @unchecked Sendable {
         }
         for n in nodes {
             let routes = nodes.filter { $0.name != n.name }.map { "nats-route://127.0.0.1:\($0.clusterPort)" }
-            let text = """
+            var text = """
                 server_name: \(n.name)
                 listen: 127.0.0.1:\(n.clientPort)
                 http: 127.0.0.1:\(n.httpPort)
                 jetstream { store_dir: "\(directory)/\(n.name)-store" }
-                cluster {
-                  name: locgate-test
-                  listen: 127.0.0.1:\(n.clusterPort)
-                  routes: [\(routes.joined(separator: ", "))]
-                }
+                \(extraConfig)
+
                 """
+            if size > 1 {
+                text += """
+                    cluster {
+                      name: locgate-test
+                      listen: 127.0.0.1:\(n.clusterPort)
+                      routes: [\(routes.joined(separator: ", "))]
+                    }
+                    """
+            }
             try text.write(toFile: n.config, atomically: true, encoding: .utf8)
         }
     }
@@ -105,9 +117,13 @@ final class NATSCluster: @unchecked Sendable {
     }
 
     private func waitForMetaLeader(on indices: [Int]) async throws {
+        let single = nodes.count == 1
         let ok = await Poll.until(timeout: .seconds(60), interval: .milliseconds(100)) { [self] in
             for i in indices {
-                guard let report = try? await jsz(i), let leader = report["meta_cluster"]?["leader"]?.stringValue, !leader.isEmpty else { return false }
+                guard let report = try? await jsz(i) else { return false }
+                // A single server has no meta group: JetStream is up once it reports its config.
+                if single { return report["config"] != nil }
+                guard let leader = report["meta_cluster"]?["leader"]?.stringValue, !leader.isEmpty else { return false }
             }
             return true
         }
@@ -119,6 +135,7 @@ final class NATSCluster: @unchecked Sendable {
         var o = NATSConnectionOptions()
         o.servers = urls
         o.name = "locgate-test"
+        o.credentials = credentials
         let c = try await NATSConnection.connect(o, jetStream: NATSJetStreamSettings(apiTimeout: .seconds(10))) { _ in }
         try await c.waitUntilConnected()
         return c

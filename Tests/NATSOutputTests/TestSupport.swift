@@ -32,8 +32,8 @@ struct SinkHarness {
     let stats: ComponentStats
     let log: RecordingLogHandler
 
-    init(_ json: String) throws {
-        let configuration = try PluginOptions.valid(NATSSinkPlugin.self, json)
+    init(_ json: String, environment: [String: String] = [:]) throws {
+        let configuration = try PluginOptions.valid(NATSSinkPlugin.self, json, environment: environment)
         stats = ComponentStats(id: "up")
         log = RecordingLogHandler(minimumLevel: .info)
         let context = ComponentContext(id: "up", kind: .sink, logger: Logger(label: "sinks.up", handler: log), stats: stats)
