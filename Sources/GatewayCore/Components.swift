@@ -1,3 +1,5 @@
+import Synchronization
+
 /// The three kinds of pipeline component.
 public enum ComponentKind: String, Sendable, Hashable, CaseIterable {
     case source, transform, sink
@@ -47,16 +49,129 @@ public protocol PositionSource: Sendable {
 
 /// The path from a source into the pipeline.
 public struct SourceOutput: Sendable {
-    private let deliver: @Sendable ([Position]) async -> Void
+    private let deliver: @Sendable ([Position], BatchAcknowledgement?) async -> Void
 
-    public init(deliver: @escaping @Sendable ([Position]) async -> Void) {
+    /// An output that tracks acknowledgements (the runtime's): `deliver` retains the
+    /// acknowledgement once for every sink buffer it hands positions to.
+    public init(tracking deliver: @escaping @Sendable ([Position], BatchAcknowledgement?) async -> Void) {
         self.deliver = deliver
+    }
+
+    /// An output without tracking (tests, collectors): an acknowledgement is called as soon as
+    /// `deliver` returns.
+    public init(deliver: @escaping @Sendable ([Position]) async -> Void) {
+        self.deliver = { batch, _ in await deliver(batch) }
     }
 
     /// Sends a batch downstream; suspends while a `block` buffer downstream is full.
     public func emit(_ positions: [Position]) async {
         guard !positions.isEmpty else { return }
-        await deliver(positions)
+        await deliver(positions, nil)
+    }
+
+    /// Sends a batch downstream and calls `whenHandled` once the pipeline has taken responsibility
+    /// for every position of it: each sink that received it (or what transforms made of it) has
+    /// acknowledged it, and positions that transforms dropped count as handled. A broker source
+    /// acknowledges its messages to the broker only then (end-to-end acknowledgement).
+    ///
+    /// `whenHandled` runs on whichever task completes the batch; it must be quick and must not
+    /// block. It is never called for positions lost at shutdown (their sink stopped first), so
+    /// the broker redelivers them. Emitting does not wait for the acknowledgement: bound what is
+    /// outstanding with ``UnacknowledgedWindow``.
+    public func emit(_ positions: [Position], whenHandled: @escaping @Sendable () -> Void) async {
+        let ack = BatchAcknowledgement(whenHandled)
+        if !positions.isEmpty { await deliver(positions, ack) }
+        ack.release()
+    }
+}
+
+/// Counts the places a batch still has to be handled; calls its closure when none is left.
+///
+/// Starts at one (the emitter's own hold, released after routing), so a batch that every
+/// transform dropped is handled as soon as routing ends.
+public final class BatchAcknowledgement: Sendable {
+    private let pending = Atomic<Int>(1)
+    private let whenHandled: @Sendable () -> Void
+
+    init(_ whenHandled: @escaping @Sendable () -> Void) {
+        self.whenHandled = whenHandled
+    }
+
+    /// One more place (a sink buffer) must handle the batch.
+    public func retain() { pending.add(1, ordering: .relaxed) }
+
+    /// One place handled it; the last release calls the closure.
+    public func release() {
+        if pending.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { whenHandled() }
+    }
+}
+
+/// Bounds what a source has emitted but not yet seen acknowledged (`max_unacked`).
+///
+/// `acquire` waits while the limit is reached; the acknowledgement releases. A single batch
+/// larger than the limit still goes when nothing else is outstanding.
+public final class UnacknowledgedWindow: Sendable {
+    private struct State {
+        var outstanding = 0
+        var waiters: [(id: UInt64, need: Int, continuation: CheckedContinuation<Void, Never>)] = []
+        var nextID: UInt64 = 0
+    }
+
+    public let limit: Int
+    private let state = Mutex(State())
+
+    public init(limit: Int) { self.limit = max(1, limit) }
+
+    /// Positions emitted and not yet acknowledged.
+    public var outstanding: Int { state.withLock { $0.outstanding } }
+
+    /// Callers waiting in `acquire`.
+    public var waiting: Int { state.withLock { $0.waiters.count } }
+
+    /// Room left before `acquire` waits.
+    public var room: Int { max(0, limit - outstanding) }
+
+    /// Reserves `n` positions; waits while the window is full. Returns early (reserving anyway)
+    /// when the task is cancelled.
+    public func acquire(_ n: Int) async {
+        let id: UInt64 = state.withLock { s in s.nextID += 1; return s.nextID }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { s -> Bool in
+                    if s.outstanding == 0 || s.outstanding + n <= limit || Task.isCancelled {
+                        s.outstanding += n
+                        return true
+                    }
+                    s.waiters.append((id, n, c))
+                    return false
+                }
+                if now { c.resume() }
+            }
+        } onCancel: {
+            let c: CheckedContinuation<Void, Never>? = state.withLock { s in
+                guard let i = s.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                let w = s.waiters.remove(at: i)
+                s.outstanding += w.need
+                return w.continuation
+            }
+            c?.resume()
+        }
+    }
+
+    /// Returns `n` positions to the window (their acknowledgement came).
+    public func release(_ n: Int) {
+        let ready: [CheckedContinuation<Void, Never>] = state.withLock { s in
+            s.outstanding = max(0, s.outstanding - n)
+            var ready: [CheckedContinuation<Void, Never>] = []
+            // In order: the first waiter goes before later, smaller ones.
+            while let w = s.waiters.first, s.outstanding == 0 || s.outstanding + w.need <= limit {
+                s.waiters.removeFirst()
+                s.outstanding += w.need
+                ready.append(w.continuation)
+            }
+            return ready
+        }
+        for c in ready { c.resume() }
     }
 }
 

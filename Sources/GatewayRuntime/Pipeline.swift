@@ -10,6 +10,11 @@ import Synchronization
 /// ```
 ///
 /// Rules:
+/// - End-to-end acknowledgements: a batch emitted with `whenHandled` is acknowledged once every
+///   sink buffer that received it (or positions transforms derived from it) was acknowledged by
+///   its sink, which does so only after taking responsibility (committed to its outbox, written
+///   and flushed). Positions a transform holds and releases later (at a tick or at the end) are
+///   not tied to the acknowledgement of the batch they came in.
 /// - One task per source and per sink, all children of one task group; no unstructured tasks.
 /// - Transforms run inline on the emitting source's task, one call at a time per transform, so a
 ///   position crosses exactly one async hop (the sink buffer) between source and sink.
@@ -202,10 +207,10 @@ public final class Pipeline: Sendable {
         await withTaskGroup(of: Outcome.self) { group in
             for node in sources {
                 group.addTask {
-                    let output = SourceOutput { batch in
+                    let output = SourceOutput(tracking: { batch, ack in
                         node.stats.addEmitted(batch.count)
-                        await Pipeline.route(batch, to: node.routes)
-                    }
+                        await Pipeline.route(batch, to: node.routes, acknowledgement: ack)
+                    })
                     do {
                         try await node.source.run(output: output)
                         node.logger.info("input ended")
@@ -245,14 +250,18 @@ public final class Pipeline: Sendable {
     }
 
     /// Sends a batch along each route: transforms inline, sinks through their buffers.
-    static func route(_ batch: [Position], to routes: [Route]) async {
+    ///
+    /// An acknowledgement follows the batch and whatever transforms make of it (geofence events
+    /// included): each sink buffer that receives positions retains it until its sink acknowledged
+    /// them; what transforms drop needs nothing more.
+    static func route(_ batch: [Position], to routes: [Route], acknowledgement: BatchAcknowledgement? = nil) async {
         for r in routes {
             switch r {
             case .sink(let buffer):
-                await buffer.send(batch)
+                await buffer.send(batch, acknowledgement: acknowledgement)
             case .transform(let node):
                 let out = node.process(batch)
-                if !out.isEmpty { await route(out, to: node.routes) }
+                if !out.isEmpty { await route(out, to: node.routes, acknowledgement: acknowledgement) }
             }
         }
     }

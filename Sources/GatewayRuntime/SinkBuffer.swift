@@ -22,6 +22,8 @@ public final class SinkBuffer: SinkInput, Sendable {
         var consumer: (id: UInt64, continuation: CheckedContinuation<SinkEvent, Never>)?
         var spaceWaiters: [Waiter] = []
         var ackWaiters: [(seq: UInt64, waiter: Waiter)] = []
+        /// Acknowledgements of batches (by their enqueue seq), released when the sink acknowledges them.
+        var acknowledgements: [(seq: UInt64, ack: BatchAcknowledgement)] = []
         var enqueuedSeq: UInt64 = 0
         var deliveredSeq: UInt64 = 0
         var acknowledgedSeq: UInt64 = 0
@@ -63,7 +65,11 @@ public final class SinkBuffer: SinkInput, Sendable {
     // MARK: - Producer side
 
     /// Adds a batch; see the type's policies for when this waits.
-    public func send(_ batch: [Position]) async {
+    ///
+    /// With an `acknowledgement`, the buffer retains it until the sink acknowledged the batch, and
+    /// does not wait for that here even in durable mode: the source bounds what is outstanding.
+    /// A batch dropped because the buffer is closed never releases it (it was not handled).
+    public func send(_ batch: [Position], acknowledgement: BatchAcknowledgement? = nil) async {
         guard !batch.isEmpty else { return }
         stats.addReceived(batch.count)
         var waitedForSpace = false
@@ -83,6 +89,10 @@ public final class SinkBuffer: SinkInput, Sendable {
                 s.batches.append(batch)
                 s.count += batch.count
                 s.enqueuedSeq += 1
+                if let acknowledgement {
+                    acknowledgement.retain()
+                    s.acknowledgements.append((s.enqueuedSeq, acknowledgement))
+                }
                 if policy == .dropOldest { dropOverflow(&s) }
                 var freed: [CheckedContinuation<Void, Never>] = []
                 if let c = s.consumer {
@@ -101,7 +111,7 @@ public final class SinkBuffer: SinkInput, Sendable {
                 return
             case .enqueued(let seq, let freed):
                 for w in freed { w.resume() }
-                if durable { await waitForAcknowledgement(seq) }
+                if durable && acknowledgement == nil { await waitForAcknowledgement(seq) }
                 return
             case .wait(let id):
                 await withTaskCancellationHandler {
@@ -238,13 +248,19 @@ public final class SinkBuffer: SinkInput, Sendable {
     }
 
     public func acknowledge() {
-        let waiters: [CheckedContinuation<Void, Never>] = state.withLock { s in
+        let (waiters, acks): ([CheckedContinuation<Void, Never>], [BatchAcknowledgement]) = state.withLock { s in
             s.acknowledgedSeq = s.deliveredSeq
             let ready = s.ackWaiters.filter { $0.seq <= s.acknowledgedSeq }
             s.ackWaiters.removeAll { $0.seq <= s.acknowledgedSeq }
-            return ready.map(\.waiter.continuation)
+            // Enqueued in seq order: the handled ones are a prefix.
+            let n = s.acknowledgements.firstIndex { $0.seq > s.acknowledgedSeq } ?? s.acknowledgements.count
+            let acks = s.acknowledgements.prefix(n).map(\.ack)
+            s.acknowledgements.removeFirst(n)
+            return (ready.map(\.waiter.continuation), acks)
         }
         for w in waiters { w.resume() }
+        // Outside the lock: a source's closure may do I/O (acking a broker).
+        for a in acks { a.release() }
     }
 
     private func takeIfReady() -> SinkEvent? {

@@ -27,8 +27,8 @@ struct DiskFullTests {
         Tmpfs.sh("dd if=/dev/zero of='\(disk)/fill' bs=4k 2>/dev/null")
         let big = (10..<2000).map { OutboxEntry(id: "p\($0)", payload: Array(repeating: UInt8(ascii: "x"), count: 200), time: nil) }
         let committing = Task { try await writer.commit(big, acknowledging: buffer) }
-        #expect(await eventually { stats.value("queue.disk_full") == 1 })
-        #expect(await eventually { !log.entries(level: .error, containing: "full").isEmpty }, "\(log.entries())")
+        #expect(await Poll.until { stats.value("queue.disk_full") == 1 })
+        #expect(await Poll.until { !log.entries(level: .error, containing: "full").isEmpty }, "\(log.entries())")
         #expect(outbox.depth == 10)
         try FileManager.default.removeItem(atPath: disk + "/fill")
         try await committing.value

@@ -127,7 +127,7 @@ struct OutboxSinkLoopTests {
         let h = LoopHarness(window: 100)
         let t = FakeTransport { _, _ in nil }
         try await h.run(t, (0..<50).map { position($0) }) {
-            #expect(await eventually { t.heldCount == 50 })
+            #expect(await Poll.until { t.heldCount == 50 })
             #expect(h.outbox.depth == 50)
             t.release()
         }
@@ -168,7 +168,7 @@ struct OutboxSinkLoopTests {
         let t = FakeTransport()
         t.setConnected(false)
         try await h.run(t, (0..<30).map { position($0) }) {
-            #expect(await eventually { !h.log.entries(level: .warning, containing: "cannot publish").isEmpty })
+            #expect(await Poll.until { !h.log.entries(level: .warning, containing: "cannot publish").isEmpty })
             #expect(t.sent.isEmpty)
             t.setConnected(true)
         }
