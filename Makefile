@@ -2,7 +2,8 @@
 # `make run` and `make test` install what they need first (apt, as root or through sudo).
 
 APT_PACKAGES := libserialport-dev libsqlite3-dev libproj-dev proj-bin proj-data zlib1g-dev libcurl4-openssl-dev openssl \
-                gpsd gpsd-clients socat python3 procps bc util-linux sqlite3
+                gpsd gpsd-clients socat python3 procps bc util-linux sqlite3 \
+                libnats-dev nats-server
 SWIFT_FLAGS ?=
 CONFIG ?=
 
@@ -20,6 +21,8 @@ deps:
 	fi
 	@# gpsd's package enables a system service on a socket; the tests run their own gpsd through gpsfake.
 	@command -v systemctl >/dev/null 2>&1 && $(SUDO) systemctl disable --now gpsd.socket gpsd.service >/dev/null 2>&1 || true
+	@# nats-server's package enables a system service on port 4222; the tests run their own cluster on free ports.
+	@command -v systemctl >/dev/null 2>&1 && $(SUDO) systemctl disable --now nats-server.service >/dev/null 2>&1 || true
 
 build: deps
 	swift build $(SWIFT_FLAGS)
@@ -42,6 +45,7 @@ bench: deps
 	sh Benchmarks/coordinates.sh
 	bash Benchmarks/geofence.sh
 	bash Benchmarks/http_sink.sh
+	bash Benchmarks/nats_sink.sh
 
 bench-nmea: deps
 	bash Benchmarks/nmea_replay.sh

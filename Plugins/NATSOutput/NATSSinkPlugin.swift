@@ -1,0 +1,89 @@
+import GatewayCore
+import NATSClient
+import Outbox
+
+/// The `nats` sink: publishes positions to NATS JetStream (or core NATS) from a durable outbox.
+public enum NATSSinkPlugin: SinkPlugin {
+    public static let info = PluginInfo(
+        type: "nats", kind: .sink,
+        summary: "Publishes positions to NATS JetStream with Nats-Msg-Id = position id from a durable outbox; deletes each only on its PubAck.",
+        folder: "NATSOutput",
+        options: NATSConnectionOptions.specs + [
+            OptionSpec("subject", "string", default: "\"locgate.positions.{device}\"", "Subject template; {device} (device id, else source id), {source}, {event} (enter, exit, dwell, or position) are each cleaned into one token (. * > and spaces become _)."),
+            OptionSpec("jetstream", "boolean", default: "true", "true: publish to JetStream, delete a position only on its PubAck. false: core NATS, deleted once a flush confirmed the server read it (lossy: nobody stores it)."),
+            OptionSpec("expect_stream", "string", default: "stream.name, else none", "Stream that must capture the subject: checked at start (an error when it does not exist or does not capture the subject) and sent with every message, so the server refuses any other stream."),
+            OptionSpec("stream", "object", default: "none", "Create this stream at start when it does not exist; an existing stream is never altered."),
+            OptionSpec("stream.name", "string", required: true, "Stream name."),
+            OptionSpec("stream.subjects", "array", default: "the subject with * for each placeholder token", "Subjects the stream captures."),
+            OptionSpec("stream.replicas", "integer", default: "1", "Copies in the cluster (1 to 5; 3 survives the loss of one node)."),
+            OptionSpec("stream.duplicate_window", "duration", default: "\"2m\"", "How long the stream remembers message ids to drop re-sends; longer than a restart after a crash."),
+            OptionSpec("stream.storage", "file | memory", default: "\"file\"", "Where the stream keeps messages."),
+            OptionSpec("max_pending", "integer", default: "1000", "Most messages published and not yet acknowledged (the window that gives throughput)."),
+            OptionSpec("ack_timeout", "duration", default: "\"5s\"", "How long to wait for a PubAck (or flush) before sending the message again with the same id."),
+            OptionSpec("format", "json", default: "\"json\"", "Message body: one position in locgate JSON (gpsd TPV names)."),
+        ] + OutboxOptions.specs,
+        sample: #"{ "type": "nats", "inputs": ["receiver"], "servers": ["nats://127.0.0.1:4222"], "subject": "locgate.positions.{device}", "expect_stream": "LOCGATE", "queue": { "path": "nats-outbox.sqlite" } }"#
+    )
+
+    public static func configure(_ options: inout OptionReader) -> NATSSinkConfiguration {
+        var c = NATSSinkConfiguration()
+        c.connection = NATSConnectionOptions.read(&options)
+        if let text = options.string("subject") {
+            do {
+                c.subject = try SubjectTemplate(text)
+            } catch {
+                options.report("subject", error.message)
+            }
+        }
+        c.jetstream = options.bool("jetstream", default: true)
+        if let name = options.string("expect_stream") {
+            if let problem = streamNameProblem(name) { options.report("expect_stream", problem) }
+            c.expectStream = name
+        }
+        if var stream = options.object("stream") {
+            let name = stream.requiredString("name") ?? ""
+            if !name.isEmpty, let problem = streamNameProblem(name) { stream.report("name", problem) }
+            var subjects = [c.subject.filter]
+            if let list = stream.stringArray("subjects") {
+                if list.isEmpty { stream.report("subjects", "must list at least one subject") }
+                for (i, s) in list.enumerated() {
+                    if let problem = NATSSubject.problem(s, wildcards: true) { stream.report("subjects[\(i)]", problem) }
+                }
+                subjects = list
+            }
+            let replicas = stream.int("replicas", default: 1, in: 1...5)
+            let window = stream.duration("duplicate_window", default: .seconds(120), minimum: .milliseconds(100))
+            let storage = stream.choice("storage", ["file", "memory"], default: "file")
+            stream.finish()
+            c.stream = NATSStreamConfig(name: name, subjects: subjects, replicas: replicas, duplicateWindow: window, fileStorage: storage == "file")
+            if c.expectStream == nil { c.expectStream = name }
+        }
+        if !c.jetstream {
+            if options.has("expect_stream") { options.report("expect_stream", "only used with \"jetstream\": true") }
+            if options.has("stream") { options.report("stream", "only used with \"jetstream\": true") }
+        }
+        c.maxPending = options.int("max_pending", default: 1000, in: 1...100_000)
+        c.ackTimeout = options.duration("ack_timeout", default: .seconds(5), minimum: .milliseconds(10))
+        c.format = NATSSinkConfiguration.Format(rawValue: options.choice("format", ["json"], default: "json")) ?? .json
+        c.queue = OutboxOptions.read(&options)
+        return c
+    }
+
+    /// Stream names are one token: no spaces, dots, wildcards or path separators.
+    static func streamNameProblem(_ name: String) -> String? {
+        if name.isEmpty { return "a stream name cannot be empty" }
+        if name.contains(where: { $0 == "." || $0 == "*" || $0 == ">" || $0 == "/" || $0 == "\\" || $0.isWhitespace }) {
+            return "a stream name cannot contain spaces, dots, *, > or slashes: \"\(name)\""
+        }
+        return nil
+    }
+
+    public static func isDurable(_ configuration: NATSSinkConfiguration) -> Bool { OutboxOptions.isDurable(configuration.queue) }
+
+    public static func claims(of configuration: NATSSinkConfiguration) -> [String] { OutboxOptions.claims(configuration.queue) }
+
+    public static func makeSink(_ configuration: NATSSinkConfiguration, context: ComponentContext) throws -> any PositionSink {
+        let outbox = try OutboxOptions.open(configuration.queue, context: context)
+        return NATSSink(configuration: configuration, context: context, outbox: outbox)
+    }
+}

@@ -1,0 +1,112 @@
+import Foundation
+import GatewayCore
+import GatewayTesting
+import NATSClient
+import Testing
+
+/// `kill -9` of the real binary in the middle of a replay into the nats sink, then a restart on
+/// the same outbox: the stream holds every committed position exactly once.
+@Suite(.serialized) struct CrashTests {
+    /// `.build/debug/locgate`, built here when missing.
+    static func locgateBinary() throws -> String {
+        let path = packageRoot.appendingPathComponent(".build/debug/locgate").path
+        if !FileManager.default.isExecutableFile(atPath: path) {
+            let build = Process()
+            build.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            build.arguments = ["swift", "build", "--product", "locgate"]
+            build.currentDirectoryURL = packageRoot
+            try build.run()
+            build.waitUntilExit()
+        }
+        return path
+    }
+
+    /// `epochs` one-second epochs of RMC + GGA with correct checksums, from 2024-05-01 00:00:00 UTC.
+    static func writeNMEA(epochs: Int, to path: String) throws {
+        func sentence(_ body: String) -> String {
+            let sum = body.utf8.reduce(UInt8(0)) { $0 ^ $1 }
+            let hex = String(sum, radix: 16, uppercase: true)
+            return "$\(body)*\(hex.count == 1 ? "0" + hex : hex)\r\n"
+        }
+        func pad(_ v: Int, _ n: Int) -> String { let s = String(v); return String(repeating: "0", count: max(0, n - s.count)) + s }
+        var text = ""
+        text.reserveCapacity(epochs * 140)
+        for i in 0..<epochs {
+            let t = Timestamp(milliseconds: 1_714_521_600_000 + Int64(i) * 1000).components
+            let time = "\(pad(t.hour, 2))\(pad(t.minute, 2))\(pad(t.second, 2)).00"
+            let date = "\(pad(t.day, 2))\(pad(t.month, 2))\(pad(t.year % 100, 2))"
+            let lat = "31\(pad(10 + i % 40, 2)).\(pad(i % 10000, 4))"
+            let lon = "121\(pad(20 + i % 30, 2)).\(pad((i * 7) % 10000, 4))"
+            text += sentence("GPRMC,\(time),A,\(lat),N,\(lon),E,3.2,87.5,\(date),,,A")
+            text += sentence("GPGGA,\(time),\(lat),N,\(lon),E,1,09,0.9,15.2,M,7.1,M,,")
+        }
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+    }
+
+    static func writeConfig(_ path: String, log: String, rate: String, servers: [String], queue: String) throws {
+        let list = servers.map { "\"\($0)\"" }.joined(separator: ", ")
+        let json = """
+            { "settings": { "shutdown_timeout": "120s", "stats_interval": "1s" },
+              "sources": { "rx": { "type": "file", "path": "\(log)", "rate": "\(rate)", "device": "van-1" } },
+              "sinks": { "bus": { "type": "nats", "inputs": ["rx"], "servers": [\(list)],
+                                  "subject": "locgate.positions.{device}", "expect_stream": "LOCGATE",
+                                  "max_pending": 64, "queue": { "path": "\(queue)" } } } }
+            """
+        try json.write(toFile: path, atomically: true, encoding: .utf8)
+    }
+
+    static func launch(_ binary: String, config: String, stderr: String) throws -> Process {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: binary)
+        p.arguments = ["run", config]
+        _ = FileManager.default.createFile(atPath: stderr, contents: nil)
+        p.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: stderr))
+        p.standardOutput = FileHandle.nullDevice
+        try p.run()
+        return p
+    }
+
+    @Test(.timeLimit(.minutes(4)))
+    func killNineMidReplayThenRestartStoresEveryCommittedPositionOnce() async throws {
+        let binary = try CrashTests.locgateBinary()
+        let cluster = try NATSCluster()
+        defer { cluster.stop() }
+        try await cluster.start()
+        try await cluster.createStream("LOCGATE", subjects: ["locgate.>"])
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let epochs = 20_000
+        try CrashTests.writeNMEA(epochs: epochs, to: dir + "/long.nmea")
+        #expect(FileManager.default.createFile(atPath: dir + "/empty.nmea", contents: Data()))
+        let expected = (0..<epochs).map { "rx-\(1_714_521_600_000 + $0 * 1000)" }
+
+        // Run 1: replays as fast as it can, so a backlog waits in the outbox and a full window of
+        // 64 is in flight (some stored, their PubAcks not yet processed) when kill -9 lands.
+        try CrashTests.writeConfig(dir + "/run1.json", log: dir + "/long.nmea", rate: "max", servers: cluster.urls, queue: dir + "/outbox.sqlite")
+        let run1 = try CrashTests.launch(binary, config: dir + "/run1.json", stderr: dir + "/run1.log")
+        let midway = await Poll.until(timeout: .seconds(120), interval: .milliseconds(5)) {
+            ((try? await cluster.count("LOCGATE")) ?? 0) >= 3000
+        }
+        kill(run1.processIdentifier, SIGKILL)
+        run1.waitUntilExit()
+        #expect(midway)
+        #expect(run1.terminationReason == .uncaughtSignal)
+        let afterKill = try await cluster.messages("LOCGATE")
+        #expect(afterKill.count < epochs, "the kill came after the whole replay; the test proves nothing")
+
+        // What run 1 committed: the queue holds the undelivered rest of it.
+        // Run 2 reads nothing new; the outbox drains before the process exits.
+        try CrashTests.writeConfig(dir + "/run2.json", log: dir + "/empty.nmea", rate: "max", servers: cluster.urls, queue: dir + "/outbox.sqlite")
+        let run2 = try CrashTests.launch(binary, config: dir + "/run2.json", stderr: dir + "/run2.log")
+        #expect(await Poll.until(timeout: .seconds(120)) { !run2.isRunning })
+        #expect(run2.terminationStatus == 0)
+
+        // The replay is in order and each fix is acknowledged upstream only once committed, so
+        // what was committed is a prefix of the log: the stream holds that prefix, each id once.
+        let stored = try await cluster.messages("LOCGATE")
+        #expect(stored.count >= afterKill.count)
+        #expect(Delivery(stored, expected: expected.prefix(stored.count)) == .exact)
+        let run2Log = (try? String(contentsOfFile: dir + "/run2.log", encoding: .utf8)) ?? ""
+        #expect(run2Log.contains("resuming with") || stored.count == afterKill.count)
+    }
+}
