@@ -2,7 +2,8 @@
 # `make run` and `make test` install what they need first (apt, as root or through sudo).
 
 APT_PACKAGES := libserialport-dev libsqlite3-dev libproj-dev proj-bin proj-data zlib1g-dev \
-                gpsd gpsd-clients socat python3 procps bc util-linux sqlite3
+                gpsd gpsd-clients socat python3 procps bc util-linux sqlite3 \
+                libmosquitto-dev mosquitto mosquitto-clients openssl
 SWIFT_FLAGS ?=
 CONFIG ?=
 
@@ -20,6 +21,8 @@ deps:
 	fi
 	@# gpsd's package enables a system service on a socket; the tests run their own gpsd through gpsfake.
 	@command -v systemctl >/dev/null 2>&1 && $(SUDO) systemctl disable --now gpsd.socket gpsd.service >/dev/null 2>&1 || true
+	@# The same for mosquitto: the mqtt tests start their own brokers on free loopback ports.
+	@command -v systemctl >/dev/null 2>&1 && $(SUDO) systemctl disable --now mosquitto.service >/dev/null 2>&1 || true
 
 build: deps
 	swift build $(SWIFT_FLAGS)
@@ -42,6 +45,7 @@ bench: deps
 	sh Benchmarks/coordinates.sh
 	bash Benchmarks/geofence.sh
 	bash Benchmarks/http_sink.sh
+	bash Benchmarks/mqtt_sink.sh
 
 bench-nmea: deps
 	bash Benchmarks/nmea_replay.sh

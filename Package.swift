@@ -38,7 +38,7 @@ let package = Package(
         .testTarget(name: "LocgateTests", dependencies: ["Geodesy"], swiftSettings: settings),
         .systemLibrary(name: "CSerialPort", path: "Sources/CSerialPort", pkgConfig: "libserialport", providers: [.apt(["libserialport-dev"])]),
         plugin("SerialSource", dependencies: ["GatewayCore", "NMEA", "CSerialPort"]),
-        .target(name: "BuiltinPlugins", dependencies: ["GatewayCore", "FileReplay", "FileOutput", "ConsoleOutput", "NetworkNMEA", "ExecSource", "Coordinates", "Filters", "Geofence", "SerialSource", "GpsdSource", "HTTPOutput"], swiftSettings: settings),
+        .target(name: "BuiltinPlugins", dependencies: ["GatewayCore", "FileReplay", "FileOutput", "ConsoleOutput", "NetworkNMEA", "ExecSource", "Coordinates", "Filters", "Geofence", "SerialSource", "GpsdSource", "HTTPOutput", "MQTTOutput"], swiftSettings: settings),
         .executableTarget(name: "locgate", dependencies: ["GatewayCore", "GatewayRuntime", "BuiltinPlugins", "SerialSource"], swiftSettings: settings),
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore"], swiftSettings: settings),
         .testTarget(name: "GatewayTestingTests", dependencies: ["GatewayTesting", "GatewayCore", "GatewayRuntime"], swiftSettings: settings),
@@ -58,6 +58,9 @@ let package = Package(
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .testTarget(name: "GeofenceTests", dependencies: ["Geofence", "Geodesy", "GatewayCore"], swiftSettings: settings),
         .testTarget(name: "GeodesyTests", dependencies: ["Geodesy"], resources: [.copy("Fixtures")], swiftSettings: settings),
+        .systemLibrary(name: "CMosquitto", path: "Sources/CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
+        plugin("MQTTOutput", dependencies: ["GatewayCore", "Outbox", "CMosquitto"]),
+        .testTarget(name: "MQTTOutputTests", dependencies: ["MQTTOutput", "Outbox", "GatewayCore", "GatewayRuntime", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "SerialSourceTests", dependencies: ["SerialSource", "GatewayCore", "NMEA"], exclude: ["Support"], swiftSettings: settings),
     ],
     swiftLanguageModes: [.v6]
