@@ -60,7 +60,7 @@ let package = Package(
         .testTarget(name: "GeodesyTests", dependencies: ["Geodesy"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .systemLibrary(name: "CMosquitto", path: "Sources/CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         plugin("MQTTOutput", dependencies: ["GatewayCore", "Outbox", "CMosquitto"]),
-        .testTarget(name: "MQTTOutputTests", dependencies: ["MQTTOutput", "Outbox", "GatewayCore", "GatewayRuntime", "GatewayTesting"], swiftSettings: settings),
+        .testTarget(name: "MQTTOutputTests", dependencies: ["MQTTOutput", "Outbox", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], swiftSettings: settings),
         .testTarget(name: "SerialSourceTests", dependencies: ["SerialSource", "GatewayCore", "NMEA"], exclude: ["Support"], swiftSettings: settings),
     ],
     swiftLanguageModes: [.v6]
