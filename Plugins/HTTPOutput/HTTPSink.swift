@@ -3,15 +3,15 @@ import Foundation
 import FoundationNetworking
 #endif
 import GatewayCore
-import Synchronization
+import Outbox
 
 /// Uploads positions in batches over HTTP, from a queue that keeps them until the server accepted them.
 ///
-/// Two child tasks share the queue:
+/// Two child tasks share the queue (an ``Outbox``):
 ///
 ///     SinkInput ──▶ receiver: commit to queue, acknowledge ──▶ [queue] ──▶ uploader: oldest batch first
 ///                      │ (count, bytes or interval reached)          ▲
-///                      └──────────────── FlushSignal ────────────────┘
+///                      └──────────────── OutboxSignal ───────────────┘
 ///
 /// - The receiver commits every batch it reads (one SQLite transaction) and only then calls
 ///   `acknowledge()`, so in durable mode the upstream counts a position as accepted once it is on disk.
@@ -22,19 +22,23 @@ import Synchronization
 public struct HTTPSink: PositionSink {
     let configuration: HTTPSinkConfiguration
     let context: ComponentContext
-    let queue: any PositionQueue
+    let queue: any Outbox
+    let writer: OutboxWriter
 
     /// Builds the sink on an open queue.
-    init(configuration: HTTPSinkConfiguration, context: ComponentContext, queue: any PositionQueue) {
+    init(configuration: HTTPSinkConfiguration, context: ComponentContext, outbox: any Outbox) {
         self.configuration = configuration
         self.context = context
-        self.queue = queue
+        self.queue = outbox
+        self.writer = OutboxWriter(outbox: outbox, mode: configuration.queue, context: context)
     }
 
     public func run(input: any SinkInput) async throws {
-        let signal = FlushSignal()
+        let signal = OutboxSignal()
         let transport = HTTPTransport(timeout: configuration.timeout)
-        publishQueueStats()
+        // Closed on every way out, so a clean exit leaves no WAL file behind.
+        defer { queue.close() }
+        writer.publishStats()
         if queue.depth > 0 {
             context.logger.info("resuming with \(queue.depth) queued position(s)")
         }
@@ -53,12 +57,12 @@ public struct HTTPSink: PositionSink {
 
     // MARK: - Receiving
 
-    private func receive(input: any SinkInput, signal: FlushSignal) async throws {
+    private func receive(input: any SinkInput, signal: OutboxSignal) async throws {
         var unflushedCount = 0
         var unflushedBytes = 0
         var firstUnflushed: ContinuousClock.Instant?
         let clock = ContinuousClock()
-        var records: [(id: String, json: [UInt8], time: Int64?)] = []
+        var records: [OutboxEntry] = []
         func intervalFlush() {
             if unflushedCount > 0 || queue.depth > 0 { signal.post(ended: false, flushAll: true) }
             unflushedCount = 0
@@ -80,14 +84,9 @@ public struct HTTPSink: PositionSink {
                     json.reserveCapacity(320)
                     PositionJSON.append(p, to: &json)
                     unflushedBytes += json.count + 1
-                    records.append((p.id, json, p.time?.milliseconds))
+                    records.append(OutboxEntry(id: p.id, payload: json, time: p.time?.milliseconds))
                 }
-                let now = context.clock.now()
-                let dropped = try queue.append(records, at: now)
-                input.acknowledge()
-                if dropped > 0 { countDropped(dropped, reason: "queue.max_records") }
-                try dropExpired(now: now)
-                publishQueueStats()
+                try await writer.commit(records, acknowledging: input)
                 unflushedCount += batch.count
                 if firstUnflushed == nil { firstUnflushed = clock.now }
                 if unflushedCount >= configuration.maxPositions || unflushedBytes >= configuration.maxBytes {
@@ -102,8 +101,8 @@ public struct HTTPSink: PositionSink {
                 }
             case .timeout:
                 intervalFlush()
-                try dropExpired(now: context.clock.now())
-                publishQueueStats()
+                try writer.dropExpired()
+                writer.publishStats()
             case .end:
                 signal.post(ended: true, flushAll: true)
                 return
@@ -111,41 +110,23 @@ public struct HTTPSink: PositionSink {
         }
     }
 
-    private func dropExpired(now: Timestamp) throws {
-        guard case .disk(_, _, let maxAge?, _) = configuration.queue else { return }
-        let n = try queue.dropOlder(than: Timestamp(milliseconds: now.milliseconds - maxAge.milliseconds))
-        if n > 0 { countDropped(n, reason: "queue.max_age") }
-    }
-
-    private func countDropped(_ n: Int, reason: String) {
-        context.stats.addDropped(n)
-        context.stats.count("queue.dropped", by: n)
-        context.logger.warning("dropped the \(n) oldest queued position(s): \(reason) reached")
-    }
-
-    private func publishQueueStats() {
-        context.stats.set("queue.depth", queue.depth)
-        let age = queue.oldestEnqueuedAt.map { max(0, Int((context.clock.now().milliseconds - $0) / 1000)) } ?? 0
-        context.stats.set("queue.oldest_age_s", age)
-    }
-
     // MARK: - Uploading
 
     /// A batch read from the front of the queue, encoded.
     struct PreparedBatch {
-        var records: [QueuedRecord]
+        var records: [OutboxRecord]
         var body: [UInt8]
         /// True when a count or size limit ended it (more may be queued).
         var isFull: Bool
     }
 
-    private func upload(signal: FlushSignal, transport: HTTPTransport) async throws {
+    private func upload(signal: OutboxSignal, transport: HTTPTransport) async throws {
         // Positions still to send before waiting for a full batch again: an interval flush (or a
         // restart) sends what was queued at that moment, not whatever arrives while it is sending —
         // otherwise every fix arriving during a request would go out as its own partial batch.
         var flushRemaining = queue.depth
         var ended = false
-        func take(_ s: FlushSignal.Flags) {
+        func take(_ s: OutboxSignal.Flags) {
             ended = ended || s.ended
             if s.flushAll { flushRemaining = max(flushRemaining, queue.depth) }
         }
@@ -161,7 +142,7 @@ public struct HTTPSink: PositionSink {
             if batch.isFull || flushRemaining > 0 || ended {
                 try await deliver(batch, transport: transport)
                 flushRemaining = max(0, flushRemaining - batch.records.count)
-                publishQueueStats()
+                writer.publishStats()
                 continue
             }
             take(await signal.wait())
@@ -188,7 +169,7 @@ public struct HTTPSink: PositionSink {
             let mark = body.count
             if taken > 0 { body.append(contentsOf: separator) }
             let position = format.usesStoredJSON ? nil : decode(r)
-            format.appendRecord(storedJSON: r.json, position: position, to: &body)
+            format.appendRecord(storedJSON: r.payload, position: position, to: &body)
             // A lone record over the limit still goes: it could never be sent otherwise.
             if taken > 0 && body.count + trailerCount > configuration.maxBytes {
                 body.removeLast(body.count - mark)
@@ -201,8 +182,8 @@ public struct HTTPSink: PositionSink {
         return PreparedBatch(records: Array(records.prefix(taken)), body: body, isFull: full)
     }
 
-    private func decode(_ r: QueuedRecord) -> Position? {
-        guard let value = try? JSONValue.parse(r.json),
+    private func decode(_ r: OutboxRecord) -> Position? {
+        guard let value = try? JSONValue.parse(r.payload),
               let p = try? PositionJSON.decode(value, source: "", makeID: { _ in r.id }) else {
             context.logger.warning("queued record \(r.seq) is not a position; sending it without its fields")
             return nil
@@ -257,8 +238,7 @@ public struct HTTPSink: PositionSink {
     }
 
     private func deadLetter(_ batch: PreparedBatch, status: Int, answer: String) throws {
-        try queue.deadLetter(batch.records, status: status, answer: answer, at: context.clock.now())
-        context.stats.count("http.dead_lettered", by: batch.records.count)
+        try writer.deadLetter(batch.records, status: status, answer: answer)
         let first = batch.records.first?.id ?? "", last = batch.records.last?.id ?? ""
         context.logger.error("server rejected a batch of \(batch.records.count) (ids \(first) … \(last)) with status \(status): \(answer); moved to dead letters")
     }
@@ -330,7 +310,7 @@ public struct HTTPSink: PositionSink {
 
     /// A key that is the same whenever the same positions are sent as one batch (after a restart too):
     /// FNV-1a of every id and the count.
-    static func idempotencyKey(_ records: [QueuedRecord]) -> String {
+    static func idempotencyKey(_ records: [OutboxRecord]) -> String {
         var h1: UInt64 = 0xcbf2_9ce4_8422_2325
         var h2: UInt64 = 0x8422_2325_cbf2_9ce4
         func mix(_ bytes: some Sequence<UInt8>) {
@@ -357,61 +337,4 @@ public struct HTTPSink: PositionSink {
 public struct HTTPSinkError: Error, CustomStringConvertible {
     public var message: String
     public var description: String { message }
-}
-
-/// Wakes the uploader: flags accumulate until it reads them.
-final class FlushSignal: Sendable {
-    struct Flags: Sendable {
-        var ended = false
-        var flushAll = false
-    }
-
-    private struct State {
-        var flags = Flags()
-        var posted = false
-        var waiter: CheckedContinuation<Flags, Never>?
-    }
-
-    private let state = Mutex(State())
-
-    func post(ended: Bool, flushAll: Bool) {
-        let resume: (CheckedContinuation<Flags, Never>, Flags)? = state.withLock { s in
-            s.flags.ended = s.flags.ended || ended
-            s.flags.flushAll = s.flags.flushAll || flushAll
-            s.posted = true
-            guard let w = s.waiter else { return nil }
-            s.waiter = nil
-            let f = s.flags
-            s.flags = Flags()
-            s.posted = false
-            return (w, f)
-        }
-        if let (w, f) = resume { w.resume(returning: f) }
-    }
-
-    /// Waits for a post (returns at once if one came since the last wait); cancellation returns empty flags.
-    func wait() async -> Flags {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (c: CheckedContinuation<Flags, Never>) in
-                let ready: Flags? = state.withLock { s in
-                    if s.posted || Task.isCancelled {
-                        let f = s.flags
-                        s.flags = Flags()
-                        s.posted = false
-                        return f
-                    }
-                    s.waiter = c
-                    return nil
-                }
-                if let ready { c.resume(returning: ready) }
-            }
-        } onCancel: {
-            let w: CheckedContinuation<Flags, Never>? = state.withLock { s in
-                let w = s.waiter
-                s.waiter = nil
-                return w
-            }
-            w?.resume(returning: Flags())
-        }
-    }
 }

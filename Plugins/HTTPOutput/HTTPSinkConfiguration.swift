@@ -1,16 +1,9 @@
 import GatewayCore
+import Outbox
 
 /// Configuration of the `http` sink (see the README for every option with its default).
 public struct HTTPSinkConfiguration: Sendable {
     public enum Method: String, Sendable { case post = "POST", put = "PUT" }
-
-    /// Where undelivered positions wait.
-    public enum QueueMode: Sendable {
-        /// SQLite file at `path`: survives crashes and restarts.
-        case disk(path: String, maxRecords: Int, maxAge: Duration?, synchronousFull: Bool)
-        /// In memory, bounded; lost when the process stops.
-        case memory(maxRecords: Int)
-    }
 
     /// What to do when a 2xx answer fails the `success.json` predicate.
     public enum OnMismatch: String, Sendable { case retry, deadLetter = "dead_letter" }
@@ -38,10 +31,8 @@ public struct HTTPSinkConfiguration: Sendable {
     /// 0 retries forever.
     public var retryMaxAttempts = 0
 
-    public var queue: QueueMode = .memory(maxRecords: HTTPSinkConfiguration.memoryQueueCapacity)
-
-    /// Records the memory-only queue holds before it drops the oldest.
-    public static let memoryQueueCapacity = 100_000
+    /// Where undelivered positions wait (the `queue` options every delivering sink shares).
+    public var queue: OutboxMode = .memory(maxRecords: OutboxOptions.memoryCapacity)
 
     public init() {}
 }

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import Outbox
 
 /// The `http` sink: batches positions to an HTTP endpoint from a durable (SQLite) or memory queue.
 public enum HTTPSinkPlugin: SinkPlugin {
@@ -25,12 +26,7 @@ public enum HTTPSinkPlugin: SinkPlugin {
             OptionSpec("retry.initial", "duration", default: "\"1s\"", "First retry delay; doubles per attempt (±20% jitter). Retry-After is honoured when longer."),
             OptionSpec("retry.max", "duration", default: "\"60s\"", "Longest retry delay."),
             OptionSpec("retry.max_attempts", "integer", default: "0", "Attempts before a batch goes to the dead letters; 0 retries forever."),
-            OptionSpec("queue", "object | null", required: true, "The queue; null keeps it in memory only (lossy: lost on exit, crash or after 100000 queued positions)."),
-            OptionSpec("queue.path", "path", required: true, "SQLite file of the durable queue (WAL mode), one per sink; created if missing."),
-            OptionSpec("queue.max_records", "integer", default: "1000000", "Most positions kept; beyond it the oldest are dropped, counted and logged."),
-            OptionSpec("queue.max_age", "duration", default: "none", "Drop queued positions older than this, counted from the later of their fix time and their commit time (right both on a device whose clock is not set yet and for replays of old logs); counted and logged."),
-            OptionSpec("queue.synchronous", "full | normal", default: "\"full\"", "full: each commit survives power loss; normal: survives a crash of the process, faster."),
-        ],
+        ] + OutboxOptions.specs,
         sample: #"{ "type": "http", "inputs": ["receiver"], "url": "https://example.org/api/track", "headers": { "X-Device": "${DEVICE_ID:-gw1}" }, "auth": { "bearer": "${TRACK_TOKEN:-secret}" }, "batch": { "max_positions": 500, "interval": "20s" }, "queue": { "path": "upload.sqlite" } }"#
     )
 
@@ -92,22 +88,7 @@ public enum HTTPSinkPlugin: SinkPlugin {
             retry.finish()
         }
 
-        let hasQueue = options.has("queue")
-        if var queue = options.object("queue") {
-            let path = queue.filePath("path")
-            if path == nil { queue.report("path", "required option is missing") }
-            let maxRecords = queue.int("max_records", default: 1_000_000, in: 1...1_000_000_000)
-            let maxAge = queue.duration("max_age")
-            let sync = queue.choice("synchronous", ["full", "normal"], default: "full")
-            c.queue = .disk(path: path ?? "", maxRecords: maxRecords, maxAge: maxAge, synchronousFull: sync == "full")
-            queue.finish()
-        } else if !hasQueue {
-            options.report("queue", "required option is missing: give {\"path\": FILE} for a durable queue, or null for a memory-only queue that loses positions on exit")
-        } else if options.value("queue") != nil {
-            // Present but not an object or null: object() has reported it.
-        } else {
-            c.queue = .memory(maxRecords: HTTPSinkConfiguration.memoryQueueCapacity)
-        }
+        c.queue = OutboxOptions.read(&options)
         return c
     }
 
@@ -259,24 +240,14 @@ public enum HTTPSinkPlugin: SinkPlugin {
     }
 
     public static func isDurable(_ configuration: HTTPSinkConfiguration) -> Bool {
-        if case .disk = configuration.queue { return true }
-        return false
+        OutboxOptions.isDurable(configuration.queue)
     }
 
     public static func claims(of configuration: HTTPSinkConfiguration) -> [String] {
-        if case .disk(let path, _, _, _) = configuration.queue { return ["file \(path)"] }
-        return []
+        OutboxOptions.claims(configuration.queue)
     }
 
     public static func makeSink(_ configuration: HTTPSinkConfiguration, context: ComponentContext) throws -> any PositionSink {
-        let queue: any PositionQueue
-        switch configuration.queue {
-        case .disk(let path, let maxRecords, _, let synchronousFull):
-            queue = try DurableQueue(path: path, maxRecords: maxRecords, synchronousFull: synchronousFull)
-        case .memory(let maxRecords):
-            context.logger.warning("queue is null: positions are kept in memory only and are lost on exit or crash")
-            queue = MemoryQueue(capacity: maxRecords)
-        }
-        return HTTPSink(configuration: configuration, context: context, queue: queue)
+        HTTPSink(configuration: configuration, context: context, outbox: try OutboxOptions.open(configuration.queue, context: context))
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import GatewayCore
 @testable import HTTPOutput
+import Outbox
 import Testing
 
 @Suite struct ConfigurationTests {
@@ -64,7 +65,7 @@ import Testing
             "\(error)".contains("q.sqlite") && "\(error)".contains("not a directory")
         }
         let missing = try configuration(#"{"url":"http://127.0.0.1:1/x","queue":{"path":"\#(dir)/no/such/q.sqlite"}}"#)
-        #expect(throws: QueueError.self) { _ = try SinkHarness(missing) }
+        #expect(throws: OutboxError.self) { _ = try SinkHarness(missing) }
     }
 }
 
@@ -72,13 +73,13 @@ import Testing
     /// Encodes positions through the sink's own batch preparation.
     func body(_ json: String, _ ps: [Position]) throws -> String {
         let c = try configuration(json)
-        let queue = MemoryQueue(capacity: 1000)
+        let queue = MemoryOutbox(capacity: 1000)
         _ = try queue.append(ps.map { p in
             var j: [UInt8] = []
             PositionJSON.append(p, to: &j)
-            return (p.id, j)
+            return OutboxEntry(id: p.id, payload: j, time: nil)
         }, at: Timestamp(milliseconds: 0))
-        let sink = HTTPSink(configuration: c, context: ComponentContext(id: "up", kind: .sink, logger: Logger(label: "t", handler: SilentLogHandler()), stats: ComponentStats(id: "up")), queue: queue)
+        let sink = HTTPSink(configuration: c, context: ComponentContext(id: "up", kind: .sink, logger: Logger(label: "t", handler: SilentLogHandler()), stats: ComponentStats(id: "up")), outbox: queue)
         let batch = try #require(try sink.prepareBatch())
         return String(decoding: batch.body, as: UTF8.self)
     }
@@ -153,7 +154,7 @@ import Testing
     }
 
     @Test func idempotencyKeysDependOnTheBatch() {
-        func recs(_ ids: [String]) -> [QueuedRecord] { ids.enumerated().map { QueuedRecord(seq: Int64($0.offset), id: $0.element, json: [], enqueuedAt: 0) } }
+        func recs(_ ids: [String]) -> [OutboxRecord] { ids.enumerated().map { OutboxRecord(seq: Int64($0.offset), id: $0.element, payload: [], enqueuedAt: 0) } }
         let a = HTTPSink.idempotencyKey(recs(["a", "b", "c"]))
         // Every id counts: two batches that share only their ends are different batches.
         #expect(a == HTTPSink.idempotencyKey(recs(["a", "b", "c"])))

@@ -2,6 +2,7 @@ import Foundation
 import GatewayCore
 import GatewayRuntime
 @testable import HTTPOutput
+import Outbox
 import Testing
 
 /// The sink against the real receiver script, in process.
@@ -126,8 +127,8 @@ import Testing
         let harness = try SinkHarness(try configuration(config(receiver, dir)))
         try await harness.run { buffer in await buffer.send(positions(0..<300)) }
         #expect(receiver.accepted().flatMap(\.ids) == positions(0..<100).map(\.id) + positions(200..<300).map(\.id))
-        #expect(harness.stats.value("http.dead_lettered") == 100)
-        let queue = try DurableQueue(path: dir + "/queue.sqlite", maxRecords: 1000, synchronousFull: true)
+        #expect(harness.stats.value("queue.dead_lettered") == 100)
+        let queue = try SQLiteOutbox(path: dir + "/queue.sqlite", maxRecords: 1000, synchronousFull: true)
         #expect(try queue.deadLetterCount() == 100)
         #expect(queue.depth == 0)
     }
@@ -157,7 +158,7 @@ import Testing
         let accepted = receiver.accepted().filter { !$0.ids.isEmpty }
         #expect(accepted.last?.ids == positions(0..<100).map(\.id))
         #expect(harness.stats.value("http.retried") >= 1)
-        #expect(harness.stats.value("http.dead_lettered") == 0)
+        #expect(harness.stats.value("queue.dead_lettered") == 0)
         // Every attempt of one batch carries the same Idempotency-Key.
         let keys = Set(receiver.requests().compactMap { $0.headers["idempotency-key"] })
         #expect(keys.count == 1)

@@ -1,28 +1,9 @@
 import Foundation
+import GatewayTesting
 import Testing
 
 /// A queue on a full disk is refused at start with a clear message (exit 1), not discovered later.
-enum Tmpfs {
-    static func sh(_ command: String) -> Int32 {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/bin/sh")
-        p.arguments = ["-c", command]
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        guard (try? p.run()) != nil else { return -1 }
-        p.waitUntilExit()
-        return p.terminationStatus
-    }
-
-    static let canMountTmpfs: Bool = {
-        guard getuid() == 0 else { return false }
-        let dir = NSTemporaryDirectory() + "locgate-tmpfs-probe-\(getpid())"
-        defer { _ = sh("umount '\(dir)' 2>/dev/null; rmdir '\(dir)'") }
-        return sh("mkdir -p '\(dir)' && mount -t tmpfs -o size=64k tmpfs '\(dir)'") == 0
-    }()
-}
-
-@Suite(.serialized, .enabled(if: Tmpfs.canMountTmpfs, "needs root to mount a small tmpfs"))
+@Suite(.serialized, .enabled(if: Tmpfs.canMount, "needs root to mount a small tmpfs"))
 struct QueueDiskTests {
     @Test func aFullDiskUnderTheQueueIsAClearErrorAtStart() throws {
         let dir = try BinaryRunner.temporaryDirectory()

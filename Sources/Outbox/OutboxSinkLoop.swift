@@ -1,0 +1,234 @@
+import GatewayCore
+import Synchronization
+
+/// Hands one record to a broker client library (the half of a broker sink that talks to the peer).
+///
+/// Implementation requirements:
+/// - `done` is called exactly once per successful `publish`, from any thread: `.accepted` only on the
+///   broker's acknowledgement for that message (MQTT PUBACK/PUBCOMP, JetStream PubAck), or at once
+///   for modes documented as lossy (QoS 0, core NATS).
+/// - `publish` throws when the record cannot be handed over now (not connected, the library's queue
+///   is full); `done` is then never called and the loop tries again after a backoff.
+public protocol OutboxTransport: Sendable {
+    func publish(_ record: OutboxRecord, retain: Bool, done: @escaping @Sendable (OutboxAck) -> Void) throws
+}
+
+/// A broker's answer for one message.
+public enum OutboxAck: Sendable {
+    case accepted
+    /// Not delivered, may succeed later (timeout, lost connection, broker busy): sent again.
+    case retry(reason: String)
+    /// Refused for good (not authorised, too large): moved to the dead letters.
+    case rejected(reason: String)
+}
+
+/// The run loop of a broker sink: one task commits what arrives, another publishes what is queued.
+///
+///     SinkInput ──▶ commit (OutboxWriter) ──▶ [outbox] ──▶ publish, ≤ window unacknowledged ──▶ transport
+///                                               ▲                                               │
+///                                               └──── delete on .accepted (batched) ◀── acks ───┘
+///
+/// - A row is deleted only on `.accepted`; acks that arrive together are deleted in one transaction.
+/// - `.retry` puts a record back: it is sent again, oldest first, after a capped backoff, before new
+///   records; order among records that never failed is queue order.
+/// - With `retainNewestPerKey`, a record is published with `retain` only when it is the newest queued
+///   record of its key, so a backlog goes out unretained and the retained message is never older
+///   than the newest one sent.
+/// - Returns when the input ended and the queue is empty; on cancellation (the shutdown deadline)
+///   throws `CancellationError`, and what is left stays queued for the next start.
+public struct OutboxSinkLoop: Sendable {
+    let writer: OutboxWriter
+    let window: Int
+    let retainNewestPerKey: Bool
+    let statsPrefix: String
+    let retryInitial: Duration
+    let retryMax: Duration
+
+    public var outbox: any Outbox { writer.outbox }
+    var context: ComponentContext { writer.context }
+
+    public init(outbox: any Outbox, mode: OutboxMode, context: ComponentContext, window: Int, retainNewestPerKey: Bool,
+                statsPrefix: String, retryInitial: Duration = .milliseconds(200), retryMax: Duration = .seconds(30)) {
+        writer = OutboxWriter(outbox: outbox, mode: mode, context: context)
+        self.window = max(1, window)
+        self.retainNewestPerKey = retainNewestPerKey
+        self.statsPrefix = statsPrefix
+        self.retryInitial = retryInitial
+        self.retryMax = retryMax
+    }
+
+    public func run(input: any SinkInput, transport: any OutboxTransport, encode: @escaping @Sendable (Position) -> OutboxEntry) async throws {
+        let signal = OutboxSignal()
+        let acks = AckInbox(signal: signal)
+        writer.publishStats()
+        if outbox.depth > 0 { context.logger.info("resuming with \(outbox.depth) queued position(s)") }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                while let batch = await input.next() {
+                    try await writer.commit(batch.map(encode), acknowledging: input)
+                    signal.post()
+                }
+                signal.post(ended: true)
+            }
+            group.addTask { try await publish(transport: transport, signal: signal, acks: acks) }
+            do {
+                try await group.waitForAll()
+            } catch {
+                group.cancelAll()
+                throw error
+            }
+        }
+    }
+
+    // MARK: - Publishing
+
+    private func publish(transport: any OutboxTransport, signal: OutboxSignal, acks: AckInbox) async throws {
+        var sentThrough: Int64 = 0
+        var inFlight: [Int64: OutboxRecord] = [:]
+        var resend: [OutboxRecord] = []
+        var ended = false
+        var backoff = Backoff(initial: retryInitial, cap: retryMax, multiplier: 2, jitter: 0.2)
+        var pauseUntil: ContinuousClock.Instant?
+        var failingSince: ContinuousClock.Instant?
+        var lastFailureLog: ContinuousClock.Instant?
+        let clock = ContinuousClock()
+        var lastExpiryCheck = clock.now
+
+        func settle() throws {
+            let taken = acks.take()
+            guard !taken.isEmpty else { return }
+            var accepted: [Int64] = []
+            var rejected: [(OutboxRecord, String)] = []
+            var retried = 0
+            var lastReason = ""
+            for (seq, ack) in taken {
+                guard let record = inFlight.removeValue(forKey: seq) else { continue }
+                switch ack {
+                case .accepted: accepted.append(seq)
+                case .rejected(let reason): rejected.append((record, reason))
+                case .retry(let reason):
+                    resend.append(record)
+                    retried += 1
+                    lastReason = reason
+                }
+            }
+            if !accepted.isEmpty {
+                try outbox.remove(accepted)
+                context.stats.addEmitted(accepted.count)
+                context.stats.count("\(statsPrefix).sent", by: accepted.count)
+                if failingSince != nil, retried == 0 {
+                    failingSince = nil
+                    backoff.reset()
+                    context.logger.info("delivering again")
+                }
+            }
+            for (record, reason) in rejected {
+                try writer.deadLetter([record], status: 0, answer: reason)
+                context.logger.error("broker refused position \(record.id) on \(record.key.isEmpty ? "its subject" : record.key): \(reason); moved to dead letters")
+            }
+            if retried > 0 {
+                resend.sort { $0.seq < $1.seq }
+                context.stats.count("\(statsPrefix).retried", by: retried)
+                noteFailure("\(retried) message(s) not acknowledged: \(lastReason)")
+            }
+            writer.publishStats()
+        }
+
+        func noteFailure(_ reason: String) {
+            let now = clock.now
+            let delay = backoff.next()
+            pauseUntil = now + delay
+            if failingSince == nil { failingSince = now }
+            // At once, then at most every 10 s while it lasts.
+            if lastFailureLog.map({ now - $0 >= .seconds(10) }) ?? true {
+                lastFailureLog = now
+                context.logger.warning("\(reason); \(outbox.depth) queued, retrying in \(DurationText.format(delay))")
+            }
+        }
+
+        /// Hands a record to the transport; false when it could not take it.
+        func send(_ record: OutboxRecord, retain: Bool) -> Bool {
+            inFlight[record.seq] = record
+            do {
+                try transport.publish(record, retain: retain) { ack in acks.post(record.seq, ack) }
+                return true
+            } catch {
+                inFlight.removeValue(forKey: record.seq)
+                noteFailure("cannot publish: \(error)")
+                return false
+            }
+        }
+
+        while true {
+            try Task.checkCancellation()
+            try settle()
+            let paused = pauseUntil.map { clock.now < $0 } ?? false
+            if !paused {
+                pauseUntil = nil
+                // Failed records first, oldest first.
+                while !resend.isEmpty, inFlight.count < window {
+                    let record = resend[0]
+                    guard send(record, retain: try retainFlag(record)) else { break }
+                    resend.removeFirst()
+                }
+                if resend.isEmpty, pauseUntil == nil, inFlight.count < window {
+                    let fresh = try outbox.records(after: sentThrough, limit: window - inFlight.count)
+                    var newest: [String: Int64] = [:]
+                    for record in fresh {
+                        var retain = false
+                        if retainNewestPerKey {
+                            if newest[record.key] == nil { newest[record.key] = try outbox.newestSeq(forKey: record.key) ?? record.seq }
+                            retain = newest[record.key] == record.seq
+                        }
+                        guard send(record, retain: retain) else { break }
+                        sentThrough = record.seq
+                    }
+                }
+            }
+            let idle = inFlight.isEmpty && resend.isEmpty
+            if ended && idle && outbox.depth == 0 { return }
+            // Wake for acks and new records; while paused, when the pause ends; with records
+            // queued, at least every second so `queue.max_age` applies during a long outage.
+            var timeout: Duration? = outbox.depth > 0 ? .seconds(1) : nil
+            if let until = pauseUntil { timeout = min(timeout ?? .seconds(1), max(.milliseconds(1), until - clock.now)) }
+            if ended && idle {
+                // Queued but nothing in flight at the end: records the transport never took.
+                sentThrough = 0
+                timeout = .milliseconds(100)
+            }
+            let flags = if let timeout { await signal.wait(timeout: timeout) } else { await signal.wait() }
+            ended = ended || flags.ended
+            if clock.now - lastExpiryCheck >= .seconds(1) {
+                lastExpiryCheck = clock.now
+                try writer.dropExpired()
+                writer.publishStats()
+            }
+        }
+    }
+
+    private func retainFlag(_ record: OutboxRecord) throws -> Bool {
+        guard retainNewestPerKey else { return false }
+        return try outbox.newestSeq(forKey: record.key) == record.seq
+    }
+}
+
+/// Acks from the client library's threads, collected until the publishing task takes them.
+final class AckInbox: Sendable {
+    private let pending = Mutex<[(Int64, OutboxAck)]>([])
+    private let signal: OutboxSignal
+
+    init(signal: OutboxSignal) { self.signal = signal }
+
+    func post(_ seq: Int64, _ ack: OutboxAck) {
+        pending.withLock { $0.append((seq, ack)) }
+        signal.post()
+    }
+
+    func take() -> [(Int64, OutboxAck)] {
+        pending.withLock { p in
+            let out = p
+            p.removeAll(keepingCapacity: true)
+            return out
+        }
+    }
+}

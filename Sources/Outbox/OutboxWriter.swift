@@ -1,0 +1,84 @@
+import GatewayCore
+
+/// The receiving half of a delivering sink: commits what arrives, then acknowledges upstream;
+/// applies the queue caps; keeps the queue's stats.
+///
+/// A full disk does not fail the sink: the batch is held (upstream waits, nothing is lost) and
+/// the commit is retried every second. It is logged at error level at once and every 10 s while
+/// it lasts, and shown as the gauge `queue.disk_full` (1 while full) and the counter
+/// `queue.write_failures`.
+public struct OutboxWriter: Sendable {
+    public let outbox: any Outbox
+    public let mode: OutboxMode
+    let context: ComponentContext
+    /// How long to wait between commits while the disk is full.
+    let retryInterval: Duration
+
+    public init(outbox: any Outbox, mode: OutboxMode, context: ComponentContext, retryInterval: Duration = .seconds(1)) {
+        self.outbox = outbox
+        self.mode = mode
+        self.context = context
+        self.retryInterval = retryInterval
+    }
+
+    /// Commits `entries` (retrying while the disk is full), acknowledges `input`, applies the caps.
+    /// Throws for faults retrying cannot fix, and `CancellationError` when cancelled while holding a batch.
+    public func commit(_ entries: [OutboxEntry], acknowledging input: any SinkInput) async throws {
+        var failingSince: Timestamp?
+        var lastLog: Timestamp?
+        var dropped = 0
+        while true {
+            let now = context.clock.now()
+            do {
+                dropped = try outbox.append(entries, at: now)
+                break
+            } catch let e as OutboxError where e.isDiskFull {
+                context.stats.count("queue.write_failures")
+                context.stats.set("queue.disk_full", 1)
+                if failingSince == nil { failingSince = now }
+                if lastLog.map({ now.milliseconds - $0.milliseconds >= 10_000 }) ?? true {
+                    lastLog = now
+                    let held = (now.milliseconds - (failingSince ?? now).milliseconds) / 1000
+                    context.logger.error("\(e): cannot commit \(entries.count) position(s)\(held > 0 ? " for \(held) s" : ""); holding them, upstream waits; retrying every \(DurationText.format(retryInterval))")
+                }
+                try await context.clock.sleep(for: retryInterval)
+            }
+        }
+        input.acknowledge()
+        if let since = failingSince {
+            context.stats.set("queue.disk_full", 0)
+            context.logger.warning("queue \(outbox.location): committing again after \((context.clock.now().milliseconds - since.milliseconds) / 1000) s with a full disk")
+        }
+        if dropped > 0 { countDropped(dropped, reason: "queue.max_records") }
+        try dropExpired()
+        publishStats()
+    }
+
+    /// Applies `queue.max_age`.
+    public func dropExpired() throws {
+        guard let maxAge = OutboxOptions.maxAge(mode) else { return }
+        let now = context.clock.now()
+        let n = try outbox.dropOlder(than: Timestamp(milliseconds: now.milliseconds - maxAge.milliseconds))
+        if n > 0 { countDropped(n, reason: "queue.max_age") }
+    }
+
+    private func countDropped(_ n: Int, reason: String) {
+        context.stats.addDropped(n)
+        context.stats.count("queue.dropped", by: n)
+        context.logger.warning("dropped the \(n) oldest queued position(s): \(reason) reached")
+    }
+
+    /// Sets `queue.depth` and `queue.oldest_age_s`.
+    public func publishStats() {
+        context.stats.set("queue.depth", outbox.depth)
+        let age = outbox.oldestEnqueuedAt.map { max(0, Int((context.clock.now().milliseconds - $0) / 1000)) } ?? 0
+        context.stats.set("queue.oldest_age_s", age)
+    }
+
+    /// Moves records to the dead letters and counts them (`queue.dead_lettered`).
+    public func deadLetter(_ records: [OutboxRecord], status: Int, answer: String) throws {
+        try outbox.deadLetter(records, status: status, answer: answer, at: context.clock.now())
+        context.stats.count("queue.dead_lettered", by: records.count)
+        publishStats()
+    }
+}

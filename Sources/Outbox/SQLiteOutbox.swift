@@ -1,0 +1,451 @@
+import CSQLite
+import GatewayCore
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An outbox in an SQLite file (WAL mode), one file per sink. This is the only file that talks to SQLite.
+///
+/// Tables: `pending` (seq autoincrement, position id, key, payload, age origin) and `dead_letters`
+/// (the same plus the peer's status and answer), `meta` (the in-flight mark). A record is deleted
+/// from `pending` only after the peer accepted it, so a restart resumes where the last run stopped.
+///
+/// The WAL stays bounded: every statement is reset as soon as its rows are read (an open read
+/// statement pins the WAL and no checkpoint can complete behind it), SQLite's automatic
+/// checkpoint (every 1000 pages, ~4 MB) then recycles it, and `journal_size_limit` truncates it
+/// back after a burst. ``close()`` checkpoints and closes, which deletes the WAL file.
+public final class SQLiteOutbox: Outbox {
+    public let path: String
+    public let maxRecords: Int
+    /// Guards `connection`: the sink's receiving and delivering tasks share it.
+    private let lock = Mutex(())
+    // Only touched inside `run`, under `lock`; nil once closed.
+    nonisolated(unsafe) private var connection: SQLiteConnection?
+    private let cachedDepth = Atomic<Int>(0)
+    private let cachedOldest = Mutex<Int64?>(nil)
+    private let cachedInFlight = Mutex<Int64?>(nil)
+
+    public var location: String { path }
+
+    /// Opens (or creates) the outbox file and proves it is writable.
+    public init(path: String, maxRecords: Int, synchronousFull: Bool) throws {
+        self.path = path
+        self.maxRecords = maxRecords
+        try SQLiteOutbox.checkDirectory(of: path)
+        do {
+            let c = try SQLiteConnection(path: path)
+            try c.execute("PRAGMA journal_mode=WAL")
+            try c.execute("PRAGMA synchronous=\(synchronousFull ? "FULL" : "NORMAL")")
+            // After a checkpoint, a WAL that grew past this is truncated back (a burst or a long outage).
+            try c.execute("PRAGMA journal_size_limit=\(4 << 20)")
+            try c.execute("""
+                CREATE TABLE IF NOT EXISTS pending (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                    id TEXT NOT NULL,
+                    position TEXT NOT NULL,
+                    enqueued_ms INTEGER NOT NULL,
+                    key TEXT NOT NULL DEFAULT '')
+                """)
+            // Queue files written before the key column existed (http sinks) gain it in place.
+            if try !c.columnExists(table: "pending", column: "key") {
+                try c.execute("ALTER TABLE pending ADD COLUMN key TEXT NOT NULL DEFAULT ''")
+            }
+            try c.execute("""
+                CREATE TABLE IF NOT EXISTS dead_letters (
+                    seq INTEGER PRIMARY KEY,
+                    id TEXT NOT NULL,
+                    position TEXT NOT NULL,
+                    enqueued_ms INTEGER NOT NULL,
+                    failed_ms INTEGER NOT NULL,
+                    status INTEGER NOT NULL,
+                    answer TEXT NOT NULL)
+                """)
+            // Ages need not follow queue order (several devices, a clock step): the oldest is found by index.
+            try c.execute("CREATE INDEX IF NOT EXISTS pending_age ON pending (enqueued_ms)")
+            try c.execute("CREATE INDEX IF NOT EXISTS pending_key ON pending (key, seq)")
+            // A write at start turns a full disk or a read-only file into an error now, not at the first position.
+            try c.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+            try c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('opened', datetime('now'))")
+            let depth = try c.queryInt("SELECT count(*) FROM pending") ?? 0
+            cachedDepth.store(Int(depth), ordering: .relaxed)
+            cachedOldest.withLock { $0 = try? c.queryInt("SELECT min(enqueued_ms) FROM pending") }
+            let inFlight = try c.queryInt("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'in_flight'")
+            cachedInFlight.withLock { $0 = inFlight }
+            connection = c
+        } catch let e as SQLiteError {
+            throw OutboxError(path: path, message: e.message, isDiskFull: e.isDiskFull)
+        }
+    }
+
+    deinit { close() }
+
+    public func close() {
+        lock.withLock { _ in
+            guard let c = connection else { return }
+            // TRUNCATE leaves an empty WAL; closing the last connection then deletes it.
+            try? c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            c.close()
+            connection = nil
+        }
+    }
+
+    public var inFlightThrough: Int64? { cachedInFlight.withLock { $0 } }
+
+    public func markInFlight(through seq: Int64) throws {
+        guard cachedInFlight.withLock({ $0 }) != seq else { return }
+        try run { c in
+            try c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('in_flight', '\(seq)')")
+            cachedInFlight.withLock { $0 = seq }
+        }
+    }
+
+    /// Forgets the in-flight mark once everything it covered left the queue.
+    private func settleInFlight(_ c: SQLiteConnection, through seq: Int64) throws {
+        guard let f = cachedInFlight.withLock({ $0 }), seq >= f else { return }
+        try forgetInFlight(c)
+    }
+
+    private func forgetInFlight(_ c: SQLiteConnection) throws {
+        guard cachedInFlight.withLock({ $0 }) != nil else { return }
+        try c.execute("DELETE FROM meta WHERE key = 'in_flight'")
+        cachedInFlight.withLock { $0 = nil }
+    }
+
+    /// Reports a missing or unwritable directory, or a full disk, with a clear message.
+    private static func checkDirectory(of path: String) throws {
+        let dir: String
+        if let slash = path.lastIndex(of: "/") {
+            dir = slash == path.startIndex ? "/" : String(path[..<slash])
+        } else {
+            dir = "."
+        }
+        var st = stat()
+        guard stat(dir, &st) == 0 else {
+            throw OutboxError(path: path, message: "directory \(dir) is not usable: \(String(cString: strerror(errno)))")
+        }
+        guard (st.st_mode & S_IFMT) == S_IFDIR else { throw OutboxError(path: path, message: "\(dir) is not a directory") }
+        guard access(dir, W_OK) == 0 else {
+            throw OutboxError(path: path, message: "directory \(dir) is not writable: \(String(cString: strerror(errno)))")
+        }
+        var fs = statvfs()
+        if statvfs(dir, &fs) == 0 {
+            let free = UInt64(fs.f_bavail) * UInt64(fs.f_frsize)
+            // Below 1 MiB SQLite's journal cannot grow; fail at start rather than at the first batch.
+            if free < 1 << 20 {
+                throw OutboxError(path: path, message: "disk full: \(free) bytes free in \(dir)", isDiskFull: true)
+            }
+        }
+    }
+
+    private func run<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
+        do {
+            return try lock.withLock { _ in
+                guard let c = connection else { throw SQLiteError(code: SQLITE_MISUSE, message: "the queue is closed") }
+                return try body(c)
+            }
+        } catch let e as SQLiteError {
+            throw OutboxError(path: path, message: e.message, isDiskFull: e.isDiskFull)
+        }
+    }
+
+    private func refreshOldest(_ c: SQLiteConnection) throws {
+        let oldest = try c.queryInt("SELECT min(enqueued_ms) FROM pending")
+        cachedOldest.withLock { $0 = oldest }
+    }
+
+    public func append(_ entries: [OutboxEntry], at now: Timestamp) throws -> Int {
+        guard !entries.isEmpty else { return 0 }
+        return try run { c in
+            try c.transaction {
+                let insert = try c.statement("INSERT INTO pending (id, key, position, enqueued_ms) VALUES (?1, ?2, ?3, ?4)")
+                for e in entries {
+                    try insert.bind(1, e.id)
+                    try insert.bind(2, e.key)
+                    try insert.bind(3, e.payload)
+                    try insert.bind(4, OutboxAge.origin(fix: e.time, commit: now.milliseconds))
+                    try insert.stepDone()
+                }
+            }
+            // Committed: count them before anything else can fail.
+            let depth = cachedDepth.add(entries.count, ordering: .relaxed).newValue
+            var dropped = 0
+            if depth > maxRecords {
+                let drop = try c.statement("DELETE FROM pending WHERE seq IN (SELECT seq FROM pending ORDER BY seq LIMIT ?1)")
+                try drop.bind(1, Int64(depth - maxRecords))
+                try drop.stepDone()
+                dropped = c.changes
+                cachedDepth.subtract(dropped, ordering: .relaxed)
+                // Rows of a batch in flight may be gone: a resend after a restart cannot be the same batch.
+                try forgetInFlight(c)
+            }
+            // New records may be older than any queued (ages need not follow queue order).
+            let oldestNew = entries.map { OutboxAge.origin(fix: $0.time, commit: now.milliseconds) }.min() ?? now.milliseconds
+            if dropped > 0 || cachedOldest.withLock({ $0.map { oldestNew < $0 } ?? true }) { try refreshOldest(c) }
+            return dropped
+        }
+    }
+
+    public func records(after seq: Int64, limit: Int) throws -> [OutboxRecord] {
+        try run { c in
+            let select = try c.statement("SELECT seq, id, key, position, enqueued_ms FROM pending WHERE seq > ?1 ORDER BY seq LIMIT ?2")
+            try select.bind(1, seq)
+            try select.bind(2, Int64(limit))
+            var out: [OutboxRecord] = []
+            while try select.step() {
+                out.append(OutboxRecord(seq: select.int(0), id: select.text(1), key: select.text(2), payload: select.bytes(3), enqueuedAt: select.int(4)))
+            }
+            return out
+        }
+    }
+
+    public func newestSeq(forKey key: String) throws -> Int64? {
+        try run { c in
+            let select = try c.statement("SELECT max(seq) FROM pending WHERE key = ?1")
+            try select.bind(1, key)
+            defer { select.release() }
+            guard try select.step(), !select.isNull(0) else { return nil }
+            return select.int(0)
+        }
+    }
+
+    public func remove(through seq: Int64) throws {
+        try run { c in
+            let delete = try c.statement("DELETE FROM pending WHERE seq <= ?1")
+            try delete.bind(1, seq)
+            try delete.stepDone()
+            cachedDepth.subtract(c.changes, ordering: .relaxed)
+            try settleInFlight(c, through: seq)
+            try refreshOldest(c)
+        }
+    }
+
+    public func remove(_ seqs: [Int64]) throws {
+        guard !seqs.isEmpty else { return }
+        try run { c in
+            var removed = 0
+            try c.transaction {
+                let delete = try c.statement("DELETE FROM pending WHERE seq = ?1")
+                for s in seqs {
+                    try delete.bind(1, s)
+                    try delete.stepDone()
+                    removed += c.changes
+                }
+            }
+            cachedDepth.subtract(removed, ordering: .relaxed)
+            try refreshOldest(c)
+        }
+    }
+
+    public func deadLetter(_ records: [OutboxRecord], status: Int, answer: String, at now: Timestamp) throws {
+        guard !records.isEmpty else { return }
+        try run { c in
+            var removed = 0
+            try c.transaction {
+                let insert = try c.statement("""
+                    INSERT OR REPLACE INTO dead_letters (seq, id, position, enqueued_ms, failed_ms, status, answer)
+                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                    """)
+                let delete = try c.statement("DELETE FROM pending WHERE seq = ?1")
+                for r in records {
+                    try insert.bind(1, r.seq)
+                    try insert.bind(2, r.id)
+                    try insert.bind(3, r.payload)
+                    try insert.bind(4, r.enqueuedAt)
+                    try insert.bind(5, now.milliseconds)
+                    try insert.bind(6, Int64(status))
+                    try insert.bind(7, answer)
+                    try insert.stepDone()
+                    try delete.bind(1, r.seq)
+                    try delete.stepDone()
+                    removed += c.changes
+                }
+            }
+            // Only after COMMIT: a failed commit keeps the rows, and the count must say so.
+            cachedDepth.subtract(removed, ordering: .relaxed)
+            if let last = records.map(\.seq).max() { try settleInFlight(c, through: last) }
+            try refreshOldest(c)
+        }
+    }
+
+    public func dropOlder(than cutoff: Timestamp) throws -> Int {
+        // Nothing to do unless the oldest (by the index) is too old.
+        guard let oldest = oldestEnqueuedAt, oldest < cutoff.milliseconds else { return 0 }
+        return try run { c in
+            let delete = try c.statement("DELETE FROM pending WHERE enqueued_ms < ?1")
+            try delete.bind(1, cutoff.milliseconds)
+            try delete.stepDone()
+            let n = c.changes
+            cachedDepth.subtract(n, ordering: .relaxed)
+            if n > 0 { try forgetInFlight(c) }
+            try refreshOldest(c)
+            return n
+        }
+    }
+
+    public var depth: Int { cachedDepth.load(ordering: .relaxed) }
+
+    public var oldestEnqueuedAt: Int64? { cachedOldest.withLock { $0 } }
+
+    public func deadLetterCount() throws -> Int {
+        try run { c in Int(try c.queryInt("SELECT count(*) FROM dead_letters") ?? 0) }
+    }
+}
+
+// MARK: - SQLite
+
+/// An SQLite error code with SQLite's message.
+struct SQLiteError: Error {
+    var code: Int32
+    var message: String
+
+    var isDiskFull: Bool { code & 0xFF == SQLITE_FULL }
+}
+
+/// One open SQLite database. Statements are prepared once and cached; each is reset before it
+/// is handed out again and as soon as its caller is done (see ``SQLiteOutbox`` on the WAL).
+final class SQLiteConnection {
+    private var db: OpaquePointer?
+    private var statements: [String: SQLiteStatement] = [:]
+
+    init(path: String) throws {
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        if rc != SQLITE_OK {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            sqlite3_close(db)
+            db = nil
+            throw SQLiteError(code: rc, message: "cannot open: \(message)")
+        }
+        try check(sqlite3_busy_timeout(db, 5000))
+    }
+
+    deinit { close() }
+
+    func close() {
+        statements.removeAll()  // statements finalize before the database closes
+        sqlite3_close(db)
+        db = nil
+    }
+
+    /// Every SQLite return code goes through here: anything but the accepted codes throws.
+    @discardableResult
+    func check(_ rc: Int32, accept: [Int32] = [SQLITE_OK]) throws -> Int32 {
+        guard accept.contains(rc) else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "error \(rc)"
+            throw SQLiteError(code: rc, message: message)
+        }
+        return rc
+    }
+
+    func execute(_ sql: String) throws {
+        try check(sqlite3_exec(db, sql, nil, nil, nil))
+    }
+
+    /// Rows changed by the last statement.
+    var changes: Int { Int(sqlite3_changes(db)) }
+
+    /// The cached statement for `sql`, reset and with its bindings cleared.
+    func statement(_ sql: String) throws -> SQLiteStatement {
+        if let s = statements[sql] {
+            try s.reset()
+            return s
+        }
+        var raw: OpaquePointer?
+        try check(sqlite3_prepare_v2(db, sql, -1, &raw, nil))
+        let s = SQLiteStatement(raw: raw, connection: self)
+        statements[sql] = s
+        return s
+    }
+
+    /// The first column of the first row as an integer, nil without rows or for NULL.
+    func queryInt(_ sql: String) throws -> Int64? {
+        let s = try statement(sql)
+        defer { s.release() }
+        guard try s.step(), !s.isNull(0) else { return nil }
+        return s.int(0)
+    }
+
+    func columnExists(table: String, column: String) throws -> Bool {
+        let s = try statement("SELECT count(*) FROM pragma_table_info('\(table)') WHERE name = '\(column)'")
+        defer { s.release() }
+        return try s.step() && s.int(0) > 0
+    }
+
+    /// Runs `body` in one IMMEDIATE transaction: committed when it returns, rolled back when it throws.
+    func transaction(_ body: () throws -> Void) throws {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            try body()
+            try execute("COMMIT")
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+}
+
+/// A prepared statement; finalized in deinit.
+final class SQLiteStatement {
+    private let raw: OpaquePointer?
+    private unowned let connection: SQLiteConnection
+
+    init(raw: OpaquePointer?, connection: SQLiteConnection) {
+        self.raw = raw
+        self.connection = connection
+    }
+
+    deinit { sqlite3_finalize(raw) }
+
+    func reset() throws {
+        try connection.check(sqlite3_reset(raw))
+        try connection.check(sqlite3_clear_bindings(raw))
+    }
+
+    /// Ends the statement's read without reporting (the error, if any, was reported by `step`).
+    func release() { sqlite3_reset(raw) }
+
+    func bind(_ index: Int32, _ value: Int64) throws {
+        try connection.check(sqlite3_bind_int64(raw, index, value))
+    }
+
+    func bind(_ index: Int32, _ value: String) throws {
+        try connection.check(sqlite3_bind_text(raw, index, value, -1, csqlite_transient))
+    }
+
+    func bind(_ index: Int32, _ bytes: [UInt8]) throws {
+        guard !bytes.isEmpty else { return try bind(index, "") }
+        let rc = bytes.withUnsafeBytes { buf in
+            sqlite3_bind_text(raw, index, buf.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(buf.count), csqlite_transient)
+        }
+        try connection.check(rc)
+    }
+
+    /// Steps once: true for a row, false when done (the statement is then released).
+    func step() throws -> Bool {
+        let rc = sqlite3_step(raw)
+        // Released after `check` has read SQLite's message.
+        defer { if rc != SQLITE_ROW { release() } }
+        return try connection.check(rc, accept: [SQLITE_ROW, SQLITE_DONE]) == SQLITE_ROW
+    }
+
+    /// Steps a statement that returns no rows, and releases it.
+    func stepDone() throws {
+        let rc = sqlite3_step(raw)
+        defer { release() }
+        try connection.check(rc, accept: [SQLITE_DONE])
+    }
+
+    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(raw, column) == SQLITE_NULL }
+
+    func int(_ column: Int32) -> Int64 { sqlite3_column_int64(raw, column) }
+
+    func bytes(_ column: Int32) -> [UInt8] {
+        // Text first, then its length, as SQLite documents (the length is of the converted value).
+        guard let p = sqlite3_column_text(raw, column) else { return [] }
+        let n = Int(sqlite3_column_bytes(raw, column))
+        return Array(UnsafeBufferPointer(start: p, count: n))
+    }
+
+    func text(_ column: Int32) -> String { String(decoding: bytes(column), as: UTF8.self) }
+}
