@@ -48,6 +48,8 @@ struct MQTTSink: PositionSink {
         if configuration.qos == 0 {
             context.logger.warning("qos 0: a position counts as delivered once written to the socket; a broker or network fault loses it")
         }
+        // A clean exit closes the database (no WAL left behind) and the connection (offline status, DISCONNECT).
+        defer { outbox.close() }
         connection.start()
         let loop = OutboxSinkLoop(outbox: outbox, mode: configuration.queue, context: context, window: configuration.maxInflight,
                                   retainNewestPerKey: configuration.retain == .last, statsPrefix: "mqtt")

@@ -153,7 +153,7 @@ public enum MQTTSinkPlugin: SinkPlugin {
     /// `locgate-<host name>-<sink id>`: the same on every start of this sink on this machine.
     static func defaultClientID(sinkID: String) -> String {
         var name = [CChar](repeating: 0, count: 256)
-        let host = gethostname(&name, name.count - 1) == 0 ? String(cString: name) : "host"
+        let host = gethostname(&name, name.count - 1) == 0 ? String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "host"
         return "locgate-\(host)-\(sinkID)"
     }
 }

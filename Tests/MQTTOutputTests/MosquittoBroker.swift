@@ -77,6 +77,25 @@ final class MosquittoBroker: @unchecked Sendable {
 
     var isRunning: Bool { process?.isRunning ?? false }
 
+    /// Restarts the broker presenting a certificate signed by our CA (`trusted`) or by another one.
+    func presentCertificate(trusted: Bool) throws {
+        stop(graceful: true)
+        let from = trusted ? "server-trusted" : "server-untrusted"
+        for ext in ["crt", "key"] {
+            try? FileManager.default.removeItem(atPath: "\(directory)/server.\(ext)")
+            try FileManager.default.copyItem(atPath: "\(directory)/\(from).\(ext)", toPath: "\(directory)/server.\(ext)")
+            chmod("\(directory)/server.\(ext)", 0o644)
+        }
+        try start()
+    }
+
+    /// Adds a user to the password file and makes the running broker reload it.
+    func addUser(_ name: String, password: String) throws {
+        try MosquittoBroker.run("/usr/bin/mosquitto_passwd", ["-b", directory + "/passwd", name, password])
+        chmod(directory + "/passwd", 0o644)
+        if let p = process { kill(p.processIdentifier, SIGHUP) }
+    }
+
     /// The broker's log so far.
     func log() -> String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
 
@@ -117,19 +136,22 @@ final class MosquittoBroker: @unchecked Sendable {
         func ca(_ name: String, _ cn: String) throws {
             try MosquittoBroker.run("/usr/bin/openssl", ["req", "-x509"] + ec + ["-keyout", "\(d)/\(name).key", "-out", "\(d)/\(name).crt", "-days", "2", "-subj", "/CN=\(cn)"])
         }
-        func signed(_ name: String, _ cn: String, _ ext: String) throws {
+        func signed(_ name: String, _ cn: String, _ ext: String, by issuer: String = "ca") throws {
             try MosquittoBroker.run("/usr/bin/openssl", ["req"] + ec + ["-keyout", "\(d)/\(name).key", "-out", "\(d)/\(name).csr", "-subj", "/CN=\(cn)"])
             try ext.write(toFile: "\(d)/\(name).ext", atomically: true, encoding: .utf8)
-            try MosquittoBroker.run("/usr/bin/openssl", ["x509", "-req", "-in", "\(d)/\(name).csr", "-CA", caFile, "-CAkey", "\(d)/ca.key",
+            try MosquittoBroker.run("/usr/bin/openssl", ["x509", "-req", "-in", "\(d)/\(name).csr", "-CA", "\(d)/\(issuer).crt", "-CAkey", "\(d)/\(issuer).key",
                                                         "-CAcreateserial", "-out", "\(d)/\(name).crt", "-days", "2", "-extfile", "\(d)/\(name).ext"])
         }
         try ca("ca", "locgate test CA")
         try ca("other-ca", "someone else's CA")
         try signed("server", "127.0.0.1", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
         try signed("client", "gw1", "extendedKeyUsage=clientAuth\n")
+        try signed("server-untrusted", "127.0.0.1", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n", by: "other-ca")
+        try FileManager.default.copyItem(atPath: "\(d)/server.crt", toPath: "\(d)/server-trusted.crt")
+        try FileManager.default.copyItem(atPath: "\(d)/server.key", toPath: "\(d)/server-trusted.key")
         // mosquitto drops privileges to its own user when started as root: let it read the keys
         // and write its persistence file.
-        for f in ["server.key", "client.key", "ca.crt", "server.crt"] { chmod("\(d)/\(f)", 0o644) }
+        for f in ["server.key", "client.key", "ca.crt", "server.crt", "server-untrusted.key", "server-trusted.key"] { chmod("\(d)/\(f)", 0o644) }
         chmod(d, 0o777)
     }
 
@@ -210,9 +232,9 @@ final class Subscriber: @unchecked Sendable {
     /// Every message so far: (topic, payload).
     func messages() -> [(topic: String, payload: String)] {
         guard let text = try? String(contentsOfFile: output, encoding: .utf8) else { return [] }
-        return text.split(separator: "\n").compactMap { line in
+        return text.split(separator: "\n").compactMap { (line: Substring) -> (topic: String, payload: String)? in
             guard let space = line.firstIndex(of: " ") else { return nil }
-            return (String(line[..<space]), String(line[line.index(after: space)...]))
+            return (String(line[..<space]), String(line[space...].dropFirst()))
         }
     }
 }
