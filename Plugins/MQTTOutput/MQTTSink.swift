@@ -52,7 +52,9 @@ struct MQTTSink: PositionSink {
         defer { outbox.close() }
         connection.start()
         let loop = OutboxSinkLoop(outbox: outbox, mode: configuration.queue, context: context, window: configuration.maxInflight,
-                                  retainNewestPerKey: configuration.retain == .last, statsPrefix: "mqtt")
+                                  retainNewestPerKey: configuration.retain == .last, statsPrefix: "mqtt",
+                                  // Not slower than the connection's own retries: once it is back, publishing resumes soon.
+                                  retryMax: configuration.reconnectMax)
         let transport = MQTTTransport(connection: connection, qos: configuration.qos, retain: configuration.retain)
         let topic = configuration.topic
         let format = configuration.format

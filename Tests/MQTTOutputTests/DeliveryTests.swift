@@ -121,7 +121,7 @@ import Testing
         let harness = try SinkHarness(c)
         try await harness.run { buffer in
             await buffer.send(positions(0..<300))
-            #expect(await eventually(30) { harness.log.entries(level: .error, containing: "not authorized").count >= 2 })
+            #expect(await eventually(30) { harness.log.entries(level: .error, containing: "Not authorized").count >= 2 }, "\(harness.log.entries.suffix(5))")
             try broker.addUser("gw2", password: "not-yet-valid")
         }
         let errors = harness.log.entries(level: .error, containing: "cannot connect to \(broker.url)")

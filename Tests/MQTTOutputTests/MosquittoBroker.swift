@@ -49,8 +49,11 @@ final class MosquittoBroker: @unchecked Sendable {
     /// Starts mosquitto (again, on the same ports) and waits until both listeners accept connections.
     func start() throws {
         let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/sbin/mosquitto")
-        p.arguments = ["-c", directory + "/mosquitto.conf"]
+        // The test process blocks SIGTERM and SIGHUP in the mask its children inherit, and exec
+        // keeps the mask: unblock them first, so stop(graceful:) and a reload reach mosquitto.
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        p.arguments = ["-c", "import os, signal; signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM, signal.SIGHUP, signal.SIGINT]); "
+                       + "os.execv('/usr/sbin/mosquitto', ['mosquitto', '-c', '\(directory)/mosquitto.conf'])"]
         if !FileManager.default.fileExists(atPath: logFile) { _ = FileManager.default.createFile(atPath: logFile, contents: nil) }
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logFile))
         log.seekToEndOfFile()
