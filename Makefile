@@ -3,7 +3,8 @@
 
 APT_PACKAGES := libserialport-dev libsqlite3-dev libproj-dev proj-bin proj-data zlib1g-dev libcurl4-openssl-dev openssl \
                 gpsd gpsd-clients socat python3 procps bc util-linux sqlite3 \
-                libnats-dev nats-server
+                libnats-dev nats-server \
+                libmosquitto-dev mosquitto mosquitto-clients
 SWIFT_FLAGS ?=
 CONFIG ?=
 
@@ -23,6 +24,8 @@ deps:
 	@command -v systemctl >/dev/null 2>&1 && $(SUDO) systemctl disable --now gpsd.socket gpsd.service >/dev/null 2>&1 || true
 	@# nats-server's package enables a system service on port 4222; the tests run their own cluster on free ports.
 	@command -v systemctl >/dev/null 2>&1 && $(SUDO) systemctl disable --now nats-server.service >/dev/null 2>&1 || true
+	@# The same for mosquitto: the mqtt tests start their own brokers on free loopback ports.
+	@command -v systemctl >/dev/null 2>&1 && $(SUDO) systemctl disable --now mosquitto.service >/dev/null 2>&1 || true
 
 build: deps
 	swift build $(SWIFT_FLAGS)
@@ -46,6 +49,7 @@ bench: deps
 	bash Benchmarks/geofence.sh
 	bash Benchmarks/http_sink.sh
 	bash Benchmarks/nats_sink.sh
+	bash Benchmarks/mqtt_sink.sh
 
 bench-nmea: deps
 	bash Benchmarks/nmea_replay.sh

@@ -10,6 +10,7 @@ import Geofence
 import SerialSource
 import GpsdSource
 import HTTPOutput
+import MQTTOutput
 import NATSOutput
 
 /// The one list of built-in plugins. A plugin folder under `Plugins/` that is missing here fails
@@ -36,6 +37,7 @@ public enum BuiltinPlugins {
         // Sinks
         r.register(sink: FileSinkPlugin.self)
         r.register(sink: HTTPSinkPlugin.self)
+        r.register(sink: MQTTSinkPlugin.self)
         r.register(sink: NATSSinkPlugin.self)
         r.register(sink: StdoutSinkPlugin.self)
         return r

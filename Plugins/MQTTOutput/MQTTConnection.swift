@@ -1,0 +1,360 @@
+// The one file of the mqtt sink that talks to libmosquitto.
+import CMosquitto
+import Foundation
+import GatewayCore
+import Synchronization
+
+/// How a publish ended, as the broker (or the connection) said.
+enum MQTTPublishOutcome: Sendable, Equatable {
+    /// PUBACK (QoS 1), PUBCOMP (QoS 2), or written to the socket (QoS 0).
+    case accepted
+    /// An MQTT 5 acknowledgement with a failure reason code: sending it again gets the same answer.
+    case rejected(String)
+    /// The connection was closed for good before the broker answered.
+    case abandoned(String)
+}
+
+/// A failure of the library that the caller can retry later.
+struct MQTTError: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// Everything a connection needs, in Swift types only.
+struct MQTTConnectionOptions: Sendable {
+    enum ProtocolVersion: Sendable { case v311, v5 }
+    struct TLS: Sendable {
+        var caFile: String?
+        var certFile: String?
+        var keyFile: String?
+        var verify = true
+    }
+    /// A message the connection publishes itself (the status topic's online and offline messages).
+    struct Message: Sendable {
+        var topic: String
+        var payload: [UInt8]
+        var qos: Int
+        var retain: Bool
+    }
+
+    var host = "127.0.0.1"
+    var port = 1883
+    var clientID = ""
+    var cleanSession = false
+    var protocolVersion: ProtocolVersion = .v5
+    var keepalive = 60
+    var maxInflight = 100
+    var username: String?
+    var password: String?
+    var tls: TLS?
+    /// Set as the will, so the broker publishes it when the connection dies without a DISCONNECT.
+    var will: Message?
+    /// Published after every CONNACK; `will` is published before a clean disconnect.
+    var online: Message?
+    var reconnectInitial: Duration = .milliseconds(200)
+    var reconnectMax: Duration = .seconds(10)
+    /// `mqtt://host:port` or `mqtts://…`, for log lines.
+    var displayURL = ""
+}
+
+/// One libmosquitto client with its own network thread.
+///
+/// The thread connects, runs `mosquitto_loop`, and on any failure waits a capped, jittered
+/// backoff and connects again, forever, until ``close()``. Publishing is allowed from any thread
+/// while connected; each publish's `done` runs once, on the network thread, when the broker
+/// acknowledged it. Messages in flight when a connection drops stay in libmosquitto, which sends
+/// them again (same message id, DUP set) after the next CONNACK, so their `done` still comes — from
+/// the broker's answer to the re-sent message.
+final class MQTTConnection: @unchecked Sendable {
+    // @unchecked: `handle` is used from the network thread and by `publish` from others, which
+    // libmosquitto allows once `mosquitto_threaded_set` is on; every Swift field is in `state`.
+    private let handle: OpaquePointer
+    private let options: MQTTConnectionOptions
+    private let logger: Logger
+    private let stats: ComponentStats
+    /// Connect properties (MQTT 5 session expiry); freed in deinit.
+    private var connectProperties: OpaquePointer?
+    private let wake = DispatchSemaphore(value: 0)
+
+    private struct State {
+        var connected = false
+        var stopping = false
+        var threadDone = false
+        var started = false
+        var finished: [CheckedContinuation<Void, Never>] = []
+        /// `done` of each publish awaiting its acknowledgement, by message id.
+        var pending: [Int32: @Sendable (MQTTPublishOutcome) -> Void] = [:]
+        /// Acknowledgements that arrived before `publish` stored its `done` (the network thread can
+        /// be faster than the thread that called `mosquitto_publish`).
+        var early: [Int32: MQTTPublishOutcome] = [:]
+        /// The last error libmosquitto logged (OpenSSL's reason for a failed handshake).
+        var lastLibraryError: String?
+        /// Why the last CONNACK refused us.
+        var refusal: String?
+        var offlineMid: Int32?
+        var offlineAcked = false
+    }
+    private let state = Mutex(State())
+
+    /// `mosquitto_lib_init` must run once per process, before the first client.
+    private static let libraryReady: Bool = mosquitto_lib_init() == MOSQ_ERR_SUCCESS.rawValue
+
+    init(options: MQTTConnectionOptions, logger: Logger, stats: ComponentStats) throws {
+        guard MQTTConnection.libraryReady else { throw MQTTError(description: "libmosquitto failed to initialise") }
+        guard let h = mosquitto_new(options.clientID, options.cleanSession, nil) else {
+            throw MQTTError(description: "mosquitto_new failed for client id \"\(options.clientID)\": \(String(cString: strerror(errno)))")
+        }
+        handle = h
+        self.options = options
+        self.logger = logger
+        self.stats = stats
+        do {
+            try configure()
+        } catch {
+            mosquitto_destroy(h)
+            throw error
+        }
+    }
+
+    deinit {
+        mosquitto_destroy(handle)
+        if connectProperties != nil { mosquitto_property_free_all(&connectProperties) }
+    }
+
+    /// Every libmosquitto return code goes through here.
+    @discardableResult
+    private func check(_ rc: Int32, _ what: String) throws -> Int32 {
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTError(description: "\(what): \(MQTTConnection.describe(rc))") }
+        return rc
+    }
+
+    private static func describe(_ rc: Int32) -> String {
+        if rc == MOSQ_ERR_ERRNO.rawValue { return String(cString: strerror(errno)) }
+        return String(cString: mosquitto_strerror(rc))
+    }
+
+    private func configure() throws {
+        let h = handle
+        let version = options.protocolVersion == .v5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311
+        try check(mosquitto_int_option(h, MOSQ_OPT_PROTOCOL_VERSION, version), "protocol version")
+        // Our own thread runs mosquitto_loop; publishing from other threads needs the library's locks.
+        try check(mosquitto_threaded_set(h, true), "threaded mode")
+        try check(mosquitto_int_option(h, MOSQ_OPT_SEND_MAXIMUM, Int32(clamping: options.maxInflight)), "max_inflight")
+        // Positions are small: do not let Nagle hold a PUBLISH back waiting for more bytes.
+        try check(mosquitto_int_option(h, MOSQ_OPT_TCP_NODELAY, 1), "tcp nodelay")
+        if let user = options.username {
+            try check(mosquitto_username_pw_set(h, user, options.password), "username/password")
+        }
+        if let tls = options.tls {
+            if tls.caFile == nil {
+                // No CA file: trust the system's certificate store, as a browser would.
+                try check(mosquitto_int_option(h, MOSQ_OPT_TLS_USE_OS_CERTS, 1), "tls system CAs")
+            } else {
+                try check(mosquitto_tls_set(h, tls.caFile, nil, tls.certFile, tls.keyFile, nil), "tls")
+            }
+            if !tls.verify {
+                try check(mosquitto_tls_opts_set(h, 0, nil, nil), "tls verify off")
+                try check(mosquitto_tls_insecure_set(h, true), "tls hostname check off")
+            }
+        }
+        if let will = options.will {
+            _ = try will.payload.withUnsafeBytes { p in
+                try check(mosquitto_will_set_v5(h, will.topic, Int32(p.count), p.baseAddress, Int32(will.qos), will.retain, nil), "will")
+            }
+        }
+        if options.protocolVersion == .v5 && !options.cleanSession {
+            // MQTT 5 ends a session at disconnect unless it has an expiry: the longest one keeps
+            // the 3.1.1 meaning of clean_session=false (the broker may cap it).
+            try check(mosquitto_property_add_int32(&connectProperties, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), UInt32.max), "session expiry")
+        }
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        mosquitto_user_data_set(h, me)
+        mosquitto_connect_v5_callback_set(h) { _, obj, rc, flags, _ in
+            guard let obj else { return }
+            Unmanaged<MQTTConnection>.fromOpaque(obj).takeUnretainedValue().didConnect(rc: rc, sessionPresent: flags & 1 != 0)
+        }
+        mosquitto_disconnect_v5_callback_set(h) { _, obj, rc, _ in
+            guard let obj else { return }
+            Unmanaged<MQTTConnection>.fromOpaque(obj).takeUnretainedValue().didDisconnect(rc: rc)
+        }
+        mosquitto_publish_v5_callback_set(h) { _, obj, mid, reason, _ in
+            guard let obj else { return }
+            Unmanaged<MQTTConnection>.fromOpaque(obj).takeUnretainedValue().didPublish(mid: mid, reason: reason)
+        }
+        mosquitto_log_callback_set(h) { _, obj, level, text in
+            guard let obj, let text, level & (MOSQ_LOG_ERR | MOSQ_LOG_WARNING) != 0 else { return }
+            Unmanaged<MQTTConnection>.fromOpaque(obj).takeUnretainedValue().libraryLogged(String(cString: text))
+        }
+    }
+
+    // MARK: - Callbacks (network thread)
+
+    private func didConnect(rc: Int32, sessionPresent: Bool) {
+        guard rc == 0 else {
+            let reason = options.protocolVersion == .v5 ? String(cString: mosquitto_reason_string(rc)) : String(cString: mosquitto_connack_string(rc))
+            state.withLock { $0.refusal = "the broker refused the connection: \(reason)" }
+            return
+        }
+        state.withLock { $0.connected = true; $0.refusal = nil; $0.lastLibraryError = nil }
+        stats.count("mqtt.connects")
+        logger.info("connected to \(options.displayURL) as \"\(options.clientID)\"\(sessionPresent ? " (session resumed)" : "")")
+        if let online = options.online {
+            var mid: Int32 = 0
+            let rc = online.payload.withUnsafeBytes { p in
+                mosquitto_publish_v5(handle, &mid, online.topic, Int32(p.count), p.baseAddress, Int32(online.qos), online.retain, nil)
+            }
+            if rc != MOSQ_ERR_SUCCESS.rawValue { logger.warning("status message not sent: \(MQTTConnection.describe(rc))") }
+        }
+    }
+
+    private func didDisconnect(rc: Int32) {
+        let was = state.withLock { s -> Bool in defer { s.connected = false }; return s.connected }
+        if was && rc != 0 { stats.count("mqtt.disconnects") }
+    }
+
+    private func didPublish(mid: Int32, reason: Int32) {
+        // MQTT 5 reason codes below 0x80 are successes (0x10: accepted, no subscribers).
+        let outcome: MQTTPublishOutcome = reason < 0x80 ? .accepted
+            : .rejected("the broker refused the message: \(String(cString: mosquitto_reason_string(reason))) (reason code \(reason))")
+        let done = state.withLock { s -> (@Sendable (MQTTPublishOutcome) -> Void)? in
+            if s.offlineMid == mid { s.offlineAcked = true; return nil }
+            if let d = s.pending.removeValue(forKey: mid) { return d }
+            s.early[mid] = outcome
+            return nil
+        }
+        done?(outcome)
+    }
+
+    private func libraryLogged(_ text: String) {
+        state.withLock { $0.lastLibraryError = text }
+    }
+
+    // MARK: - Publishing (any thread)
+
+    /// True between a CONNACK and the next disconnect.
+    var isConnected: Bool { state.withLock { $0.connected } }
+
+    /// Hands one message to libmosquitto; `done` runs once with the broker's answer.
+    /// Throws when not connected or when the library refuses it now.
+    func publish(topic: String, payload: [UInt8], qos: Int, retain: Bool, done: @escaping @Sendable (MQTTPublishOutcome) -> Void) throws {
+        guard state.withLock({ $0.connected && !$0.stopping }) else { throw MQTTError(description: "not connected to \(options.displayURL)") }
+        var mid: Int32 = 0
+        let rc = payload.withUnsafeBytes { p in
+            mosquitto_publish_v5(handle, &mid, topic, Int32(p.count), p.baseAddress, Int32(qos), retain, nil)
+        }
+        try check(rc, "publish to \(topic)")
+        let early = state.withLock { s -> MQTTPublishOutcome? in
+            if let o = s.early.removeValue(forKey: mid) { return o }
+            s.pending[mid] = done
+            return nil
+        }
+        if let early { done(early) }
+    }
+
+    // MARK: - The network thread
+
+    /// Starts connecting in the background; call once.
+    func start() {
+        let first = state.withLock { s -> Bool in defer { s.started = true }; return !s.started }
+        guard first else { return }
+        let thread = Thread { [self] in networkLoop() }
+        thread.name = "mqtt \(options.clientID)"
+        thread.start()
+    }
+
+    /// Publishes the offline status (when configured), disconnects and ends the network thread.
+    /// Publishes still unacknowledged are abandoned (their rows stay queued for the next run).
+    func close() async {
+        let (started, done) = state.withLock { s -> (Bool, Bool) in s.stopping = true; return (s.started, s.threadDone) }
+        wake.signal()
+        guard started, !done else { abandonPending("the connection was closed"); return }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let resumeNow = state.withLock { s -> Bool in
+                if s.threadDone { return true }
+                s.finished.append(c)
+                return false
+            }
+            if resumeNow { c.resume() }
+        }
+        abandonPending("the connection was closed")
+    }
+
+    private func abandonPending(_ why: String) {
+        let dones = state.withLock { s -> [@Sendable (MQTTPublishOutcome) -> Void] in
+            defer { s.pending = [:]; s.early = [:] }
+            return Array(s.pending.values)
+        }
+        for d in dones { d(.abandoned(why)) }
+    }
+
+    private var stopping: Bool { state.withLock { $0.stopping } }
+
+    private func networkLoop() {
+        var backoff = Backoff(initial: options.reconnectInitial, cap: options.reconnectMax)
+        while !stopping {
+            var rc = mosquitto_connect_bind_v5(handle, options.host, Int32(options.port), Int32(options.keepalive), nil, connectProperties)
+            var wasConnected = false
+            if rc == MOSQ_ERR_SUCCESS.rawValue {
+                while !stopping {
+                    // 100 ms: a close is noticed within that even with no traffic.
+                    rc = mosquitto_loop(handle, 100, 1)
+                    if rc != MOSQ_ERR_SUCCESS.rawValue { break }
+                    if isConnected { wasConnected = true }
+                }
+            }
+            if stopping { break }
+            state.withLock { $0.connected = false }
+            if wasConnected { backoff.reset() }
+            let delay = backoff.next()
+            reportFailure(rc: rc, wasConnected: wasConnected, retryIn: delay)
+            _ = wake.wait(timeout: .now() + .milliseconds(Int(delay.milliseconds)))
+        }
+        shutDown()
+        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            s.threadDone = true
+            s.connected = false
+            defer { s.finished = [] }
+            return s.finished
+        }
+        for w in waiters { w.resume() }
+    }
+
+    private func reportFailure(rc: Int32, wasConnected: Bool, retryIn delay: Duration) {
+        let (refusal, library) = state.withLock { s in
+            defer { s.refusal = nil; s.lastLibraryError = nil }
+            return (s.refusal, s.lastLibraryError)
+        }
+        var why = refusal ?? MQTTConnection.describe(rc)
+        if let library, refusal == nil, !why.contains(library) { why += " (\(library))" }
+        let retry = "retrying in \(DurationText.format(delay))"
+        if wasConnected {
+            logger.warning("connection to \(options.displayURL) lost: \(why); \(retry)")
+        } else {
+            stats.count("mqtt.connect_failures")
+            // A refusal (bad credentials, not authorised) or a TLS failure needs a person: error level.
+            let needsAttention = refusal != nil || rc == MOSQ_ERR_TLS.rawValue || rc == MOSQ_ERR_TLS_HANDSHAKE.rawValue
+                || rc == MOSQ_ERR_CONN_REFUSED.rawValue || library?.contains("SSL") == true
+            logger.log(needsAttention ? .error : .warning, "cannot connect to \(options.displayURL): \(why); \(retry)")
+        }
+    }
+
+    /// Offline status, then DISCONNECT, with a short bound: shutdown must not hang on a dead broker.
+    private func shutDown() {
+        guard isConnected else { return }
+        if let offline = options.will {
+            var mid: Int32 = 0
+            let rc = offline.payload.withUnsafeBytes { p in
+                mosquitto_publish_v5(handle, &mid, offline.topic, Int32(p.count), p.baseAddress, Int32(offline.qos), offline.retain, nil)
+            }
+            if rc == MOSQ_ERR_SUCCESS.rawValue {
+                state.withLock { $0.offlineMid = mid; $0.offlineAcked = offline.qos == 0 }
+                let deadline = ContinuousClock.now + .seconds(2)
+                while ContinuousClock.now < deadline && !state.withLock({ $0.offlineAcked }) {
+                    if mosquitto_loop(handle, 50, 1) != MOSQ_ERR_SUCCESS.rawValue { break }
+                }
+            }
+        }
+        mosquitto_disconnect_v5(handle, 0, nil)
+        // Let the loop write the DISCONNECT; it returns an error once the socket is closed.
+        for _ in 0..<20 where mosquitto_loop(handle, 50, 1) == MOSQ_ERR_SUCCESS.rawValue {}
+    }
+}

@@ -1,0 +1,121 @@
+import Foundation
+import GatewayCore
+import Testing
+
+/// `kill -9` of the real binary in the middle of a replay into the mqtt sink, then a restart on the same queue.
+@Suite(.serialized) struct CrashTests {
+    /// `.build/debug/locgate`, built here when missing.
+    static func locgateBinary() throws -> String {
+        let path = packageRoot.appendingPathComponent(".build/debug/locgate").path
+        if !FileManager.default.isExecutableFile(atPath: path) {
+            let build = Process()
+            build.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            build.arguments = ["swift", "build", "--product", "locgate"]
+            build.currentDirectoryURL = packageRoot
+            try build.run()
+            build.waitUntilExit()
+        }
+        return path
+    }
+
+    /// `epochs` one-second epochs of RMC + GGA with correct checksums, from 2024-05-01 00:00:00 UTC.
+    static func writeNMEA(epochs: Int, to path: String) throws {
+        func sentence(_ body: String) -> String {
+            let sum = body.utf8.reduce(UInt8(0)) { $0 ^ $1 }
+            let hex = String(sum, radix: 16, uppercase: true)
+            return "$\(body)*\(hex.count == 1 ? "0" + hex : hex)\r\n"
+        }
+        func pad(_ v: Int, _ n: Int) -> String { let s = String(v); return String(repeating: "0", count: max(0, n - s.count)) + s }
+        var text = ""
+        for i in 0..<epochs {
+            let t = Timestamp(milliseconds: 1_714_521_600_000 + Int64(i) * 1000).components
+            let time = "\(pad(t.hour, 2))\(pad(t.minute, 2))\(pad(t.second, 2)).00"
+            let date = "\(pad(t.day, 2))\(pad(t.month, 2))\(pad(t.year % 100, 2))"
+            let lat = "31\(pad(10 + i % 40, 2)).\(pad(i % 10000, 4))"
+            text += sentence("GPRMC,\(time),A,\(lat),N,12120.0000,E,3.2,87.5,\(date),,,A")
+            text += sentence("GPGGA,\(time),\(lat),N,12120.0000,E,1,09,0.9,15.2,M,7.1,M,,")
+        }
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+    }
+
+    static func writeConfig(_ path: String, log: String, rate: String, broker: MosquittoBroker, queue: String) throws {
+        let json = """
+            { "settings": { "shutdown_timeout": "60s", "stats_interval": "1s" },
+              "sources": { "rx": { "type": "file", "path": "\(log)", "rate": "\(rate)", "device": "van-1" } },
+              "sinks": { "up": { "type": "mqtt", "inputs": ["rx"], "url": "\(broker.url)", "username": "\(broker.user)",
+                                 "password": "\(broker.password)", "client_id": "crash-test", "topic": "fleet/{device}",
+                                 "status": { "topic": "fleet/gw/status" }, "reconnect_max": "1s", "queue": { "path": "\(queue)" } } } }
+            """
+        try json.write(toFile: path, atomically: true, encoding: .utf8)
+    }
+
+    static func launch(_ binary: String, config: String, stderr: String) throws -> Process {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: binary)
+        p.arguments = ["run", config]
+        _ = FileManager.default.createFile(atPath: stderr, contents: nil)
+        p.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: stderr))
+        p.standardOutput = FileHandle.nullDevice
+        try p.run()
+        return p
+    }
+
+    /// The ids still queued in an outbox file (read with the sqlite3 tool, as an operator would).
+    static func queuedIDs(_ queue: String) throws -> [String] {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        p.arguments = [queue, "SELECT id FROM pending ORDER BY seq"]
+        let out = Pipe()
+        p.standardOutput = out
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func killNineMidReplayThenRestartDeliversEveryCommittedIDAndTheWillSaysOffline() async throws {
+        let binary = try CrashTests.locgateBinary()
+        let broker = try MosquittoBroker()
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let epochs = 20_000
+        try CrashTests.writeNMEA(epochs: epochs, to: dir + "/long.nmea")
+        #expect(FileManager.default.createFile(atPath: dir + "/empty.nmea", contents: Data()))
+        let queue = dir + "/queue.sqlite"
+        let subscriber = try await Subscriber(broker: broker, topic: "fleet/van-1", persistent: true)
+        let status = try await Subscriber(broker: broker, topic: "fleet/gw/status")
+
+        // Run 1: replayed at 1000x (1000 positions/s); killed once some have arrived, long before the end.
+        try CrashTests.writeConfig(dir + "/run1.json", log: dir + "/long.nmea", rate: "1000x", broker: broker, queue: queue)
+        let run1 = try CrashTests.launch(binary, config: dir + "/run1.json", stderr: dir + "/run1.log")
+        #expect(await eventually(60) { status.messages().map(\.payload) == ["online"] })
+        #expect(await eventually(60) { subscriber.messages().count >= 1000 })
+        kill(run1.processIdentifier, SIGKILL)
+        run1.waitUntilExit()
+        #expect(run1.terminationReason == .uncaughtSignal)
+        // The broker publishes the will as soon as it sees the connection die.
+        #expect(await eventually(30) { status.messages().map(\.payload) == ["online", "offline"] })
+
+        // After the kill the queue file is what run 1 committed and never saw acknowledged.
+        let seenAtKill = Set(subscriber.messages().compactMap { positionID($0.payload) })
+        let queued = try CrashTests.queuedIDs(queue)
+        #expect(!queued.isEmpty, "the kill came after everything was delivered; the test proves nothing")
+
+        // Run 2: nothing new to read; the queue left by run 1 drains, then the process exits.
+        try CrashTests.writeConfig(dir + "/run2.json", log: dir + "/empty.nmea", rate: "max", broker: broker, queue: queue)
+        let run2 = try CrashTests.launch(binary, config: dir + "/run2.json", stderr: dir + "/run2.log")
+        #expect(await eventually(120) { !run2.isRunning })
+        #expect(run2.terminationStatus == 0)
+        #expect(await eventually(30) { Set(subscriber.messages().compactMap { positionID($0.payload) }).isSuperset(of: queued) })
+        let all = Set(subscriber.messages().compactMap { positionID($0.payload) })
+        let missing = Set(queued).subtracting(all)
+        #expect(missing.isEmpty, "\(missing.count) committed id(s) never arrived, e.g. \(missing.sorted().prefix(5))")
+        // Everything committed arrived, and it is a prefix of the replay: nothing skipped in the middle.
+        #expect(all.isSuperset(of: seenAtKill))
+        #expect(all.count < epochs, "the kill came after the replay ended; the test proves nothing")
+        #expect(all == Set((0..<all.count).map { "rx-\(1_714_521_600_000 + Int64($0) * 1000)" }))
+        #expect(try CrashTests.queuedIDs(queue).isEmpty)
+        #expect(await eventually(30) { status.messages().map(\.payload) == ["online", "offline", "online", "offline"] })
+    }
+}
