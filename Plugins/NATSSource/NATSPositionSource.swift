@@ -109,6 +109,14 @@ struct NATSPositionSource: PositionSource {
         }
         let subscription = try await connection.pullSubscribe(stream: configuration.stream, consumer: configuration.consumer, filterSubject: info.filterSubject)
         context.logger.info("consuming \(info.stream)/\(info.name): \(info.numPending) waiting, \(info.numAckPending) delivered and not acknowledged")
+        if info.numAckPending > 0 {
+            // Delivered to an earlier run (a crash) and never acknowledged: the server delivers
+            // them again only after ack_wait, and would hand out newer messages first. A device's
+            // positions must stay in order (geofence, distance filter), so fetch once they are due.
+            context.logger.info("waiting \(DurationText.format(info.ackWait)) (ack_wait) for \(info.numAckPending) unacknowledged message(s) of an earlier run to be delivered again, in order")
+            context.stats.count("nats.restart_waits")
+            try await context.clock.sleep(for: info.ackWait)
+        }
         do {
             try await fetchLoop(subscription, connection: connection, output: output, current: current, window: window,
                                 recent: recent, decoder: &decoder, backoff: &backoff)
