@@ -36,7 +36,7 @@ public enum NATSSourcePlugin: SourcePlugin {
         options: NATSConnectionOptions.specs + [
             OptionSpec("jetstream", "boolean", default: "true", "true: a durable JetStream pull consumer, each message acknowledged only once the pipeline took it over (at-least-once). false: a core NATS subscription to subject (lossy: what arrives while locgate is down or slow is lost)."),
             OptionSpec("stream", "string", default: "required with jetstream", "Stream to consume; it must exist (the nats sink can create it). Waited for, with backoff, while it does not."),
-            OptionSpec("consumer", "string", default: "required with jetstream", "Durable consumer name; created when missing (pull, explicit acks, with the four options below), used unchanged when it exists."),
+            OptionSpec("consumer", "string", default: "required with jetstream", "Durable consumer name; created when missing (pull, explicit acks, with filter_subject, deliver, max_ack_pending and ack_wait), used unchanged when it exists."),
             OptionSpec("filter_subject", "string", default: "none (the whole stream)", "Only messages on subjects matching this filter, e.g. locgate.part.0.> for one partition."),
             OptionSpec("deliver", "all | new | by_start_time", default: "\"all\"", "Where a new consumer starts: the first message of the stream, messages stored after it was created, or those stored at or after start_time."),
             OptionSpec("start_time", "string", default: "required with by_start_time", "ISO 8601 UTC time, e.g. \"2024-05-01T00:00:00Z\"."),
