@@ -49,6 +49,7 @@ bench: deps
 	bash Benchmarks/geofence.sh
 	bash Benchmarks/http_sink.sh
 	bash Benchmarks/nats_sink.sh
+	bash Benchmarks/nats_source.sh
 	bash Benchmarks/mqtt_sink.sh
 
 bench-nmea: deps

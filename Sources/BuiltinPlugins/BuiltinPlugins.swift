@@ -12,6 +12,7 @@ import GpsdSource
 import HTTPOutput
 import MQTTOutput
 import NATSOutput
+import NATSSource
 
 /// The one list of built-in plugins. A plugin folder under `Plugins/` that is missing here fails
 /// `BuiltinPluginsTests`.
@@ -25,6 +26,7 @@ public enum BuiltinPlugins {
         r.register(source: UDPNMEAPlugin.self)
         r.register(source: SerialSourcePlugin.self)
         r.register(source: GpsdSourcePlugin.self)
+        r.register(source: NATSSourcePlugin.self)
         // Transforms
         r.register(transform: CoordinatesPlugin.self)
         r.register(transform: DedupePlugin.self)

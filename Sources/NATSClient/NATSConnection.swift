@@ -89,6 +89,84 @@ public struct NATSStreamConfig: Sendable, Hashable {
     }
 }
 
+/// Where a new consumer starts in its stream.
+public enum NATSDeliverPolicy: Sendable, Hashable {
+    /// From the first message the stream holds.
+    case all
+    /// Only messages stored after the consumer was created.
+    case new
+    /// From the first message stored at or after this time.
+    case byStartTime(Timestamp)
+}
+
+/// A durable pull consumer to create (acks are always explicit: one per message).
+public struct NATSConsumerConfig: Sendable, Hashable {
+    public var stream: String
+    public var durable: String
+    /// Only messages on subjects matching this filter; nil for the whole stream.
+    public var filterSubject: String?
+    public var deliver: NATSDeliverPolicy
+    /// Most messages delivered and not yet acknowledged; the server delivers no more beyond it.
+    public var maxAckPending: Int
+    /// How long the server waits for an ack before delivering the message again.
+    public var ackWait: Duration
+
+    public init(stream: String, durable: String, filterSubject: String?, deliver: NATSDeliverPolicy, maxAckPending: Int, ackWait: Duration) {
+        self.stream = stream; self.durable = durable; self.filterSubject = filterSubject
+        self.deliver = deliver; self.maxAckPending = maxAckPending; self.ackWait = ackWait
+    }
+}
+
+/// A consumer as the server describes it (the part locgate reads).
+public struct NATSConsumerInfo: Sendable, Hashable {
+    public var stream: String
+    public var name: String
+    public var filterSubject: String?
+    public var explicitAck = false
+    /// No deliver subject: a pull consumer.
+    public var pull = true
+    public var ackWait: Duration = .zero
+    public var maxAckPending = 0
+    /// Delivered and not yet acknowledged.
+    public var numAckPending = 0
+    /// In the stream, matching the filter, not yet delivered.
+    public var numPending: UInt64 = 0
+    public var numRedelivered = 0
+    public var deliveredStreamSequence: UInt64 = 0
+    public var ackFloorStreamSequence: UInt64 = 0
+
+    public init(stream: String, name: String) { self.stream = stream; self.name = name }
+}
+
+/// Where a message's acknowledgement goes (its JetStream reply subject); opaque to callers.
+public struct NATSAckToken: Sendable, Hashable {
+    fileprivate let reply: String
+}
+
+/// How a JetStream message is answered.
+public enum NATSAckKind: String, Sendable {
+    /// Done: never delivered again.
+    case ack = "+ACK"
+    /// Not done: delivered again soon.
+    case nak = "-NAK"
+    /// Never deliver again, without processing it (bad input); the server reports it as terminated.
+    case term = "+TERM"
+}
+
+/// One message received from a subscription, its payload copied out of the client.
+public struct NATSReceivedMessage: Sendable {
+    public var subject: String
+    public var payload: [UInt8]
+    /// JetStream messages: where the ack goes; nil for core messages without a reply subject.
+    public var ackToken: NATSAckToken?
+    /// JetStream: how many times the server delivered this message (1 the first time).
+    public var deliveries: Int?
+    public var streamSequence: UInt64?
+    public var stream: String?
+
+    public init(subject: String, payload: [UInt8]) { self.subject = subject; self.payload = payload }
+}
+
 /// JetStream settings of a connection.
 public struct NATSJetStreamSettings: Sendable {
     /// Timeout of JetStream API requests (stream info, create).
@@ -457,10 +535,141 @@ public final class NATSConnection: @unchecked Sendable {
                               fileStorage: file, messages: si.State.Msgs, lastSequence: si.State.LastSeq)
     }
 
+    // MARK: - Consumers
+
+    /// Creates the durable pull consumer `config.durable` on `config.stream` with explicit acks;
+    /// an existing consumer of that name is returned unchanged (never altered).
+    public func createConsumer(_ config: NATSConsumerConfig) async throws -> (info: NATSConsumerInfo, created: Bool) {
+        guard js != nil else { throw NATSError(summary: "create consumer", detail: "the connection has no JetStream context", jetStreamCode: 0, status: "") }
+        if let existing = try await consumerInfo(stream: config.stream, name: config.durable) { return (existing, false) }
+        let created: NATSConsumerInfo? = try await NATSConnection.blocking { [self] in
+            try config.durable.withCString { durable in
+                try withOptionalCString(config.filterSubject) { filter in
+                    var cc = jsConsumerConfig()
+                    jsConsumerConfig_Init(&cc)
+                    cc.Durable = durable
+                    cc.FilterSubject = filter
+                    cc.AckPolicy = js_AckExplicit
+                    cc.AckWait = nanoseconds(config.ackWait)
+                    cc.MaxAckPending = Int64(config.maxAckPending)
+                    switch config.deliver {
+                    case .all: cc.DeliverPolicy = js_DeliverAll
+                    case .new: cc.DeliverPolicy = js_DeliverNew
+                    case .byStartTime(let t):
+                        cc.DeliverPolicy = js_DeliverByStartTime
+                        cc.OptStartTime = t.milliseconds * 1_000_000
+                    }
+                    var ci: UnsafeMutablePointer<jsConsumerInfo>?
+                    var code = jsErrCode(0)
+                    let s = js_AddConsumer(&ci, js, config.stream, &cc, nil, &code)
+                    // Another aggregator created it first: use theirs, as for any existing consumer.
+                    if code == JSConsumerNameExistErr { return nil }
+                    try NATSConnection.check(s, "create consumer \(config.durable) on \(config.stream)", code: code)
+                    defer { jsConsumerInfo_Destroy(ci) }
+                    return ci.map(NATSConnection.consumerInfo)
+                }
+            }
+        }
+        if let created { return (created, true) }
+        guard let existing = try await consumerInfo(stream: config.stream, name: config.durable) else {
+            throw NATSError(summary: "create consumer", detail: "consumer \(config.durable) exists and vanished", jetStreamCode: 0, status: "")
+        }
+        return (existing, false)
+    }
+
+    /// The consumer `name` of `stream`, or nil when it (or the stream) does not exist.
+    public func consumerInfo(stream: String, name: String) async throws -> NATSConsumerInfo? {
+        guard js != nil else { throw NATSError(summary: "consumer info", detail: "the connection has no JetStream context", jetStreamCode: 0, status: "") }
+        return try await NATSConnection.blocking { [self] in
+            var ci: UnsafeMutablePointer<jsConsumerInfo>?
+            var code = jsErrCode(0)
+            let s = js_GetConsumerInfo(&ci, js, stream, name, nil, &code)
+            if s == NATS_NOT_FOUND || code == JSConsumerNotFoundErr || code == JSStreamNotFoundErr { return nil }
+            try NATSConnection.check(s, "consumer info \(stream) \(name)", code: code)
+            defer { jsConsumerInfo_Destroy(ci) }
+            return ci.map(NATSConnection.consumerInfo)
+        }
+    }
+
+    /// A pull subscription bound to the existing durable consumer `consumer` of `stream`
+    /// (create it first with `createConsumer`): the library neither creates nor deletes it.
+    public func pullSubscribe(stream: String, consumer: String, filterSubject: String?) async throws -> NATSSubscription {
+        guard js != nil else { throw NATSError(summary: "subscribe", detail: "the connection has no JetStream context", jetStreamCode: 0, status: "") }
+        return try await NATSConnection.blocking { [self] in
+            try stream.withCString { streamName in
+                try consumer.withCString { consumerName in
+                    var so = jsSubOptions()
+                    jsSubOptions_Init(&so)
+                    so.Stream = streamName
+                    so.Consumer = consumerName
+                    // Acks are the caller's, sent only once the pipeline took the positions over.
+                    so.ManualAck = true
+                    var sub: OpaquePointer?
+                    var code = jsErrCode(0)
+                    // Binding checks the subject against the consumer's filter: give the same one.
+                    let s = js_PullSubscribe(&sub, js, filterSubject ?? "", consumerName, nil, &so, &code)
+                    try NATSConnection.check(s, "subscribe to consumer \(consumer) of \(stream)", code: code)
+                    guard let sub else { throw NATSError(summary: "subscribe", detail: "no subscription", jetStreamCode: 0, status: "") }
+                    return NATSSubscription(sub, connection: self, pull: true)
+                }
+            }
+        }
+    }
+
+    /// A core NATS subscription to `subject` (wildcards allowed): messages arrive while
+    /// connected and are lost otherwise; nothing acknowledges them. Up to `pendingLimit` messages
+    /// wait in the client; beyond that the library drops them (counted in `dropped`).
+    public func subscribe(subject: String, pendingLimit: Int) throws -> NATSSubscription {
+        var sub: OpaquePointer?
+        try NATSConnection.check(natsConnection_SubscribeSync(&sub, nc, subject), "subscribe to \(subject)")
+        guard let sub else { throw NATSError(summary: "subscribe", detail: "no subscription", jetStreamCode: 0, status: "") }
+        // Bytes: room for the limit of messages of the largest size a server allows by default.
+        let s = natsSubscription_SetPendingLimits(sub, Int32(clamping: pendingLimit), 256 * 1024 * 1024)
+        if s != NATS_OK {
+            natsSubscription_Destroy(sub)
+            try NATSConnection.check(s, "pending limits")
+        }
+        return NATSSubscription(sub, connection: self, pull: false)
+    }
+
+    /// Answers JetStream for each message (`ack`, `nak` or `term`) with a core publish to its reply
+    /// subject: buffered and quick, so it may run in a completion. Returns how many could not be
+    /// sent now (closed connection, full reconnect buffer): the server redelivers those after
+    /// the consumer's ack wait.
+    @discardableResult
+    public func acknowledge(_ tokens: [NATSAckToken], _ kind: NATSAckKind) -> Int {
+        var failed = 0
+        let body = Array(kind.rawValue.utf8)
+        for t in tokens {
+            let s = body.withUnsafeBufferPointer { natsConnection_Publish(nc, t.reply, $0.baseAddress, Int32($0.count)) }
+            if s != NATS_OK { failed += 1 }
+        }
+        return failed
+    }
+
+    private static func consumerInfo(_ p: UnsafeMutablePointer<jsConsumerInfo>) -> NATSConsumerInfo {
+        let ci = p.pointee
+        var info = NATSConsumerInfo(stream: ci.Stream.map { String(cString: $0) } ?? "",
+                                    name: ci.Name.map { String(cString: $0) } ?? "")
+        if let cfg = ci.Config?.pointee {
+            info.filterSubject = cfg.FilterSubject.map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
+            info.explicitAck = cfg.AckPolicy == js_AckExplicit
+            info.pull = cfg.DeliverSubject == nil
+            info.ackWait = .nanoseconds(cfg.AckWait)
+            info.maxAckPending = Int(cfg.MaxAckPending)
+        }
+        info.numAckPending = Int(ci.NumAckPending)
+        info.numPending = ci.NumPending
+        info.numRedelivered = Int(ci.NumRedelivered)
+        info.deliveredStreamSequence = ci.Delivered.Stream
+        info.ackFloorStreamSequence = ci.AckFloor.Stream
+        return info
+    }
+
     // MARK: - Status codes
 
     /// Throws for any status but NATS_OK, with libnats' last error text of this thread.
-    private static func check(_ s: natsStatus, _ what: String, code: jsErrCode = jsErrCode(0)) throws {
+    fileprivate static func check(_ s: natsStatus, _ what: String, code: jsErrCode = jsErrCode(0)) throws {
         guard s != NATS_OK else { return }
         throw error(s, what, code: code)
     }
@@ -473,7 +682,7 @@ public final class NATSConnection: @unchecked Sendable {
     }
 
     /// Runs a call that waits on the network on a Dispatch thread.
-    private static func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    fileprivate static func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<T, any Error>) in
             DispatchQueue.global().async { c.resume(with: Result { try body() }) }
         }
@@ -622,9 +831,9 @@ private func nanoseconds(_ d: Duration) -> Int64 {
     d.components.seconds * 1_000_000_000 + d.components.attoseconds / 1_000_000_000
 }
 
-private func withOptionalCString<R>(_ s: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
-    guard let s else { return body(nil) }
-    return s.withCString { body($0) }
+private func withOptionalCString<R>(_ s: String?, _ body: (UnsafePointer<CChar>?) throws -> R) rethrows -> R {
+    guard let s else { return try body(nil) }
+    return try s.withCString { try body($0) }
 }
 
 /// Calls `body` with C copies of `strings` (freed afterwards): libnats copies what it keeps.
@@ -695,5 +904,106 @@ private let pubAckHandler: jsPubAckHandler = { _, msg, pa, pae, closure in
             result = .refused(code: Int(pae.ErrCode.rawValue), text: pae.ErrText.map { String(cString: $0) } ?? "")
         }
         t.complete(key, result)
+    }
+}
+
+// MARK: - Subscriptions
+
+/// A subscription: a pull subscription bound to a durable JetStream consumer, or a core NATS
+/// subscription. Its handle is destroyed in deinit; the connection is kept alive until then.
+///
+/// Thread-safety: libnats' subscription calls may come from any thread; waiting calls (`fetch`,
+/// `next`) run on a Dispatch queue with a timeout, so a cancelled caller returns within it.
+public final class NATSSubscription: @unchecked Sendable {
+    private let sub: OpaquePointer
+    private let connection: NATSConnection
+    /// Pull (JetStream, fetched on request) or core (pushed by the server).
+    public let isPull: Bool
+
+    fileprivate init(_ sub: OpaquePointer, connection: NATSConnection, pull: Bool) {
+        self.sub = sub; self.connection = connection; self.isPull = pull
+    }
+
+    deinit { natsSubscription_Destroy(sub) }
+
+    /// Pull subscriptions: asks the consumer for up to `batch` messages and waits up to `timeout`
+    /// for them; returns early with fewer when the consumer has no more now, and `[]` when none
+    /// came in time.
+    public func fetch(batch: Int, timeout: Duration) async throws -> [NATSReceivedMessage] {
+        precondition(isPull, "fetch is for pull subscriptions")
+        return try await NATSConnection.blocking { [self] in
+            var list = natsMsgList()
+            var code = jsErrCode(0)
+            let s = natsSubscription_Fetch(&list, sub, Int32(clamping: batch), max(1, timeout.milliseconds), &code)
+            if s == NATS_TIMEOUT { return [] }
+            try NATSConnection.check(s, "fetch", code: code)
+            defer { natsMsgList_Destroy(&list) }
+            var out: [NATSReceivedMessage] = []
+            out.reserveCapacity(Int(list.Count))
+            for i in 0..<Int(list.Count) {
+                if let m = list.Msgs?[i] { out.append(NATSSubscription.received(m, jetStream: true)) }
+            }
+            return out
+        }
+    }
+
+    /// Core subscriptions: waits up to `timeout` for a message, then takes what else is already
+    /// waiting in the client, up to `max` in all; `[]` when none came in time.
+    public func next(max: Int, timeout: Duration) async throws -> [NATSReceivedMessage] {
+        precondition(!isPull, "next is for core subscriptions")
+        return try await NATSConnection.blocking { [self] in
+            var first: OpaquePointer?
+            let s = natsSubscription_NextMsg(&first, sub, Swift.max(1, timeout.milliseconds))
+            if s == NATS_TIMEOUT { return [] }
+            // A slow consumer is reported once per overflow; the dropped count tells how many.
+            if s == NATS_SLOW_CONSUMER { return [] }
+            try NATSConnection.check(s, "next message")
+            guard let first else { return [] }
+            var out = [NATSSubscription.received(first, jetStream: false)]
+            natsMsg_Destroy(first)
+            var waiting: Int32 = 0
+            var bytes: Int32 = 0
+            _ = natsSubscription_GetPending(sub, &waiting, &bytes)
+            for _ in 0..<min(Int(waiting), max - 1) {
+                var m: OpaquePointer?
+                guard natsSubscription_NextMsg(&m, sub, 1) == NATS_OK, let m else { break }
+                out.append(NATSSubscription.received(m, jetStream: false))
+                natsMsg_Destroy(m)
+            }
+            return out
+        }
+    }
+
+    /// Core subscriptions: messages the client dropped because `pendingLimit` were waiting.
+    public var dropped: Int64 {
+        var n: Int64 = 0
+        _ = natsSubscription_GetDropped(sub, &n)
+        return n
+    }
+
+    /// Stops the subscription at the server. A bound durable consumer stays, with its acks.
+    public func close() async {
+        _ = try? await NATSConnection.blocking { [self] in natsSubscription_Unsubscribe(sub) }
+    }
+
+    /// The acknowledgement target of a message is its reply subject (`$JS.ACK.…`), kept as a
+    /// string so the C message can be freed at once.
+    private static func received(_ m: OpaquePointer, jetStream: Bool) -> NATSReceivedMessage {
+        let length = Int(natsMsg_GetDataLength(m))
+        let payload = natsMsg_GetData(m).map { p in
+            p.withMemoryRebound(to: UInt8.self, capacity: length) { Array(UnsafeBufferPointer(start: $0, count: length)) }
+        } ?? []
+        var r = NATSReceivedMessage(subject: natsMsg_GetSubject(m).map { String(cString: $0) } ?? "", payload: payload)
+        if let reply = natsMsg_GetReply(m).map({ String(cString: $0) }), !reply.isEmpty { r.ackToken = NATSAckToken(reply: reply) }
+        if jetStream {
+            var meta: UnsafeMutablePointer<jsMsgMetaData>?
+            if natsMsg_GetMetaData(&meta, m) == NATS_OK, let md = meta?.pointee {
+                r.deliveries = Int(md.NumDelivered)
+                r.streamSequence = md.Sequence.Stream
+                r.stream = md.Stream.map { String(cString: $0) }
+            }
+            jsMsgMetaData_Destroy(meta)
+        }
+        return r
     }
 }

@@ -5,6 +5,7 @@ import FoundationNetworking
 import GatewayCore
 import GatewayTesting
 import NATSClient
+import NATSTesting
 @testable import NATSOutput
 import Testing
 

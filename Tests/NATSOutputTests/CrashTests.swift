@@ -2,6 +2,7 @@ import Foundation
 import GatewayCore
 import GatewayTesting
 import NATSClient
+import NATSTesting
 import Testing
 
 /// `kill -9` of the real binary in the middle of a replay into the nats sink, then a restart on

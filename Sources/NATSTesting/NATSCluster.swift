@@ -9,26 +9,26 @@ import NATSClient
 /// A real 3-node nats-server JetStream cluster on 127.0.0.1, on free ports, in a temporary
 /// directory: one config file per node (server_name, listen, http, cluster routes, jetstream
 /// store_dir). `kill9(_:)` and `restart(_:)` take one node away and back; `stop()` ends all.
-final class NATSCluster: @unchecked Sendable {
-    struct Node {
-        var name: String
-        var clientPort: Int
-        var clusterPort: Int
-        var httpPort: Int
-        var config: String
+public final class NATSCluster: @unchecked Sendable {
+    public struct Node {
+        public var name: String
+        public var clientPort: Int
+        public var clusterPort: Int
+        public var httpPort: Int
+        public var config: String
         var process: Process?
     }
 
-    let directory: String
+    public let directory: String
     // Guarded by being used from one test task at a time.
-    private(set) var nodes: [Node] = []
+    public private(set) var nodes: [Node] = []
 
     /// How the test's own connections authenticate (matching `extraConfig`).
-    let credentials: NATSConnectionOptions.Credentials
+    public let credentials: NATSConnectionOptions.Credentials
 
     /// `size` nodes (1: a single server without a cluster block); `extraConfig` is added to
-    /// every node's configuration (an `authorization` block).
-    init(size: Int = 3, extraConfig: String = "", credentials: NATSConnectionOptions.Credentials = .none) throws {
+    /// every node's configuration (an `authorization` block, a `mappings` block).
+    public init(size: Int = 3, extraConfig: String = "", credentials: NATSConnectionOptions.Credentials = .none) throws {
         self.credentials = credentials
         directory = NSTemporaryDirectory() + "locgate-nats-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -68,10 +68,10 @@ final class NATSCluster: @unchecked Sendable {
     deinit { stop() }
 
     /// `nats://127.0.0.1:port` of every node.
-    var urls: [String] { nodes.map { "nats://127.0.0.1:\($0.clientPort)" } }
+    public var urls: [String] { nodes.map { "nats://127.0.0.1:\($0.clientPort)" } }
 
     /// Starts every node and waits until the cluster elected a JetStream meta leader.
-    func start() async throws {
+    public func start() async throws {
         for i in nodes.indices { try launch(i) }
         try await waitForMetaLeader(on: Array(nodes.indices))
     }
@@ -91,7 +91,7 @@ final class NATSCluster: @unchecked Sendable {
     }
 
     /// kill -9 of one node: no goodbye to clients or peers.
-    func kill9(_ i: Int) {
+    public func kill9(_ i: Int) {
         guard let p = nodes[i].process else { return }
         kill(p.processIdentifier, SIGKILL)
         p.waitUntilExit()
@@ -99,18 +99,18 @@ final class NATSCluster: @unchecked Sendable {
     }
 
     /// Starts a killed node again on its ports and store, and waits until it sees the meta leader.
-    func restart(_ i: Int) async throws {
+    public func restart(_ i: Int) async throws {
         try launch(i)
         try await waitForMetaLeader(on: [i])
     }
 
-    func stop() {
+    public func stop() {
         for i in nodes.indices { kill9(i) }
         try? FileManager.default.removeItem(atPath: directory)
     }
 
     /// The `/jsz` report of node `i`.
-    func jsz(_ i: Int, query: String = "") async throws -> JSONValue {
+    public func jsz(_ i: Int, query: String = "") async throws -> JSONValue {
         let url = URL(string: "http://127.0.0.1:\(nodes[i].httpPort)/jsz\(query)")!
         let (data, _) = try await URLSession.shared.data(from: url)
         return try JSONValue.parse(Array(data))
@@ -131,7 +131,7 @@ final class NATSCluster: @unchecked Sendable {
     }
 
     /// A connection to the cluster with a JetStream context, for setting up and inspecting streams.
-    func connect() async throws -> NATSConnection {
+    public func connect() async throws -> NATSConnection {
         var o = NATSConnectionOptions()
         o.servers = urls
         o.name = "locgate-test"
@@ -143,7 +143,7 @@ final class NATSCluster: @unchecked Sendable {
 
     /// Creates a stream (R3 by default), retrying while the cluster is still assigning peers.
     @discardableResult
-    func createStream(_ name: String, subjects: [String], replicas: Int = 3, duplicateWindow: Duration = .seconds(600)) async throws -> NATSStreamInfo {
+    public func createStream(_ name: String, subjects: [String], replicas: Int = 3, duplicateWindow: Duration = .seconds(600)) async throws -> NATSStreamInfo {
         let c = try await connect()
         var lastError: (any Error)?
         for _ in 0..<100 {
@@ -162,7 +162,7 @@ final class NATSCluster: @unchecked Sendable {
     }
 
     /// How many messages `stream` holds (one request, cheap enough to poll).
-    func count(_ stream: String) async throws -> UInt64 {
+    public func count(_ stream: String) async throws -> UInt64 {
         let c = try await connect()
         let info = try await c.streamInfo(stream)
         await c.close()
@@ -170,16 +170,24 @@ final class NATSCluster: @unchecked Sendable {
     }
 
     /// Every message of `stream`, read back through the stream's get API.
-    func messages(_ stream: String) async throws -> [NATSStoredMessage] {
+    public func messages(_ stream: String) async throws -> [NATSStoredMessage] {
         let c = try await connect()
         guard let info = try await c.streamInfo(stream) else { throw ClusterError("no stream \(stream)") }
         let all = info.lastSequence == 0 ? [] : try await c.storedMessages(stream: stream, sequences: 1...info.lastSequence)
         await c.close()
         return all
     }
+
+    /// The durable consumer `name` of `stream` as the server reports it now.
+    public func consumer(_ stream: String, _ name: String) async throws -> NATSConsumerInfo? {
+        let c = try await connect()
+        let info = try await c.consumerInfo(stream: stream, name: name)
+        await c.close()
+        return info
+    }
 }
 
-struct ClusterError: Error, CustomStringConvertible {
-    var description: String
-    init(_ d: String) { description = d }
+public struct ClusterError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ d: String) { description = d }
 }
