@@ -18,4 +18,9 @@ public enum MQTTPayloadFormat: Sendable {
         case .template(let t): t.appendDocument(p, to: &out)
         }
     }
+
+    /// True for `json` (tests and log lines).
+    public var isJSON: Bool { if case .json = self { true } else { false } }
+    /// True for `owntracks`.
+    public var isOwnTracks: Bool { if case .owntracks = self { true } else { false } }
 }
