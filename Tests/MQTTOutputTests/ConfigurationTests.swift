@@ -171,3 +171,25 @@ import Testing
         #expect(a != MQTTBrokerConfiguration.defaultClientID(componentID: "other"))
     }
 }
+
+@Suite struct TemplateBodyTests {
+    @Test func templateHoldsTheOnePositionAsAnObjectMappedByTheHTTPFieldRules() throws {
+        let c = try configuration(#"""
+            { "url": "mqtt://broker", "queue": null,
+              "body": { "format": "template", "template": { "vehicle": "v7", "fix": "$positions" },
+                        "fields": { "t": { "from": "time", "time_format": "epoch_s" }, "la": "lat", "lo": { "from": "lon", "decimals": 2 },
+                                    "kmh": { "from": "speed", "scale": 3.6, "decimals": 0 } } } }
+            """#)
+        var out: [UInt8] = []
+        c.format.append(positions(0..<1)[0], to: &out)
+        #expect(String(decoding: out, as: UTF8.self) == #"{"vehicle":"v7","fix":{"t":1714557600,"la":31.2,"lo":121.50,"kmh":9}}"#)
+    }
+
+    @Test func templateWithoutFieldsHoldsTheWholePositionObject() throws {
+        let c = try configuration(#"{ "url": "mqtt://broker", "queue": null, "body": { "format": "template", "template": ["$positions"] } }"#)
+        let p = positions(0..<1)[0]
+        var out: [UInt8] = []
+        c.format.append(p, to: &out)
+        #expect(String(decoding: out, as: UTF8.self) == "[" + PositionJSON.string(p) + "]")
+    }
+}
