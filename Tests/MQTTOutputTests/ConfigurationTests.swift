@@ -182,7 +182,7 @@ import Testing
             """#)
         var out: [UInt8] = []
         c.format.append(positions(0..<1)[0], to: &out)
-        #expect(String(decoding: out, as: UTF8.self) == #"{"vehicle":"v7","fix":{"t":1714557600,"la":31.2,"lo":121.50,"kmh":9}}"#)
+        #expect(String(decoding: out, as: UTF8.self) == #"{"vehicle":"v7","fix":{"t":1714557600,"la":31.2,"lo":121.5,"kmh":9}}"#)
     }
 
     @Test func templateWithoutFieldsHoldsTheWholePositionObject() throws {
