@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import PositionEncoding
 import Outbox
 
 /// The `http` sink: batches positions to an HTTP endpoint from a durable (SQLite) or memory queue.
@@ -117,134 +118,14 @@ public enum HTTPSinkPlugin: SinkPlugin {
 
     static func readBody(_ body: inout OptionReader) -> BodyFormat {
         let format = body.choice("format", ["json_array", "jsonl", "geojson", "template"], default: "json_array")
-        let template = body.value("template")
-        let hasFields = body.has("fields")
-        if format != "template" {
-            if template != nil { body.report("template", "only used with \"format\": \"template\"") }
-            if hasFields { body.report("fields", "only used with \"format\": \"template\"") }
-        }
+        if format != "template" { BodyTemplate.reportUnused(&body, format: "template") }
         switch format {
         case "jsonl": return .jsonl
         case "geojson": return .geojson
         case "template": break
         default: return .jsonArray
         }
-        // The template with "$positions" replaced by a marker, then split around it.
-        let marker = "\u{1}locgate-positions\u{1}"
-        var placeholders = 0
-        func substituted(_ v: JSONValue, at path: String) -> JSONValue {
-            switch v {
-            case .string(let s) where s == BodyTemplate.placeholder:
-                placeholders += 1
-                return .string(marker)
-            case .string(let s): return .string(body.substitute(s, at: path))
-            case .array(let a): return .array(a.enumerated().map { substituted($0.element, at: "\(path)[\($0.offset)]") })
-            case .object(let o): return .object(JSONObject(o.map { ($0.key, substituted($0.value, at: "\(path).\($0.key)")) }))
-            default: return v
-            }
-        }
-        let doc = substituted(template ?? .string(BodyTemplate.placeholder), at: "template")
-        if placeholders != 1 {
-            body.report("template", "must contain the string \"\(BodyTemplate.placeholder)\" exactly once (found \(placeholders))")
-        }
-        var bytes: [UInt8] = []
-        JSONWriter.append(doc, to: &bytes)
-        var quotedMarker: [UInt8] = []
-        JSONWriter.appendString(marker, to: &quotedMarker)
-        var prefix: [UInt8] = [UInt8(ascii: "[")]
-        var suffix: [UInt8] = [UInt8(ascii: "]")]
-        if let r = bytes.firstRange(of: quotedMarker) {
-            prefix = Array(bytes[..<r.lowerBound]) + [UInt8(ascii: "[")]
-            suffix = [UInt8(ascii: "]")] + Array(bytes[r.upperBound...])
-        }
-        var fields: [FieldMapping]?
-        if case .object(let spec)? = body.value("fields"), var reader = body.object("fields") {
-            fields = spec.compactMap { m in readField(name: m.key, spec: m.value, reader: &reader) }
-            if spec.isEmpty { reader.report("", "must list at least one field") }
-            reader.finish()
-        } else if hasFields, body.value("fields") != nil {
-            _ = body.object("fields")  // reports the wrong kind
-        }
-        return .template(BodyTemplate(prefix: prefix, suffix: suffix, fields: fields))
-    }
-
-    private static func readField(name: String, spec: JSONValue, reader: inout OptionReader) -> FieldMapping? {
-        if case .string(let from) = spec {
-            _ = reader.string(name)
-            return mapping(name: name, from: from, timeFormat: nil, zone: nil, scale: nil, decimals: nil, reader: reader, at: name)
-        }
-        guard var f = reader.object(name) else { return nil }
-        defer { f.finish() }
-        if f.has("value") {
-            if f.has("from") { f.report("", "give either from or value") }
-            var bytes: [UInt8] = []
-            if let v = f.value("value") {
-                if case .string(let s) = v { JSONWriter.appendString(f.substitute(s, at: "value"), to: &bytes) } else { JSONWriter.append(v, to: &bytes) }
-            } else {
-                bytes = Array("null".utf8)
-            }
-            return FieldMapping(name: name, value: .constant(bytes))
-        }
-        guard let from = f.requiredString("from") else { return nil }
-        let timeFormat = f.string("time_format")
-        let zone = f.string("zone")
-        let scale = f.double("scale")
-        let decimals = f.optionalInt("decimals", in: 0...12)
-        return mapping(name: name, from: from, timeFormat: timeFormat, zone: zone, scale: scale, decimals: decimals, reader: f, at: "")
-    }
-
-    private static func mapping(name: String, from: String, timeFormat: String?, zone: String?, scale: Double?, decimals: Int?,
-                                reader: OptionReader, at key: String) -> FieldMapping? {
-        func problem(_ field: String, _ message: String) {
-            reader.report(key.isEmpty ? field : key, message)
-        }
-        if from == "time" {
-            if scale != nil { problem("scale", "not used with time") }
-            if decimals != nil { problem("decimals", "not used with time") }
-            let format = timeFormat ?? "iso8601"
-            switch format {
-            case "iso8601":
-                if zone != nil { problem("zone", "iso8601 times are always UTC; use a pattern for another zone") }
-                return FieldMapping(name: name, value: .time(.iso8601))
-            case "epoch_s": return FieldMapping(name: name, value: .time(.epochSeconds))
-            case "epoch_ms": return FieldMapping(name: name, value: .time(.epochMilliseconds))
-            default:
-                guard let tz = timeZone(zone ?? "UTC") else {
-                    problem("zone", "unknown time zone \"\(zone ?? "")\" (use an IANA name such as Asia/Shanghai, or +08:00)")
-                    return nil
-                }
-                do {
-                    return FieldMapping(name: name, value: .time(.pattern(try TimePattern(pattern: format, zone: tz))))
-                } catch {
-                    problem("time_format", "expected iso8601, epoch_s, epoch_ms or a pattern such as \"yyyy-MM-dd HH:mm:ss\": \(error.message)")
-                    return nil
-                }
-            }
-        }
-        if timeFormat != nil { problem("time_format", "only used with \"from\": \"time\"") }
-        if zone != nil { problem("zone", "only used with \"from\": \"time\"") }
-        let field: PositionField
-        if from.hasPrefix("attributes."), from.count > 11 {
-            field = .attribute(String(from.dropFirst(11)))
-        } else if let f = PositionField.names[from] {
-            field = f
-        } else {
-            problem("from", "unknown position field \"\(from)\" (one of time, \(PositionField.names.keys.sorted().joined(separator: ", ")), attributes.KEY)")
-            return nil
-        }
-        return FieldMapping(name: name, value: .field(field, scale: scale, decimals: decimals))
-    }
-
-    /// An IANA zone name, `UTC`, or a fixed offset `+08:00` / `-0530`.
-    static func timeZone(_ text: String) -> TimeZone? {
-        if let first = text.first, first == "+" || first == "-" {
-            let digits = text.dropFirst().filter { $0 != ":" }
-            guard digits.count == 4, let v = Int(digits) else { return nil }
-            let seconds = (v / 100 * 3600 + v % 100 * 60) * (first == "-" ? -1 : 1)
-            return TimeZone(secondsFromGMT: seconds)
-        }
-        if text.uppercased() == "UTC" || text.uppercased() == "Z" { return TimeZone(identifier: "UTC") }
-        return TimeZone(identifier: text)
+        return .template(BodyTemplate.read(&body))
     }
 
     static func readPredicate(_ json: inout OptionReader) -> ResponsePredicate? {

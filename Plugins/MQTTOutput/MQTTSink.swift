@@ -1,4 +1,5 @@
 import GatewayCore
+import MQTTClient
 import Outbox
 
 /// Publishes positions to an MQTT broker from an outbox: one message per position.
@@ -21,25 +22,12 @@ struct MQTTSink: PositionSink {
     init(configuration: MQTTSinkConfiguration, context: ComponentContext) throws {
         self.configuration = configuration
         self.context = context
-        var o = MQTTConnectionOptions()
-        o.host = configuration.host
-        o.port = configuration.port
-        o.clientID = configuration.clientID ?? MQTTSinkPlugin.defaultClientID(sinkID: context.id)
-        o.cleanSession = configuration.cleanSession
-        o.protocolVersion = configuration.protocolVersion == "3.1.1" ? .v311 : .v5
-        o.keepalive = Int(configuration.keepalive.milliseconds / 1000)
+        var o = configuration.broker.connectionOptions(componentID: context.id)
         o.maxInflight = configuration.maxInflight
-        o.username = configuration.username
-        o.password = configuration.password
-        if configuration.useTLS {
-            o.tls = .init(caFile: configuration.caFile, certFile: configuration.certFile, keyFile: configuration.keyFile, verify: configuration.verify)
-        }
         if let status = configuration.status {
             o.will = .init(topic: status.topic, payload: Array(status.offline.utf8), qos: 1, retain: true)
             o.online = .init(topic: status.topic, payload: Array(status.online.utf8), qos: 1, retain: true)
         }
-        o.reconnectMax = configuration.reconnectMax
-        o.displayURL = "\(configuration.useTLS ? "mqtts" : "mqtt")://\(configuration.host):\(configuration.port)"
         connection = try MQTTConnection(options: o, logger: context.logger, stats: context.stats)
         outbox = try OutboxOptions.open(configuration.queue, context: context)
     }
@@ -54,7 +42,7 @@ struct MQTTSink: PositionSink {
         let loop = OutboxSinkLoop(outbox: outbox, mode: configuration.queue, context: context, window: configuration.maxInflight,
                                   retainNewestPerKey: configuration.retain == .last, statsPrefix: "mqtt",
                                   // Not slower than the connection's own retries: once it is back, publishing resumes soon.
-                                  retryMax: configuration.reconnectMax)
+                                  retryMax: configuration.broker.reconnectMax)
         let transport = MQTTTransport(connection: connection, qos: configuration.qos, retain: configuration.retain)
         let topic = configuration.topic
         let format = configuration.format

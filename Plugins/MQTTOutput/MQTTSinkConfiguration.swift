@@ -1,4 +1,5 @@
 import GatewayCore
+import MQTTClient
 import Outbox
 
 /// Configuration of the `mqtt` sink (see the README for every option with its default).
@@ -18,27 +19,14 @@ public struct MQTTSinkConfiguration: Sendable {
         public var offline: String
     }
 
-    public var host = "127.0.0.1"
-    public var port = 1883
-    public var useTLS = false
-    /// nil: `locgate-<host name>-<sink id>`, chosen when the sink is built.
-    public var clientID: String?
-    public var cleanSession = false
-    public var protocolVersion = "5"
+    /// Broker, session, credentials, TLS, keepalive, reconnection (shared with the mqtt source).
+    public var broker = MQTTBrokerConfiguration()
     public var qos = 1
     public var topic = MQTTTopic.compile("locgate/{device}").topic ?? MQTTTopic(parts: [.literal("locgate")])
     public var retain: Retain = .never
     public var format: MQTTPayloadFormat = .json
     public var status: Status?
-    public var username: String?
-    public var password: String?
-    public var caFile: String?
-    public var certFile: String?
-    public var keyFile: String?
-    public var verify = true
-    public var keepalive: Duration = .seconds(60)
     public var maxInflight = 100
-    public var reconnectMax: Duration = .seconds(10)
     public var queue: OutboxMode = .memory(maxRecords: 100_000)
 
     public init() {}

@@ -10,6 +10,7 @@ import Geofence
 import SerialSource
 import GpsdSource
 import HTTPOutput
+import MQTTInput
 import MQTTOutput
 import NATSOutput
 import NATSSource
@@ -26,6 +27,7 @@ public enum BuiltinPlugins {
         r.register(source: UDPNMEAPlugin.self)
         r.register(source: SerialSourcePlugin.self)
         r.register(source: GpsdSourcePlugin.self)
+        r.register(source: MQTTSourcePlugin.self)
         r.register(source: NATSSourcePlugin.self)
         // Transforms
         r.register(transform: CoordinatesPlugin.self)

@@ -2,26 +2,27 @@ import BuiltinPlugins
 import Foundation
 import GatewayCore
 import GatewayTesting
+import MQTTClient
 @testable import MQTTOutput
 import Testing
 
 @Suite struct ConfigurationTests {
     @Test func defaultsAreTheDocumentedOnes() throws {
         let c = try configuration(#"{ "url": "mqtt://broker.local", "queue": null }"#)
-        #expect(c.host == "broker.local")
-        #expect(c.port == 1883)
-        #expect(!c.useTLS)
-        #expect(c.clientID == nil)
-        #expect(!c.cleanSession)
-        #expect(c.protocolVersion == "5")
+        #expect(c.broker.host == "broker.local")
+        #expect(c.broker.port == 1883)
+        #expect(!c.broker.useTLS)
+        #expect(c.broker.clientID == nil)
+        #expect(!c.broker.cleanSession)
+        #expect(c.broker.protocolVersion == "5")
         #expect(c.qos == 1)
         #expect(c.retain == .never)
-        #expect(c.format == .json)
+        #expect(c.format.isJSON)
         #expect(c.status == nil)
-        #expect(c.keepalive == .seconds(60))
+        #expect(c.broker.keepalive == .seconds(60))
         #expect(c.maxInflight == 100)
-        #expect(c.reconnectMax == .seconds(10))
-        #expect(c.verify)
+        #expect(c.broker.reconnectMax == .seconds(10))
+        #expect(c.broker.verify)
         #expect(!MQTTSinkPlugin.isDurable(c))
         let p = positions(0..<1)[0]
         #expect(c.topic.render(p) == "locgate/dev0")
@@ -39,13 +40,13 @@ import Testing
               "tls": { "ca_file": "\(dir)/ca.pem", "cert_file": "\(dir)/c.pem", "key_file": "\(dir)/k.pem", "verify": false },
               "keepalive": "30s", "max_inflight": 500, "reconnect_max": "2s", "queue": { "path": "\(dir)/q.sqlite" } }
             """)
-        #expect(c.useTLS && c.host == "::1" && c.port == 8883)
-        #expect(c.clientID == "gw-7" && c.cleanSession && c.protocolVersion == "3.1.1" && c.qos == 2)
-        #expect(c.retain == .last && c.format == .owntracks)
+        #expect(c.broker.useTLS && c.broker.host == "::1" && c.broker.port == 8883)
+        #expect(c.broker.clientID == "gw-7" && c.broker.cleanSession && c.broker.protocolVersion == "3.1.1" && c.qos == 2)
+        #expect(c.retain == .last && c.format.isOwnTracks)
         #expect(c.status == .init(topic: "fleet/gw-7/status", online: "up", offline: "down"))
-        #expect(c.username == "u" && c.password == "p")
-        #expect(c.caFile == "\(dir)/ca.pem" && c.certFile == "\(dir)/c.pem" && c.keyFile == "\(dir)/k.pem" && !c.verify)
-        #expect(c.keepalive == .seconds(30) && c.maxInflight == 500 && c.reconnectMax == .seconds(2))
+        #expect(c.broker.username == "u" && c.broker.password == "p")
+        #expect(c.broker.caFile == "\(dir)/ca.pem" && c.broker.certFile == "\(dir)/c.pem" && c.broker.keyFile == "\(dir)/k.pem" && !c.broker.verify)
+        #expect(c.broker.keepalive == .seconds(30) && c.maxInflight == 500 && c.broker.reconnectMax == .seconds(2))
         #expect(MQTTSinkPlugin.isDurable(c))
         #expect(MQTTSinkPlugin.claims(of: c) == ["file \(dir)/q.sqlite"])
     }
@@ -62,7 +63,9 @@ import Testing
         (#"{ "url": "mqtt://broker", "topic": "$SYS/x", "queue": null }"#, "sinks.up.topic", "reserved"),
         (#"{ "url": "mqtt://broker", "retain": "first", "queue": null }"#, "sinks.up.retain", "\"last\""),
         (#"{ "url": "mqtt://broker", "protocol": "3", "queue": null }"#, "sinks.up.protocol", "3.1.1"),
-        (#"{ "url": "mqtt://broker", "body": { "format": "template" }, "queue": null }"#, "sinks.up.body.format", "owntracks"),
+        (#"{ "url": "mqtt://broker", "body": { "format": "geojson" }, "queue": null }"#, "sinks.up.body.format", "template"),
+        (#"{ "url": "mqtt://broker", "body": { "format": "template", "template": { "a": 1 } }, "queue": null }"#, "sinks.up.body.template", "$positions"),
+        (#"{ "url": "mqtt://broker", "body": { "fields": { "la": "lat" } }, "queue": null }"#, "sinks.up.body.fields", "only used"),
         (#"{ "url": "mqtt://broker", "status": { "online": "up" }, "queue": null }"#, "sinks.up.status.topic", "missing"),
         (#"{ "url": "mqtt://broker", "status": { "topic": "gw/{device}" }, "queue": null }"#, "sinks.up.status.topic", "fixed topic"),
         (#"{ "url": "mqtt://broker", "password": "p", "queue": null }"#, "sinks.up.password", "username"),
@@ -162,9 +165,31 @@ import Testing
     }
 
     @Test func defaultClientIDIsStableAndNamesTheSink() {
-        let a = MQTTSinkPlugin.defaultClientID(sinkID: "up")
-        #expect(a == MQTTSinkPlugin.defaultClientID(sinkID: "up"))
+        let a = MQTTBrokerConfiguration.defaultClientID(componentID: "up")
+        #expect(a == MQTTBrokerConfiguration.defaultClientID(componentID: "up"))
         #expect(a.hasPrefix("locgate-") && a.hasSuffix("-up"))
-        #expect(a != MQTTSinkPlugin.defaultClientID(sinkID: "other"))
+        #expect(a != MQTTBrokerConfiguration.defaultClientID(componentID: "other"))
+    }
+}
+
+@Suite struct TemplateBodyTests {
+    @Test func templateHoldsTheOnePositionAsAnObjectMappedByTheHTTPFieldRules() throws {
+        let c = try configuration(#"""
+            { "url": "mqtt://broker", "queue": null,
+              "body": { "format": "template", "template": { "vehicle": "v7", "fix": "$positions" },
+                        "fields": { "t": { "from": "time", "time_format": "epoch_s" }, "la": "lat", "lo": { "from": "lon", "decimals": 2 },
+                                    "kmh": { "from": "speed", "scale": 3.6, "decimals": 0 } } } }
+            """#)
+        var out: [UInt8] = []
+        c.format.append(positions(0..<1)[0], to: &out)
+        #expect(String(decoding: out, as: UTF8.self) == #"{"vehicle":"v7","fix":{"t":1714557600,"la":31.2,"lo":121.5,"kmh":9}}"#)
+    }
+
+    @Test func templateWithoutFieldsHoldsTheWholePositionObject() throws {
+        let c = try configuration(#"{ "url": "mqtt://broker", "queue": null, "body": { "format": "template", "template": ["$positions"] } }"#)
+        let p = positions(0..<1)[0]
+        var out: [UInt8] = []
+        c.format.append(p, to: &out)
+        #expect(String(decoding: out, as: UTF8.self) == "[" + PositionJSON.string(p) + "]")
     }
 }

@@ -1,4 +1,6 @@
 import Foundation
+import GatewayTesting
+import MQTTTesting
 import GatewayCore
 import Testing
 
@@ -89,13 +91,13 @@ import Testing
         // Run 1: replayed at 1000x (1000 positions/s); killed once some have arrived, long before the end.
         try CrashTests.writeConfig(dir + "/run1.json", log: dir + "/long.nmea", rate: "1000x", broker: broker, queue: queue)
         let run1 = try CrashTests.launch(binary, config: dir + "/run1.json", stderr: dir + "/run1.log")
-        #expect(await eventually(60) { status.messages().map(\.payload) == ["online"] })
-        #expect(await eventually(60) { subscriber.messages().count >= 1000 })
+        #expect(await Poll.until(timeout: .seconds(60)) { status.messages().map(\.payload) == ["online"] })
+        #expect(await Poll.until(timeout: .seconds(60)) { subscriber.messages().count >= 1000 })
         kill(run1.processIdentifier, SIGKILL)
         run1.waitUntilExit()
         #expect(run1.terminationReason == .uncaughtSignal)
         // The broker publishes the will as soon as it sees the connection die.
-        #expect(await eventually(30) { status.messages().map(\.payload) == ["online", "offline"] })
+        #expect(await Poll.until(timeout: .seconds(30)) { status.messages().map(\.payload) == ["online", "offline"] })
 
         // After the kill the queue file is what run 1 committed and never saw acknowledged.
         let seenAtKill = Set(subscriber.messages().compactMap { positionID($0.payload) })
@@ -105,9 +107,9 @@ import Testing
         // Run 2: nothing new to read; the queue left by run 1 drains, then the process exits.
         try CrashTests.writeConfig(dir + "/run2.json", log: dir + "/empty.nmea", rate: "max", broker: broker, queue: queue)
         let run2 = try CrashTests.launch(binary, config: dir + "/run2.json", stderr: dir + "/run2.log")
-        #expect(await eventually(120) { !run2.isRunning })
+        #expect(await Poll.until(timeout: .seconds(120)) { !run2.isRunning })
         #expect(run2.terminationStatus == 0)
-        #expect(await eventually(30) { Set(subscriber.messages().compactMap { positionID($0.payload) }).isSuperset(of: queued) })
+        #expect(await Poll.until(timeout: .seconds(30)) { Set(subscriber.messages().compactMap { positionID($0.payload) }).isSuperset(of: queued) })
         let all = Set(subscriber.messages().compactMap { positionID($0.payload) })
         let missing = Set(queued).subtracting(all)
         #expect(missing.isEmpty, "\(missing.count) committed id(s) never arrived, e.g. \(missing.sorted().prefix(5))")
@@ -116,6 +118,6 @@ import Testing
         #expect(all.count < epochs, "the kill came after the replay ended; the test proves nothing")
         #expect(all == Set((0..<all.count).map { "rx-\(1_714_521_600_000 + Int64($0) * 1000)" }))
         #expect(try CrashTests.queuedIDs(queue).isEmpty)
-        #expect(await eventually(30) { status.messages().map(\.payload) == ["online", "offline", "online", "offline"] })
+        #expect(await Poll.until(timeout: .seconds(30)) { status.messages().map(\.payload) == ["online", "offline", "online", "offline"] })
     }
 }

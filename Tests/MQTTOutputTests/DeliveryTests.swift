@@ -2,6 +2,7 @@ import Foundation
 import GatewayCore
 import GatewayRuntime
 import GatewayTesting
+import MQTTTesting
 @testable import MQTTOutput
 import Synchronization
 import Testing
@@ -29,14 +30,14 @@ import Testing
         }
         // The sink returned: everything was acknowledged (or, at QoS 0, written) and the queue is empty.
         #expect(harness.stats.value("queue.depth") == 0)
-        #expect(await eventually(30) { subscriber.messages().count >= n })
+        #expect(await Poll.until(timeout: .seconds(30)) { subscriber.messages().count >= n })
         let messages = subscriber.messages()
         #expect(Set(messages.compactMap { positionID($0.payload) }) == Set((0..<n).map { "t-\($0)" }))
         #expect(messages.allSatisfy { $0.topic == "locgate/dev\(positionID($0.payload).flatMap { Int($0.dropFirst(2)) }.map { $0 % 3 } ?? -1)" })
         #expect(harness.log.entries(level: .info, containing: "connected to \(broker.url)").count >= 1)
         // A clean exit leaves the status offline (retained).
         let status = try await Subscriber(broker: broker, topic: "gw/status")
-        #expect(await eventually(10) { status.messages().map(\.payload) == ["offline"] })
+        #expect(await Poll.until(timeout: .seconds(10)) { status.messages().map(\.payload) == ["offline"] })
     }
 
     @Test(.timeLimit(.minutes(3)))
@@ -50,18 +51,17 @@ import Testing
         let n = 3000
         try await harness.run { buffer in
             await buffer.send(positions(0..<1000, devices: 4))
-            #expect(await eventually(30) { subscriber.messages().count >= 500 })
+            #expect(await Poll.until(timeout: .seconds(30)) { subscriber.messages().count >= 500 })
             broker.stop(graceful: true)
-            #expect(await eventually(30) { !harness.log.entries(containing: "retrying in").isEmpty })
+            #expect(await Poll.until(timeout: .seconds(30)) { !harness.log.entries(containing: "retrying in").isEmpty })
             // Positions keep arriving during the outage: they are committed and wait.
             await buffer.send(positions(1000..<2000, devices: 4))
             // The outage itself is the behaviour under test: several reconnect attempts fail.
-            try await Task.sleep(for: .seconds(6))
-            #expect(harness.log.entries(containing: "cannot connect").count >= 2)
+            #expect(await Poll.until(timeout: .seconds(30)) { harness.log.entries(containing: "cannot connect").count >= 2 })
             try broker.start()
             await buffer.send(positions(2000..<n, devices: 4))
         }
-        #expect(await eventually(60) { Set(subscriber.messages().compactMap { positionID($0.payload) }).count >= n })
+        #expect(await Poll.until(timeout: .seconds(60)) { Set(subscriber.messages().compactMap { positionID($0.payload) }).count >= n })
         #expect(Set(subscriber.messages().compactMap { positionID($0.payload) }) == Set((0..<n).map { "t-\($0)" }))
         #expect(harness.stats.value("mqtt.disconnects") >= 1)
     }
@@ -80,13 +80,13 @@ import Testing
             try broker.start()
             // Everyone who subscribes while the backlog drains must never be told an old fix is current:
             // each retained message a fresh subscriber sees is the newest of its device.
-            #expect(await eventually(30) { harness.stats.value("queue.depth") == 0 })
+            #expect(await Poll.until(timeout: .seconds(30)) { harness.stats.value("queue.depth") == 0 })
             watcher.set()
             await buffer.send(positions(400..<800, devices: 4))
         }
         #expect(watcher.isSet)
         let late = try await Subscriber(broker: broker, topic: "locgate/#", extra: ["--retained-only"])
-        #expect(await eventually(10) { late.messages().count >= 4 })
+        #expect(await Poll.until(timeout: .seconds(10)) { late.messages().count >= 4 })
         let retained = Dictionary(late.messages().map { ($0.topic, positionID($0.payload) ?? "") }, uniquingKeysWith: { a, _ in a })
         #expect(retained == ["locgate/dev0": "t-796", "locgate/dev1": "t-797", "locgate/dev2": "t-798", "locgate/dev3": "t-799"])
         #expect(late.messages().count == 4)
@@ -105,7 +105,7 @@ import Testing
         }
         // Checked in the broker's view: a subscriber that sees retained flags (-R excluded) gets only the newest two.
         let late = try await Subscriber(broker: broker, topic: "locgate/#", extra: ["--retained-only"])
-        #expect(await eventually(10) { late.messages().count >= 2 })
+        #expect(await Poll.until(timeout: .seconds(10)) { late.messages().count >= 2 })
         #expect(Set(late.messages().compactMap { positionID($0.payload) }) == ["t-198", "t-199"])
     }
 
@@ -116,17 +116,17 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let subscriber = try await Subscriber(broker: broker, topic: "locgate/#")
         var c = try Self.config(broker, dir)
-        c.username = "gw2"
-        c.password = "not-yet-valid"
+        c.broker.username = "gw2"
+        c.broker.password = "not-yet-valid"
         let harness = try SinkHarness(c)
         try await harness.run { buffer in
             await buffer.send(positions(0..<300))
-            #expect(await eventually(30) { harness.log.entries(level: .error, containing: "Not authorized").count >= 2 }, "\(harness.log.entries.suffix(5))")
+            #expect(await Poll.until(timeout: .seconds(30)) { harness.log.entries(level: .error, containing: "Not authorized").count >= 2 }, "\(harness.log.entries.suffix(5))")
             try broker.addUser("gw2", password: "not-yet-valid")
         }
         let errors = harness.log.entries(level: .error, containing: "cannot connect to \(broker.url)")
         #expect(errors.first?.message.contains("retrying in") == true, "\(errors)")
-        #expect(await eventually(30) { subscriber.messages().count >= 300 })
+        #expect(await Poll.until(timeout: .seconds(30)) { subscriber.messages().count >= 300 })
         #expect(Set(subscriber.messages().compactMap { positionID($0.payload) }) == Set((0..<300).map { "t-\($0)" }))
     }
 
@@ -145,10 +145,10 @@ import Testing
         let harness = try SinkHarness(c)
         try await harness.run { buffer in
             await buffer.send(positions(0..<300))
-            #expect(await eventually(30) { harness.log.entries(level: .error, containing: "certificate verify failed").count >= 2 })
+            #expect(await Poll.until(timeout: .seconds(30)) { harness.log.entries(level: .error, containing: "certificate verify failed").count >= 2 })
             try broker.presentCertificate(trusted: true)
         }
-        #expect(await eventually(30) { subscriber.messages().count >= 300 })
+        #expect(await Poll.until(timeout: .seconds(30)) { subscriber.messages().count >= 300 })
         #expect(Set(subscriber.messages().compactMap { positionID($0.payload) }) == Set((0..<300).map { "t-\($0)" }))
         #expect(harness.log.entries(level: .info, containing: "connected to \(broker.tlsURL)").count >= 1)
     }

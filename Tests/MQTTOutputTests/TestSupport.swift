@@ -8,16 +8,6 @@ import Testing
 /// The package root, found from this file's path.
 let packageRoot: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-/// Polls `condition` every 20 ms until it holds or `seconds` pass; returns whether it held.
-func eventually(_ seconds: Double = 30, _ condition: () -> Bool) async -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return condition()
-}
-
 /// A sink configuration from JSON text; problems fail the test.
 func configuration(_ json: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> MQTTSinkConfiguration {
     let (c, problems) = try PluginOptions.read(MQTTSinkPlugin.self, json, path: "sinks.up")

@@ -10,22 +10,22 @@ import Glibc
 ///
 /// Persistence is on, so a broker stopped with ``stop(graceful:)`` (SIGTERM) keeps the sessions
 /// and queued messages of persistent subscribers across ``start()``, as a production broker does.
-final class MosquittoBroker: @unchecked Sendable {
+public final class MosquittoBroker: @unchecked Sendable {
     // @unchecked: the process handle is touched only by the test that owns the broker.
-    let directory: String
-    let port: Int
-    let tlsPort: Int
-    let user = "gw1"
-    let password = "s3cret-pw"
-    var caFile: String { directory + "/ca.crt" }
-    var clientCert: String { directory + "/client.crt" }
-    var clientKey: String { directory + "/client.key" }
+    public let directory: String
+    public let port: Int
+    public let tlsPort: Int
+    public let user = "gw1"
+    public let password = "s3cret-pw"
+    public var caFile: String { directory + "/ca.crt" }
+    public var clientCert: String { directory + "/client.crt" }
+    public var clientKey: String { directory + "/client.key" }
     /// A CA that signed nothing the broker uses: trusting only it makes the broker's certificate untrusted.
-    var otherCAFile: String { directory + "/other-ca.crt" }
-    var logFile: String { directory + "/mosquitto.log" }
+    public var otherCAFile: String { directory + "/other-ca.crt" }
+    public var logFile: String { directory + "/mosquitto.log" }
     private var process: Process?
 
-    init() throws {
+    public init() throws {
         directory = NSTemporaryDirectory() + "locgate-mqtt-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         port = LoopbackTCPServer.freePort()
@@ -43,11 +43,11 @@ final class MosquittoBroker: @unchecked Sendable {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    var url: String { "mqtt://127.0.0.1:\(port)" }
-    var tlsURL: String { "mqtts://127.0.0.1:\(tlsPort)" }
+    public var url: String { "mqtt://127.0.0.1:\(port)" }
+    public var tlsURL: String { "mqtts://127.0.0.1:\(tlsPort)" }
 
     /// Starts mosquitto (again, on the same ports) and waits until both listeners accept connections.
-    func start() throws {
+    public func start() throws {
         let p = Process()
         // The test process blocks SIGTERM and SIGHUP in the mask its children inherit, and exec
         // keeps the mask: unblock them first, so stop(graceful:) and a reload reach mosquitto.
@@ -71,17 +71,17 @@ final class MosquittoBroker: @unchecked Sendable {
     }
 
     /// Stops it: SIGTERM lets it save its sessions (a clean broker restart), SIGKILL does not.
-    func stop(graceful: Bool = false) {
+    public func stop(graceful: Bool = false) {
         guard let p = process else { return }
         kill(p.processIdentifier, graceful ? SIGTERM : SIGKILL)
         p.waitUntilExit()
         process = nil
     }
 
-    var isRunning: Bool { process?.isRunning ?? false }
+    public var isRunning: Bool { process?.isRunning ?? false }
 
     /// Restarts the broker presenting a certificate signed by our CA (`trusted`) or by another one.
-    func presentCertificate(trusted: Bool) throws {
+    public func presentCertificate(trusted: Bool) throws {
         stop(graceful: true)
         let from = trusted ? "server-trusted" : "server-untrusted"
         for ext in ["crt", "key"] {
@@ -93,14 +93,14 @@ final class MosquittoBroker: @unchecked Sendable {
     }
 
     /// Adds a user to the password file and makes the running broker reload it.
-    func addUser(_ name: String, password: String) throws {
+    public func addUser(_ name: String, password: String) throws {
         try MosquittoBroker.run("/usr/bin/mosquitto_passwd", ["-b", directory + "/passwd", name, password])
         chmod(directory + "/passwd", 0o644)
         if let p = process { kill(p.processIdentifier, SIGHUP) }
     }
 
     /// The broker's log so far.
-    func log() -> String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
+    public func log() -> String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
 
     private func writeConfiguration() throws {
         let conf = """
@@ -159,7 +159,7 @@ final class MosquittoBroker: @unchecked Sendable {
     }
 
     /// Runs a tool to its end; throws with its output when it fails.
-    static func run(_ tool: String, _ arguments: [String]) throws {
+    public static func run(_ tool: String, _ arguments: [String]) throws {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: tool)
         p.arguments = arguments
@@ -175,7 +175,7 @@ final class MosquittoBroker: @unchecked Sendable {
     }
 
     /// True when something accepts TCP connections on 127.0.0.1:`port`.
-    static func accepts(_ port: Int) -> Bool {
+    public static func accepts(_ port: Int) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
@@ -187,22 +187,21 @@ final class MosquittoBroker: @unchecked Sendable {
     }
 }
 
-struct BrokerError: Error, CustomStringConvertible {
-    var description: String
+public struct BrokerError: Error, CustomStringConvertible {
+    public var description: String
 }
 
 /// `mosquitto_sub` writing every message it receives, one `topic payload` line each, to a file.
-///
-final class Subscriber: @unchecked Sendable {
+public final class Subscriber: @unchecked Sendable {
     // @unchecked: the process handle is touched only by the test that owns the subscriber.
-    let output: String
+    public let output: String
     private var process: Process?
 
-    let id: String
+    public let id: String
 
     /// Starts it and waits until the broker logged its subscription; `persistent` keeps its
     /// session (and what is queued for it) while it or the broker is away.
-    init(broker: MosquittoBroker, topic: String, persistent: Bool = false, extra: [String] = []) async throws {
+    public init(broker: MosquittoBroker, topic: String, persistent: Bool = false, extra: [String] = []) async throws {
         id = "sub-\(UUID().uuidString.prefix(8))"
         output = broker.directory + "/sub-\(UUID().uuidString).txt"
         _ = FileManager.default.createFile(atPath: output, contents: nil)
@@ -216,24 +215,24 @@ final class Subscriber: @unchecked Sendable {
         try p.run()
         process = p
         let line = "\(id) 1 \(topic)"
-        guard await eventually(20, { broker.log().contains(line) }) else {
+        guard await Poll.until(timeout: .seconds(20), { broker.log().contains(line) }) else {
             throw BrokerError(description: "mosquitto_sub did not subscribe: \(broker.log())")
         }
     }
 
     deinit { stop() }
 
-    func stop() {
+    public func stop() {
         guard let p = process else { return }
         if p.isRunning { kill(p.processIdentifier, SIGKILL) }
         p.waitUntilExit()
         process = nil
     }
 
-    var isRunning: Bool { process?.isRunning ?? false }
+    public var isRunning: Bool { process?.isRunning ?? false }
 
     /// Every message so far: (topic, payload).
-    func messages() -> [(topic: String, payload: String)] {
+    public func messages() -> [(topic: String, payload: String)] {
         guard let text = try? String(contentsOfFile: output, encoding: .utf8) else { return [] }
         return text.split(separator: "\n").compactMap { (line: Substring) -> (topic: String, payload: String)? in
             guard let space = line.firstIndex(of: " ") else { return nil }

@@ -1,11 +1,14 @@
-// The one file of the mqtt sink that talks to libmosquitto.
+// The one Swift file that talks to libmosquitto (the mqtt sink and the mqtt source both use it).
 import CMosquitto
 import Foundation
 import GatewayCore
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// How a publish ended, as the broker (or the connection) said.
-enum MQTTPublishOutcome: Sendable, Equatable {
+public enum MQTTPublishOutcome: Sendable, Equatable {
     /// PUBACK (QoS 1), PUBCOMP (QoS 2), or written to the socket (QoS 0).
     case accepted
     /// An MQTT 5 acknowledgement with a failure reason code: sending it again gets the same answer.
@@ -15,56 +18,27 @@ enum MQTTPublishOutcome: Sendable, Equatable {
 }
 
 /// A failure of the library that the caller can retry later.
-struct MQTTError: Error, CustomStringConvertible {
-    var description: String
-}
-
-/// Everything a connection needs, in Swift types only.
-struct MQTTConnectionOptions: Sendable {
-    enum ProtocolVersion: Sendable { case v311, v5 }
-    struct TLS: Sendable {
-        var caFile: String?
-        var certFile: String?
-        var keyFile: String?
-        var verify = true
-    }
-    /// A message the connection publishes itself (the status topic's online and offline messages).
-    struct Message: Sendable {
-        var topic: String
-        var payload: [UInt8]
-        var qos: Int
-        var retain: Bool
-    }
-
-    var host = "127.0.0.1"
-    var port = 1883
-    var clientID = ""
-    var cleanSession = false
-    var protocolVersion: ProtocolVersion = .v5
-    var keepalive = 60
-    var maxInflight = 100
-    var username: String?
-    var password: String?
-    var tls: TLS?
-    /// Set as the will, so the broker publishes it when the connection dies without a DISCONNECT.
-    var will: Message?
-    /// Published after every CONNACK; `will` is published before a clean disconnect.
-    var online: Message?
-    var reconnectInitial: Duration = .milliseconds(200)
-    var reconnectMax: Duration = .seconds(10)
-    /// `mqtt://host:port` or `mqtts://…`, for log lines.
-    var displayURL = ""
+public struct MQTTError: Error, CustomStringConvertible {
+    public var description: String
 }
 
 /// One libmosquitto client with its own network thread.
 ///
+/// Publishing and subscribing both go through it; neither the sink nor the source sees a C type.
 /// The thread connects, runs `mosquitto_loop`, and on any failure waits a capped, jittered
 /// backoff and connects again, forever, until ``close()``. Publishing is allowed from any thread
 /// while connected; each publish's `done` runs once, on the network thread, when the broker
 /// acknowledged it. Messages in flight when a connection drops stay in libmosquitto, which sends
 /// them again (same message id, DUP set) after the next CONNACK, so their `done` still comes — from
 /// the broker's answer to the re-sent message.
-final class MQTTConnection: @unchecked Sendable {
+///
+/// Subscribing: ``subscribe(_:qos:handler:)`` before ``start()``; the filters are subscribed after
+/// every CONNACK (a resumed session keeps them anyway; a lost one gets them back). The handler runs
+/// on the network thread, one message at a time. For a QoS 1 message libmosquitto has already
+/// queued the PUBACK when the handler runs, but the network thread writes it only after the
+/// handler returns: a handler that blocks until the message is handled keeps the PUBACK back
+/// until then, and ``MQTTMessageDisposition/dropConnection`` keeps it from ever being written.
+public final class MQTTConnection: @unchecked Sendable {
     // @unchecked: `handle` is used from the network thread and by `publish` from others, which
     // libmosquitto allows once `mosquitto_threaded_set` is on; every Swift field is in `state`.
     private let handle: OpaquePointer
@@ -92,13 +66,20 @@ final class MQTTConnection: @unchecked Sendable {
         var refusal: String?
         var offlineMid: Int32?
         var offlineAcked = false
+        /// Filters subscribed after every CONNACK, and who gets the messages.
+        var subscription: (filters: [String], qos: Int, handler: @Sendable (MQTTMessage) -> MQTTMessageDisposition)?
     }
     private let state = Mutex(State())
 
     /// `mosquitto_lib_init` must run once per process, before the first client.
-    private static let libraryReady: Bool = mosquitto_lib_init() == MOSQ_ERR_SUCCESS.rawValue
+    private static let libraryReady: Bool = {
+        // libmosquitto writes with write(2): a write to a socket the peer (or dropConnection) shut
+        // must come back as EPIPE, not kill the process with SIGPIPE.
+        signal(SIGPIPE, SIG_IGN)
+        return mosquitto_lib_init() == MOSQ_ERR_SUCCESS.rawValue
+    }()
 
-    init(options: MQTTConnectionOptions, logger: Logger, stats: ComponentStats) throws {
+    public init(options: MQTTConnectionOptions, logger: Logger, stats: ComponentStats) throws {
         guard MQTTConnection.libraryReady else { throw MQTTError(description: "libmosquitto failed to initialise") }
         guard let h = mosquitto_new(options.clientID, options.cleanSession, nil) else {
             throw MQTTError(description: "mosquitto_new failed for client id \"\(options.clientID)\": \(String(cString: strerror(errno)))")
@@ -180,6 +161,15 @@ final class MQTTConnection: @unchecked Sendable {
             guard let obj else { return }
             Unmanaged<MQTTConnection>.fromOpaque(obj).takeUnretainedValue().didPublish(mid: mid, reason: reason)
         }
+        mosquitto_message_v5_callback_set(h) { _, obj, message, _ in
+            guard let obj, let message else { return }
+            Unmanaged<MQTTConnection>.fromOpaque(obj).takeUnretainedValue().didReceive(message.pointee)
+        }
+        mosquitto_subscribe_v5_callback_set(h) { _, obj, _, count, granted, _ in
+            guard let obj, let granted else { return }
+            let codes = (0..<Int(max(0, count))).map { granted[$0] }
+            Unmanaged<MQTTConnection>.fromOpaque(obj).takeUnretainedValue().didSubscribe(granted: codes)
+        }
         mosquitto_log_callback_set(h) { _, obj, level, text in
             guard let obj, let text, level & (MOSQ_LOG_ERR | MOSQ_LOG_WARNING) != 0 else { return }
             Unmanaged<MQTTConnection>.fromOpaque(obj).takeUnretainedValue().libraryLogged(String(cString: text))
@@ -203,6 +193,52 @@ final class MQTTConnection: @unchecked Sendable {
                 mosquitto_publish_v5(handle, &mid, online.topic, Int32(p.count), p.baseAddress, Int32(online.qos), online.retain, nil)
             }
             if rc != MOSQ_ERR_SUCCESS.rawValue { logger.warning("status message not sent: \(MQTTConnection.describe(rc))") }
+        }
+        if let subscription = state.withLock({ $0.subscription }) { subscribeNow(subscription.filters, qos: subscription.qos) }
+    }
+
+    private func subscribeNow(_ filters: [String], qos: Int) {
+        // MQTT 5: retained messages only for a subscription the session did not have yet, so a
+        // resumed session does not get every device's last retained fix again at each reconnect.
+        let subscribeOptions = options.protocolVersion == .v5 ? Int32(MQTT_SUB_OPT_SEND_RETAIN_NEW.rawValue) : 0
+        var copies = filters.map { strdup($0) }
+        defer { for c in copies { free(c) } }
+        var mid: Int32 = 0
+        let rc = copies.withUnsafeMutableBufferPointer { buffer in
+            buffer.baseAddress!.withMemoryRebound(to: UnsafeMutablePointer<CChar>?.self, capacity: buffer.count) { p in
+                mosquitto_subscribe_multiple(handle, &mid, Int32(buffer.count), p, Int32(qos), subscribeOptions, nil)
+            }
+        }
+        if rc != MOSQ_ERR_SUCCESS.rawValue {
+            logger.error("cannot subscribe to \(filters.joined(separator: ", ")): \(MQTTConnection.describe(rc))")
+        }
+    }
+
+    private func didSubscribe(granted: [Int32]) {
+        guard let subscription = state.withLock({ $0.subscription }) else { return }
+        for (i, code) in granted.enumerated() where i < subscription.filters.count {
+            let filter = subscription.filters[i]
+            if code >= 0x80 {
+                stats.count("mqtt.subscribe_refused")
+                logger.error("the broker refused the subscription to \(filter) (reason code \(code)); check the broker's ACL for user \(options.username ?? "(anonymous)")")
+            } else if Int(code) < subscription.qos {
+                logger.warning("the broker granted QoS \(code) for \(filter), not \(subscription.qos): messages published while locgate is away are not kept for it")
+            }
+        }
+        logger.info("subscribed to \(subscription.filters.joined(separator: ", "))")
+    }
+
+    private func didReceive(_ m: mosquitto_message) {
+        guard let subscription = state.withLock({ $0.subscription }) else { return }
+        let topic = m.topic.map { String(cString: $0) } ?? ""
+        let count = Int(max(0, m.payloadlen))
+        let payload = count > 0 && m.payload != nil ? Array(UnsafeRawBufferPointer(start: m.payload, count: count)) : []
+        let message = MQTTMessage(topic: topic, payload: payload, qos: Int(m.qos), retained: m.retain)
+        if subscription.handler(message) == .dropConnection {
+            // The PUBACK is queued in libmosquitto and goes out when the loop next writes: shut the
+            // socket first, so the write fails and the broker keeps the message for the next session.
+            let fd = mosquitto_socket(handle)
+            if fd >= 0 { Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
         }
     }
 
@@ -228,14 +264,22 @@ final class MQTTConnection: @unchecked Sendable {
         state.withLock { $0.lastLibraryError = text }
     }
 
+    // MARK: - Subscribing
+
+    /// Subscribes to `filters` at `qos` after every CONNACK; `handler` gets each message on the
+    /// network thread and may block (the PUBACK of a QoS 1 message waits for it). Call before ``start()``.
+    public func subscribe(_ filters: [String], qos: Int, handler: @escaping @Sendable (MQTTMessage) -> MQTTMessageDisposition) {
+        state.withLock { $0.subscription = (filters, qos, handler) }
+    }
+
     // MARK: - Publishing (any thread)
 
     /// True between a CONNACK and the next disconnect.
-    var isConnected: Bool { state.withLock { $0.connected } }
+    public var isConnected: Bool { state.withLock { $0.connected } }
 
     /// Hands one message to libmosquitto; `done` runs once with the broker's answer.
     /// Throws when not connected or when the library refuses it now.
-    func publish(topic: String, payload: [UInt8], qos: Int, retain: Bool, done: @escaping @Sendable (MQTTPublishOutcome) -> Void) throws {
+    public func publish(topic: String, payload: [UInt8], qos: Int, retain: Bool, done: @escaping @Sendable (MQTTPublishOutcome) -> Void) throws {
         guard state.withLock({ $0.connected && !$0.stopping }) else { throw MQTTError(description: "not connected to \(options.displayURL)") }
         var mid: Int32 = 0
         let rc = payload.withUnsafeBytes { p in
@@ -253,7 +297,7 @@ final class MQTTConnection: @unchecked Sendable {
     // MARK: - The network thread
 
     /// Starts connecting in the background; call once.
-    func start() {
+    public func start() {
         let first = state.withLock { s -> Bool in defer { s.started = true }; return !s.started }
         guard first else { return }
         let thread = Thread { [self] in networkLoop() }
@@ -263,7 +307,7 @@ final class MQTTConnection: @unchecked Sendable {
 
     /// Publishes the offline status (when configured), disconnects and ends the network thread.
     /// Publishes still unacknowledged are abandoned (their rows stay queued for the next run).
-    func close() async {
+    public func close() async {
         let (started, done) = state.withLock { s -> (Bool, Bool) in s.stopping = true; return (s.started, s.threadDone) }
         wake.signal()
         guard started, !done else { abandonPending("the connection was closed"); return }

@@ -1,0 +1,156 @@
+import GatewayCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The connection options the mqtt sink and the mqtt source share: broker address, session,
+/// credentials, TLS, keepalive, reconnection. Read from configuration by ``read(_:)``, turned
+/// into ``MQTTConnectionOptions`` by ``connectionOptions(componentID:)``.
+public struct MQTTBrokerConfiguration: Sendable, Equatable {
+    public var host = "127.0.0.1"
+    public var port = 1883
+    public var useTLS = false
+    /// nil: `locgate-<host name>-<component id>`.
+    public var clientID: String?
+    public var cleanSession = false
+    /// `"5"` or `"3.1.1"`.
+    public var protocolVersion = "5"
+    public var username: String?
+    public var password: String?
+    public var caFile: String?
+    public var certFile: String?
+    public var keyFile: String?
+    public var verify = true
+    public var keepalive: Duration = .seconds(60)
+    public var reconnectMax: Duration = .seconds(10)
+
+    public init() {}
+
+    /// The options that identify the broker and the session, in the order the READMEs list them.
+    public static func sessionSpecs(component: String, protocolNote: String) -> [OptionSpec] {
+        [
+            OptionSpec("url", "string", required: true, "Broker: mqtt://host[:port] (default port 1883) or mqtts://host[:port] (TLS, default port 8883)."),
+            OptionSpec("client_id", "string", default: "\"locgate-<host name>-<\(component) id>\"", "MQTT client id; stable across restarts so the broker keeps the session."),
+            OptionSpec("clean_session", "boolean", default: "false", "Start a new session on every connect; false keeps it (MQTT 5: session expiry set to the maximum)."),
+            OptionSpec("protocol", "\"5\" | \"3.1.1\"", default: "\"5\"", "MQTT version. \(protocolNote)"),
+        ]
+    }
+
+    /// Credentials, TLS and keepalive, in the order the READMEs list them.
+    public static let securitySpecs: [OptionSpec] = [
+        OptionSpec("username", "string", default: "none", "User name; ${ENV} allowed."),
+        OptionSpec("password", "string", default: "none", "Password; ${ENV} allowed."),
+        OptionSpec("tls.ca_file", "path", default: "system CAs", "PEM file of the CA(s) that signed the broker's certificate."),
+        OptionSpec("tls.cert_file", "path", default: "none", "PEM client certificate (with tls.key_file)."),
+        OptionSpec("tls.key_file", "path", default: "none", "PEM private key of tls.cert_file (unencrypted)."),
+        OptionSpec("tls.verify", "boolean", default: "true", "Verify the broker's certificate and host name; false accepts any (testing only)."),
+        OptionSpec("keepalive", "duration", default: "\"60s\"", "MQTT keepalive: a dead connection is noticed within 1.5 times this."),
+    ]
+
+    public static let reconnectSpec = OptionSpec("reconnect_max", "duration", default: "\"10s\"", "Longest wait between connection attempts (backoff from 200ms, doubling, ±20% jitter).")
+
+    /// Reads the ``sessionSpecs(component:protocolNote:)`` options.
+    public mutating func readSession(_ options: inout OptionReader) {
+        if let url = options.requiredString("url") {
+            if let parsed = MQTTBrokerConfiguration.parseURL(url) {
+                (useTLS, host, port) = parsed
+            } else {
+                options.report("url", "expected mqtt://host[:port] or mqtts://host[:port], got \"\(url)\"")
+            }
+        }
+        if let id = options.string("client_id") {
+            if id.isEmpty || id.utf8.count > 65_535 { options.report("client_id", "must be 1 to 65535 bytes") }
+            clientID = id
+        }
+        cleanSession = options.bool("clean_session", default: false)
+        protocolVersion = options.choice("protocol", ["5", "3.1.1"], default: "5")
+    }
+
+    /// Reads the ``securitySpecs`` options.
+    public mutating func readSecurity(_ options: inout OptionReader) {
+        username = options.string("username")
+        password = options.string("password")
+        if password != nil && username == nil { options.report("password", "given without username") }
+        if var tls = options.object("tls") {
+            caFile = MQTTBrokerConfiguration.readableFile(&tls, "ca_file")
+            certFile = MQTTBrokerConfiguration.readableFile(&tls, "cert_file")
+            keyFile = MQTTBrokerConfiguration.readableFile(&tls, "key_file")
+            verify = tls.bool("verify", default: true)
+            if tls.has("cert_file") != tls.has("key_file") {
+                tls.report(tls.has("cert_file") ? "key_file" : "cert_file", "tls.cert_file and tls.key_file go together")
+            }
+            if !useTLS { tls.report("", "only used with an mqtts:// url") }
+            tls.finish()
+        }
+        keepalive = options.duration("keepalive", default: .seconds(60), minimum: .seconds(5))
+        if keepalive > .seconds(65_535) { options.report("keepalive", "must be at most 65535s (an MQTT limit)") }
+    }
+
+    /// Reads ``reconnectSpec``.
+    public mutating func readReconnect(_ options: inout OptionReader) {
+        reconnectMax = options.duration("reconnect_max", default: .seconds(10), minimum: .milliseconds(200))
+    }
+
+    /// `mqtt://host:port` or `mqtts://…`, for log lines.
+    public var displayURL: String { "\(useTLS ? "mqtts" : "mqtt")://\(host):\(port)" }
+
+    /// The libmosquitto options of this configuration for the component `componentID`.
+    public func connectionOptions(componentID: String) -> MQTTConnectionOptions {
+        var o = MQTTConnectionOptions()
+        o.host = host
+        o.port = port
+        o.clientID = clientID ?? MQTTBrokerConfiguration.defaultClientID(componentID: componentID)
+        o.cleanSession = cleanSession
+        o.protocolVersion = protocolVersion == "3.1.1" ? .v311 : .v5
+        o.keepalive = Int(keepalive.milliseconds / 1000)
+        o.username = username
+        o.password = password
+        if useTLS { o.tls = .init(caFile: caFile, certFile: certFile, keyFile: keyFile, verify: verify) }
+        o.reconnectMax = reconnectMax
+        o.displayURL = displayURL
+        return o
+    }
+
+    /// `mqtt://host[:port]` or `mqtts://host[:port]` (an optional trailing `/`).
+    public static func parseURL(_ url: String) -> (tls: Bool, host: String, port: Int)? {
+        let lower = url.lowercased()
+        let tls: Bool
+        var rest: Substring
+        if lower.hasPrefix("mqtt://") { tls = false; rest = url.dropFirst(7) } else if lower.hasPrefix("mqtts://") { tls = true; rest = url.dropFirst(8) } else { return nil }
+        if rest.hasSuffix("/") { rest = rest.dropLast() }
+        var host = rest
+        var port = tls ? 8883 : 1883
+        if rest.hasPrefix("[") {
+            // [IPv6]:port
+            guard let close = rest.firstIndex(of: "]") else { return nil }
+            host = rest[rest.index(after: rest.startIndex)..<close]
+            let after = rest[rest.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":"), let p = Int(after.dropFirst()), (1...65_535).contains(p) else { return nil }
+                port = p
+            }
+        } else if let colon = rest.lastIndex(of: ":") {
+            guard let p = Int(rest[rest.index(after: colon)...]), (1...65_535).contains(p) else { return nil }
+            host = rest[..<colon]
+            port = p
+        }
+        guard !host.isEmpty, !host.contains(where: { $0 == "/" || $0 == "@" || $0 == " " || $0 == "?" }) else { return nil }
+        return (tls, String(host), port)
+    }
+
+    /// A path that must name a readable file: checked now so `locgate validate` reports it.
+    private static func readableFile(_ reader: inout OptionReader, _ key: String) -> String? {
+        guard let path = reader.filePath(key) else { return nil }
+        if access(path, R_OK) != 0 {
+            reader.report(key, "cannot read \(path): \(String(cString: strerror(errno)))")
+        }
+        return path
+    }
+
+    /// `locgate-<host name>-<component id>`: the same on every start of this component on this machine.
+    public static func defaultClientID(componentID: String) -> String {
+        var name = [CChar](repeating: 0, count: 256)
+        let host = gethostname(&name, name.count - 1) == 0 ? String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "host"
+        return "locgate-\(host)-\(componentID)"
+    }
+}
