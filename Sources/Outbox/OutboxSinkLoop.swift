@@ -93,6 +93,22 @@ public struct OutboxSinkLoop: Sendable {
         var lastFailureLog: ContinuousClock.Instant?
         let clock = ContinuousClock()
         var lastExpiryCheck = clock.now
+        // Acknowledged rows not deleted yet: deletes are batched (one transaction, one fsync, for
+        // many acks) because a broker acknowledges faster than a commit per ack can keep up with.
+        // A crash before the delete only re-sends those messages (at-least-once; msg ids dedupe).
+        var toDelete: [Int64] = []
+        var firstPendingDelete: ContinuousClock.Instant?
+        let deleteBatch = max(64, window / 2)
+        let deleteDelay: Duration = .milliseconds(20)
+
+        func flushDeletes(force: Bool) throws {
+            guard let first = firstPendingDelete else { return }
+            guard force || toDelete.count >= deleteBatch || clock.now - first >= deleteDelay else { return }
+            try outbox.remove(toDelete)
+            toDelete.removeAll(keepingCapacity: true)
+            firstPendingDelete = nil
+            writer.publishStats()
+        }
 
         func settle() throws {
             let taken = acks.take()
@@ -113,7 +129,8 @@ public struct OutboxSinkLoop: Sendable {
                 }
             }
             if !accepted.isEmpty {
-                try outbox.remove(accepted)
+                toDelete += accepted
+                if firstPendingDelete == nil { firstPendingDelete = clock.now }
                 context.stats.addEmitted(accepted.count)
                 context.stats.count("\(statsPrefix).sent", by: accepted.count)
                 if failingSince != nil, retried == 0 {
@@ -131,7 +148,7 @@ public struct OutboxSinkLoop: Sendable {
                 context.stats.count("\(statsPrefix).retried", by: retried)
                 noteFailure("\(retried) message(s) not acknowledged: \(lastReason)")
             }
-            writer.publishStats()
+            if !rejected.isEmpty || retried > 0 { writer.publishStats() }
         }
 
         func noteFailure(_ reason: String) {
@@ -159,50 +176,63 @@ public struct OutboxSinkLoop: Sendable {
             }
         }
 
-        while true {
-            try Task.checkCancellation()
-            try settle()
-            let paused = pauseUntil.map { clock.now < $0 } ?? false
-            if !paused {
-                pauseUntil = nil
-                // Failed records first, oldest first.
-                while !resend.isEmpty, inFlight.count < window {
-                    let record = resend[0]
-                    guard send(record, retain: try retainFlag(record)) else { break }
-                    resend.removeFirst()
-                }
-                if resend.isEmpty, pauseUntil == nil, inFlight.count < window {
-                    let fresh = try outbox.records(after: sentThrough, limit: window - inFlight.count)
-                    var newest: [String: Int64] = [:]
-                    for record in fresh {
-                        var retain = false
-                        if retainNewestPerKey {
-                            if newest[record.key] == nil { newest[record.key] = try outbox.newestSeq(forKey: record.key) ?? record.seq }
-                            retain = newest[record.key] == record.seq
+        func loop() async throws {
+            while true {
+                try Task.checkCancellation()
+                try settle()
+                try flushDeletes(force: inFlight.isEmpty && resend.isEmpty)
+                let paused = pauseUntil.map { clock.now < $0 } ?? false
+                if !paused {
+                    pauseUntil = nil
+                    // Failed records first, oldest first.
+                    while !resend.isEmpty, inFlight.count < window {
+                        let record = resend[0]
+                        guard send(record, retain: try retainFlag(record)) else { break }
+                        resend.removeFirst()
+                    }
+                    // Refill in chunks (a quarter of the window), not one record per acknowledgement.
+                    if resend.isEmpty, pauseUntil == nil, inFlight.isEmpty || window - inFlight.count >= max(1, window / 4) {
+                        let fresh = try outbox.records(after: sentThrough, limit: window - inFlight.count)
+                        var newest: [String: Int64] = [:]
+                        for record in fresh {
+                            var retain = false
+                            if retainNewestPerKey {
+                                if newest[record.key] == nil { newest[record.key] = try outbox.newestSeq(forKey: record.key) ?? record.seq }
+                                retain = newest[record.key] == record.seq
+                            }
+                            guard send(record, retain: retain) else { break }
+                            sentThrough = record.seq
                         }
-                        guard send(record, retain: retain) else { break }
-                        sentThrough = record.seq
                     }
                 }
+                let idle = inFlight.isEmpty && resend.isEmpty
+                if ended && idle && outbox.depth == 0 { return }
+                // Wake for acks and new records; while paused, when the pause ends; with records
+                // queued, at least every second so `queue.max_age` applies during a long outage.
+                var timeout: Duration? = outbox.depth > 0 ? .seconds(1) : nil
+                if let until = pauseUntil { timeout = min(timeout ?? .seconds(1), max(.milliseconds(1), until - clock.now)) }
+                if let first = firstPendingDelete { timeout = min(timeout ?? deleteDelay, max(.milliseconds(1), deleteDelay - (clock.now - first))) }
+                if ended && idle {
+                    // Queued but nothing in flight at the end: records the transport never took.
+                    sentThrough = 0
+                    timeout = .milliseconds(100)
+                }
+                let flags = if let timeout { await signal.wait(timeout: timeout) } else { await signal.wait() }
+                ended = ended || flags.ended
+                if clock.now - lastExpiryCheck >= .seconds(1) {
+                    lastExpiryCheck = clock.now
+                    try writer.dropExpired()
+                    writer.publishStats()
+                }
             }
-            let idle = inFlight.isEmpty && resend.isEmpty
-            if ended && idle && outbox.depth == 0 { return }
-            // Wake for acks and new records; while paused, when the pause ends; with records
-            // queued, at least every second so `queue.max_age` applies during a long outage.
-            var timeout: Duration? = outbox.depth > 0 ? .seconds(1) : nil
-            if let until = pauseUntil { timeout = min(timeout ?? .seconds(1), max(.milliseconds(1), until - clock.now)) }
-            if ended && idle {
-                // Queued but nothing in flight at the end: records the transport never took.
-                sentThrough = 0
-                timeout = .milliseconds(100)
-            }
-            let flags = if let timeout { await signal.wait(timeout: timeout) } else { await signal.wait() }
-            ended = ended || flags.ended
-            if clock.now - lastExpiryCheck >= .seconds(1) {
-                lastExpiryCheck = clock.now
-                try writer.dropExpired()
-                writer.publishStats()
-            }
+        }
+
+        do {
+            try await loop()
+        } catch {
+            // Cancelled at the shutdown deadline (or failed): what was acknowledged is deleted now.
+            if !toDelete.isEmpty { try? outbox.remove(toDelete) }
+            throw error
         }
     }
 

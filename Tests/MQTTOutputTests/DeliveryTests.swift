@@ -136,7 +136,9 @@ import Testing
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         try broker.presentCertificate(trusted: false)
-        let subscriber = try await Subscriber(broker: broker, topic: "locgate/#")
+        // Persistent: the broker restarts to change its certificate, and a clean-session subscriber
+        // would miss what the sink publishes before it has subscribed again.
+        let subscriber = try await Subscriber(broker: broker, topic: "locgate/#", persistent: true)
         let c = try configuration("""
             { "url": "\(broker.tlsURL)", "topic": "locgate/{device}", "reconnect_max": "1s",
               "tls": { "ca_file": "\(broker.caFile)", "cert_file": "\(broker.clientCert)", "key_file": "\(broker.clientKey)" },
