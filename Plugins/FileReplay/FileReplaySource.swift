@@ -34,6 +34,7 @@ public struct FileReplaySource: PositionSource {
 
     public func run(output: SourceOutput) async throws {
         var pass = 0
+        var warnedEmpty = false
         repeat {
             try Task.checkCancellation()
             // Ids stay deterministic per pass: a restarted replay reproduces them, a loop does not repeat them.
@@ -45,13 +46,26 @@ public struct FileReplaySource: PositionSource {
             case .gpx: try await replayGPX(output: output, idPrefix: prefix, pacer: &pacer)
             }
             pass += 1
-            if configuration.loop { context.logger.debug("end of \(configuration.path); looping (pass \(pass + 1))") }
+            if configuration.loop {
+                context.logger.debug("end of \(configuration.path); looping (pass \(pass + 1))")
+                if pacer.emitted == 0 {
+                    // Nothing to replay: a loop must not spin on an empty (or all-bad) file.
+                    if !warnedEmpty { context.logger.warning("\(configuration.path) has no positions; looping over it once a second") }
+                    warnedEmpty = true
+                    try await context.clock.sleep(for: .seconds(1))
+                } else if let gap = pacer.typicalGap {
+                    // The last epoch and the first are one epoch apart, not simultaneous: a paced
+                    // loop of a one-epoch file would otherwise emit as fast as it can.
+                    try await context.clock.sleep(for: gap)
+                }
+            }
         } while configuration.loop
     }
 
     /// Sends positions, pacing them by their times when the rate is not `max`.
     private func deliver(_ positions: inout [Position], output: SourceOutput, pacer: inout Pacer) async throws {
         guard !positions.isEmpty else { return }
+        pacer.emitted += positions.count
         if case .max = configuration.rate {
             await output.emit(positions)
         } else {
@@ -165,6 +179,18 @@ struct Pacer {
     let rate: FileReplayConfiguration.Rate
     let clock: any GatewayClock
     var origin: (data: Timestamp, wall: Timestamp)?
+    /// Positions emitted in this pass.
+    var emitted = 0
+    private var span: (first: Timestamp, last: Timestamp, count: Int)?
+
+    /// The mean interval between positions of this pass, scaled by the rate (1 s for a pass with
+    /// one timed position); nil when not paced.
+    var typicalGap: Duration? {
+        guard case .paced(let factor) = rate else { return nil }
+        var ms = 1000.0
+        if let s = span, s.count > 1 { ms = Double(s.last.milliseconds - s.first.milliseconds) / Double(s.count - 1) }
+        return .milliseconds(Int64(max(1, min(ms, 3_600_000) / factor)))
+    }
 
     init(rate: FileReplayConfiguration.Rate, clock: any GatewayClock) {
         self.rate = rate
@@ -173,6 +199,7 @@ struct Pacer {
 
     mutating func wait(for time: Timestamp?) async throws {
         guard case .paced(let factor) = rate, let time else { return }
+        if let s = span, time >= s.last { span = (s.first, time, s.count + 1) } else if span == nil { span = (time, time, 1) }
         guard let o = origin, time >= o.data, time.milliseconds - o.data.milliseconds < 3_600_000 else {
             // First position, a time going backwards or a gap over an hour: restart the pacing there.
             origin = (time, clock.now())

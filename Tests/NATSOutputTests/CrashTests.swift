@@ -10,38 +10,12 @@ import Testing
 @Suite(.serialized) struct CrashTests {
     /// `.build/debug/locgate`, built here when missing.
     static func locgateBinary() throws -> String {
-        let path = packageRoot.appendingPathComponent(".build/debug/locgate").path
-        if !FileManager.default.isExecutableFile(atPath: path) {
-            let build = Process()
-            build.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            build.arguments = ["swift", "build", "--product", "locgate"]
-            build.currentDirectoryURL = packageRoot
-            try build.run()
-            build.waitUntilExit()
-        }
-        return path
+        try LocgateBinary.path()
     }
 
     /// `epochs` one-second epochs of RMC + GGA with correct checksums, from 2024-05-01 00:00:00 UTC.
     static func writeNMEA(epochs: Int, to path: String) throws {
-        func sentence(_ body: String) -> String {
-            let sum = body.utf8.reduce(UInt8(0)) { $0 ^ $1 }
-            let hex = String(sum, radix: 16, uppercase: true)
-            return "$\(body)*\(hex.count == 1 ? "0" + hex : hex)\r\n"
-        }
-        func pad(_ v: Int, _ n: Int) -> String { let s = String(v); return String(repeating: "0", count: max(0, n - s.count)) + s }
-        var text = ""
-        text.reserveCapacity(epochs * 140)
-        for i in 0..<epochs {
-            let t = Timestamp(milliseconds: 1_714_521_600_000 + Int64(i) * 1000).components
-            let time = "\(pad(t.hour, 2))\(pad(t.minute, 2))\(pad(t.second, 2)).00"
-            let date = "\(pad(t.day, 2))\(pad(t.month, 2))\(pad(t.year % 100, 2))"
-            let lat = "31\(pad(10 + i % 40, 2)).\(pad(i % 10000, 4))"
-            let lon = "121\(pad(20 + i % 30, 2)).\(pad((i * 7) % 10000, 4))"
-            text += sentence("GPRMC,\(time),A,\(lat),N,\(lon),E,3.2,87.5,\(date),,,A")
-            text += sentence("GPGGA,\(time),\(lat),N,\(lon),E,1,09,0.9,15.2,M,7.1,M,,")
-        }
-        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        try NMEASamples.writeLog(epochs: epochs, to: path)
     }
 
     static func writeConfig(_ path: String, log: String, rate: String, servers: [String], queue: String) throws {

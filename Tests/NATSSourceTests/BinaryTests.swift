@@ -10,35 +10,10 @@ import Testing
 let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
 /// `.build/debug/locgate`, built when missing.
-func locgateBinary() throws -> String {
-    let path = packageRoot.appendingPathComponent(".build/debug/locgate").path
-    if !FileManager.default.isExecutableFile(atPath: path) {
-        let build = Process()
-        build.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        build.arguments = ["swift", "build", "--product", "locgate"]
-        build.currentDirectoryURL = packageRoot
-        try build.run()
-        build.waitUntilExit()
-    }
-    return path
-}
+func locgateBinary() throws -> String { try LocgateBinary.path() }
 
 func launch(_ arguments: [String], stderr: String, stdout: String? = nil, environment: [String: String] = [:]) throws -> Process {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: arguments[0])
-    p.arguments = Array(arguments.dropFirst())
-    p.currentDirectoryURL = packageRoot
-    if !environment.isEmpty { p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
-    _ = FileManager.default.createFile(atPath: stderr, contents: nil)
-    p.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: stderr))
-    if let stdout {
-        _ = FileManager.default.createFile(atPath: stdout, contents: nil)
-        p.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: stdout))
-    } else {
-        p.standardOutput = FileHandle.nullDevice
-    }
-    try p.run()
-    return p
+    try LocgateBinary.launch(arguments, stderr: stderr, stdout: stdout, environment: environment)
 }
 
 /// Position ids in a JSON Lines file, with how often each appears; a line cut by kill -9 is skipped
