@@ -146,19 +146,21 @@ private final class CurlEngine: @unchecked Sendable {
     }
 
     /// Wakes the thread out of `curl_multi_poll` (thread-safe in libcurl).
+    /// Both wake the thread under the mailbox lock: the thread frees `multi` only after it saw
+    /// `stopping` under that lock, so a wakeup can never reach a freed handle.
     func wake() {
-        curl_multi_wakeup(multi)
         mailbox.lock()
+        if !stopping { curl_multi_wakeup(multi) }
         mailbox.signal()
         mailbox.unlock()
     }
 
     func stop() {
         mailbox.lock()
+        if !stopping { curl_multi_wakeup(multi) }
         stopping = true
         mailbox.signal()
         mailbox.unlock()
-        curl_multi_wakeup(multi)
     }
 
     /// The thread's loop: takes one job at a time until stopped, then frees the handles.

@@ -73,12 +73,17 @@ struct MQTTTransport: OutboxTransport {
         case .always: true
         case .last: newest
         }
-        try connection.publish(topic: record.key, payload: record.payload, qos: qos, retain: flag) { outcome in
-            switch outcome {
-            case .accepted: done(.accepted)
-            case .rejected(let why): done(.rejected(reason: why))
-            case .abandoned(let why): done(.retry(reason: why))
+        do {
+            try connection.publish(topic: record.key, payload: record.payload, qos: qos, retain: flag) { outcome in
+                switch outcome {
+                case .accepted: done(.accepted)
+                case .rejected(let why): done(.rejected(reason: why))
+                case .abandoned(let why): done(.retry(reason: why))
+                }
             }
+        } catch let e as MQTTError where e.isPermanent {
+            // A message that can never go out must not block every one behind it.
+            throw OutboxRejection(reason: e.description)
         }
     }
 }

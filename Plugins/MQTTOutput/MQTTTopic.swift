@@ -69,15 +69,24 @@ public struct MQTTTopic: Sendable, Equatable {
         return out
     }
 
-    /// A value made safe to stand as one topic level: `/`, `+`, `#`, NUL and other control
-    /// characters become `_`; an empty value becomes `_` so no level is empty.
+    /// A value made safe to stand as one topic level: `/`, `+`, `#`, control characters (C0, DEL,
+    /// C1) and Unicode noncharacters (which libmosquitto rejects as malformed UTF-8) become `_`;
+    /// an empty value becomes `_` so no level is empty; at most 256 bytes are kept (a topic must
+    /// stay under MQTT's 65,535-byte limit whatever a device id says).
     static func clean(_ value: String) -> String {
         guard !value.isEmpty else { return "_" }
-        let needsCleaning = value.unicodeScalars.contains { s in s == "/" || s == "+" || s == "#" || s.value < 0x20 || s.value == 0x7F }
-        guard needsCleaning else { return value }
+        func bad(_ s: Unicode.Scalar) -> Bool {
+            let v = s.value
+            return s == "/" || s == "+" || s == "#" || v < 0x20 || (0x7F...0x9F).contains(v)
+                || (0xFDD0...0xFDEF).contains(v) || v & 0xFFFE == 0xFFFE
+        }
         var out = String.UnicodeScalarView()
+        var bytes = 0
         for s in value.unicodeScalars {
-            out.append(s == "/" || s == "+" || s == "#" || s.value < 0x20 || s.value == 0x7F ? "_" : s)
+            let c: Unicode.Scalar = bad(s) ? "_" : s
+            bytes += String(c).utf8.count
+            if bytes > 256 { break }
+            out.append(c)
         }
         return String(out)
     }

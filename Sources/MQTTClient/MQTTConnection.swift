@@ -20,6 +20,9 @@ public enum MQTTPublishOutcome: Sendable, Equatable {
 /// A failure of the library that the caller can retry later.
 public struct MQTTError: Error, CustomStringConvertible {
     public var description: String
+    /// True when the message itself can never be published (a topic libmosquitto rejects as
+    /// invalid or malformed UTF-8, a packet over the broker's maximum): retrying cannot help.
+    public var isPermanent = false
 }
 
 /// One libmosquitto client with its own network thread.
@@ -60,6 +63,11 @@ public final class MQTTConnection: @unchecked Sendable {
         /// Acknowledgements that arrived before `publish` stored its `done` (the network thread can
         /// be faster than the thread that called `mosquitto_publish`).
         var early: [Int32: MQTTPublishOutcome] = [:]
+        /// Calls of `publish` between `mosquitto_publish` and storing their `done`: only then can an
+        /// acknowledgement be early. An ack for an unknown id at any other time is stale (the
+        /// online status, a publish that failed after libmosquitto queued it) and is ignored, so it
+        /// can never be taken for a later message that reuses the id after the 16-bit ids wrap.
+        var publishing = 0
         /// The last error libmosquitto logged (OpenSSL's reason for a failed handshake).
         var lastLibraryError: String?
         /// Why the last CONNACK refused us.
@@ -254,7 +262,7 @@ public final class MQTTConnection: @unchecked Sendable {
         let done = state.withLock { s -> (@Sendable (MQTTPublishOutcome) -> Void)? in
             if s.offlineMid == mid { s.offlineAcked = true; return nil }
             if let d = s.pending.removeValue(forKey: mid) { return d }
-            s.early[mid] = outcome
+            if s.publishing > 0 { s.early[mid] = outcome }
             return nil
         }
         done?(outcome)
@@ -282,14 +290,26 @@ public final class MQTTConnection: @unchecked Sendable {
     public func publish(topic: String, payload: [UInt8], qos: Int, retain: Bool, done: @escaping @Sendable (MQTTPublishOutcome) -> Void) throws {
         guard state.withLock({ $0.connected && !$0.stopping }) else { throw MQTTError(description: "not connected to \(options.displayURL)") }
         var mid: Int32 = 0
+        state.withLock { $0.publishing += 1 }
         let rc = payload.withUnsafeBytes { p in
             mosquitto_publish_v5(handle, &mid, topic, Int32(p.count), p.baseAddress, Int32(qos), retain, nil)
         }
-        try check(rc, "publish to \(topic)")
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else {
+            state.withLock { s in
+                s.publishing -= 1
+                if s.publishing == 0 { s.early.removeAll() }
+            }
+            let permanent = [MOSQ_ERR_INVAL, MOSQ_ERR_MALFORMED_UTF8, MOSQ_ERR_OVERSIZE_PACKET, MOSQ_ERR_PAYLOAD_SIZE, MOSQ_ERR_QOS_NOT_SUPPORTED]
+                .contains { $0.rawValue == rc }
+            throw MQTTError(description: "publish to \(topic): \(MQTTConnection.describe(rc))", isPermanent: permanent)
+        }
         let early = state.withLock { s -> MQTTPublishOutcome? in
-            if let o = s.early.removeValue(forKey: mid) { return o }
-            s.pending[mid] = done
-            return nil
+            s.publishing -= 1
+            let o = s.early.removeValue(forKey: mid)
+            if o == nil { s.pending[mid] = done }
+            // Whatever else is there belongs to no publish in progress: stale.
+            if s.publishing == 0 { s.early.removeAll() }
+            return o
         }
         if let early { done(early) }
     }

@@ -76,10 +76,15 @@ public final class MemoryOutbox: Outbox {
 
     public func remove(_ seqs: [Int64]) throws {
         guard !seqs.isEmpty else { return }
-        let gone = Set(seqs)
+        var gone = Set(seqs)
         state.withLock { s in
-            s.records = s.live.filter { !gone.contains($0.seq) }
-            s.head = 0
+            // Acks come mostly in order: advance over the acknowledged front without copying.
+            while s.head < s.records.count, gone.remove(s.records[s.head].seq) != nil { s.head += 1 }
+            if !gone.isEmpty, s.live.contains(where: { gone.contains($0.seq) }) {
+                s.records = s.live.filter { !gone.contains($0.seq) }
+                s.head = 0
+            }
+            s.compact()
         }
     }
 

@@ -13,6 +13,15 @@ public protocol OutboxTransport: Sendable {
     func publish(_ record: OutboxRecord, retain: Bool, done: @escaping @Sendable (OutboxAck) -> Void) throws
 }
 
+/// Thrown by ``OutboxTransport/publish(_:retain:done:)`` for a record that can never be sent (an
+/// invalid topic, a message over the broker's size limit): it goes to the dead letters instead of
+/// blocking every record behind it.
+public struct OutboxRejection: Error, CustomStringConvertible {
+    public var reason: String
+    public init(reason: String) { self.reason = reason }
+    public var description: String { reason }
+}
+
 /// A broker's answer for one message.
 public enum OutboxAck: Sendable {
     case accepted
@@ -101,10 +110,41 @@ public struct OutboxSinkLoop: Sendable {
         let deleteBatch = max(64, window / 2)
         let deleteDelay: Duration = .milliseconds(20)
 
+        var pendingRejections: [(OutboxRecord, String)] = []
+        var lastDiskFullLog: ContinuousClock.Instant?
+
+        /// Runs a write that frees rows; a full disk keeps the work for the next pass instead of
+        /// failing the sink (the rows stay queued and are re-sent at worst).
+        func tolerantWrite(_ what: String, _ body: () throws -> Void) throws -> Bool {
+            do {
+                try body()
+                return true
+            } catch let e as OutboxError where e.isDiskFull {
+                context.stats.count("queue.write_failures")
+                context.stats.set("queue.disk_full", 1)
+                if lastDiskFullLog.map({ clock.now - $0 >= .seconds(10) }) ?? true {
+                    lastDiskFullLog = clock.now
+                    context.logger.error("\(e): cannot \(what); retrying")
+                }
+                return false
+            }
+        }
+
         func flushDeletes(force: Bool) throws {
+            if !pendingRejections.isEmpty {
+                let batch = pendingRejections
+                if try tolerantWrite("move \(batch.count) refused message(s) to the dead letters", {
+                    for (record, reason) in batch { try writer.deadLetter([record], status: 0, answer: reason) }
+                }) {
+                    for (record, reason) in batch {
+                        context.logger.error("broker refused position \(record.id) on \(record.key.isEmpty ? "its subject" : record.key): \(reason); moved to dead letters")
+                    }
+                    pendingRejections.removeAll()
+                }
+            }
             guard let first = firstPendingDelete else { return }
             guard force || toDelete.count >= deleteBatch || clock.now - first >= deleteDelay else { return }
-            try outbox.remove(toDelete)
+            guard try tolerantWrite("delete \(toDelete.count) acknowledged message(s)", { try outbox.remove(toDelete) }) else { return }
             toDelete.removeAll(keepingCapacity: true)
             firstPendingDelete = nil
             writer.publishStats()
@@ -139,16 +179,13 @@ public struct OutboxSinkLoop: Sendable {
                     context.logger.info("delivering again")
                 }
             }
-            for (record, reason) in rejected {
-                try writer.deadLetter([record], status: 0, answer: reason)
-                context.logger.error("broker refused position \(record.id) on \(record.key.isEmpty ? "its subject" : record.key): \(reason); moved to dead letters")
-            }
+            pendingRejections += rejected
             if retried > 0 {
                 resend.sort { $0.seq < $1.seq }
                 context.stats.count("\(statsPrefix).retried", by: retried)
                 noteFailure("\(retried) message(s) not acknowledged: \(lastReason)")
             }
-            if !rejected.isEmpty || retried > 0 { writer.publishStats() }
+            if retried > 0 { writer.publishStats() }
         }
 
         func noteFailure(_ reason: String) {
@@ -163,11 +200,15 @@ public struct OutboxSinkLoop: Sendable {
             }
         }
 
-        /// Hands a record to the transport; false when it could not take it.
+        /// Hands a record to the transport; false when it could not take it now.
         func send(_ record: OutboxRecord, retain: Bool) -> Bool {
             inFlight[record.seq] = record
             do {
                 try transport.publish(record, retain: retain) { ack in acks.post(record.seq, ack) }
+                return true
+            } catch let rejection as OutboxRejection {
+                // Settled like a broker's refusal, at the next settle.
+                acks.post(record.seq, .rejected(reason: rejection.reason))
                 return true
             } catch {
                 inFlight.removeValue(forKey: record.seq)
@@ -181,6 +222,10 @@ public struct OutboxSinkLoop: Sendable {
                 try Task.checkCancellation()
                 try settle()
                 try flushDeletes(force: inFlight.isEmpty && resend.isEmpty)
+                if lastDiskFullLog != nil, toDelete.isEmpty, pendingRejections.isEmpty {
+                    lastDiskFullLog = nil
+                    context.stats.set("queue.disk_full", 0)
+                }
                 let paused = pauseUntil.map { clock.now < $0 } ?? false
                 if !paused {
                     pauseUntil = nil
@@ -205,7 +250,7 @@ public struct OutboxSinkLoop: Sendable {
                         }
                     }
                 }
-                let idle = inFlight.isEmpty && resend.isEmpty
+                let idle = inFlight.isEmpty && resend.isEmpty && pendingRejections.isEmpty
                 if ended && idle && outbox.depth == 0 { return }
                 // Wake for acks and new records; while paused, when the pause ends; with records
                 // queued, at least every second so `queue.max_age` applies during a long outage.
@@ -221,7 +266,7 @@ public struct OutboxSinkLoop: Sendable {
                 ended = ended || flags.ended
                 if clock.now - lastExpiryCheck >= .seconds(1) {
                     lastExpiryCheck = clock.now
-                    try writer.dropExpired()
+                    _ = try tolerantWrite("drop expired messages") { try writer.dropExpired() }
                     writer.publishStats()
                 }
             }

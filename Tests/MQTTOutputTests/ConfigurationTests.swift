@@ -100,6 +100,18 @@ import Testing
         #expect(topic?.render(p) == "fleet/gps/gps/exit")
     }
 
+    /// Characters libmosquitto refuses in a topic (C1 controls, noncharacters) and over-long ids
+    /// must not reach it: a refused topic would block the queue behind it.
+    @Test func topicValuesLibmosquittoWouldRefuseAreCleanedAndCapped() throws {
+        let (topic, _) = MQTTTopic.compile("t/{device}")
+        var p = positions(0..<1)[0]
+        let odd = [0x85, 0xFDD0, 0xFFFE, 0x1FFFF].map { String(Character(Unicode.Scalar(UInt32($0))!)) }
+        p.device = "a\(odd[0])b\(odd[1])c\(odd[2])d\(odd[3])é"
+        #expect(topic?.render(p) == "t/a_b_c_d_é")
+        p.device = String(repeating: "x", count: 100_000)
+        #expect(topic?.render(p).utf8.count == 2 + 256)
+    }
+
     @Test func jsonPayloadIsThePositionObject() throws {
         let p = positions(7..<8)[0]
         var out: [UInt8] = []

@@ -27,13 +27,18 @@ final class FakeTransport: OutboxTransport {
     /// The answer for a record on its n-th attempt (1-based); nil holds the answer until `release`.
     let answer: @Sendable (OutboxRecord, Int) -> OutboxAck?
 
-    init(answer: @escaping @Sendable (OutboxRecord, Int) -> OutboxAck? = { _, _ in .accepted }) {
+    init(unpublishable: Set<String> = [], answer: @escaping @Sendable (OutboxRecord, Int) -> OutboxAck? = { _, _ in .accepted }) {
+        self.unpublishable = unpublishable
         self.answer = answer
     }
 
     struct NotConnected: Error {}
 
+    /// Ids the transport refuses to take at all (an invalid topic, say).
+    let unpublishable: Set<String>
+
     func publish(_ record: OutboxRecord, retain: Bool, done: @escaping @Sendable (OutboxAck) -> Void) throws {
+        if unpublishable.contains(record.id) { throw OutboxRejection(reason: "invalid topic") }
         let attempt: Int = try state.withLock { s in
             guard s.connected else { throw NotConnected() }
             s.attempts[record.id, default: 0] += 1
@@ -161,6 +166,18 @@ struct OutboxSinkLoopTests {
         #expect(h.stats.value("fake.sent") == 11)
         #expect(outbox.depth == 0)
         #expect(!h.log.entries(level: .error, containing: "p5").isEmpty)
+    }
+
+    @Test func aMessageThatCanNeverBePublishedIsDeadLetteredAndDoesNotBlockTheRest() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let outbox = try SQLiteOutbox(path: dir + "/q.sqlite", maxRecords: 1000, synchronousFull: false)
+        let h = LoopHarness(outbox: outbox, window: 4)
+        let t = FakeTransport(unpublishable: ["p2"])
+        try await h.run(t, (0..<10).map { position($0) })
+        #expect(t.sent.map(\.id) == (0..<10).filter { $0 != 2 }.map { "p\($0)" })
+        #expect(try outbox.deadLetterCount() == 1)
+        #expect(outbox.depth == 0)
     }
 
     @Test func aTransportThatCannotTakeMessagesIsRetriedWithoutLoss() async throws {
