@@ -154,6 +154,7 @@ public final class LoopbackUDPSender: Sendable {
 public struct PeerError: Error, CustomStringConvertible {
     public var description: String
     init(_ operation: String) { description = "\(operation): \(String(cString: strerror(errno)))" }
+    public init(description: String) { self.description = description }
 }
 
 /// NMEA test data with valid checksums.

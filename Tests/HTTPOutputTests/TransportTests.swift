@@ -6,34 +6,6 @@ import GatewayTesting
 import Outbox
 import Testing
 
-/// A CA, a server certificate for 127.0.0.1 and a client certificate, made with openssl.
-struct TestCertificates {
-    let dir: String
-    var ca: String { dir + "/ca.pem" }
-    var serverCert: String { dir + "/server.pem" }
-    var serverKey: String { dir + "/server.key" }
-    var clientCert: String { dir + "/client.pem" }
-    var clientKey: String { dir + "/client.key" }
-    /// A second CA that signed nothing here: trusting it is trusting the wrong CA.
-    var otherCA: String { dir + "/other-ca.pem" }
-
-    init(in dir: String) throws {
-        self.dir = dir
-        let script = """
-            set -e
-            cd '\(dir)'
-            openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj '/CN=locgate test CA' -keyout ca.key -out ca.pem
-            openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj '/CN=other CA' -keyout other-ca.key -out other-ca.pem
-            printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > san.ext
-            openssl req -newkey rsa:2048 -nodes -subj '/CN=127.0.0.1' -keyout server.key -out server.csr
-            openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile san.ext -out server.pem
-            openssl req -newkey rsa:2048 -nodes -subj '/CN=gateway-1' -keyout client.key -out client.csr
-            openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out client.pem
-            """
-        guard Tmpfs.sh(script) == 0 else { throw HTTPSinkError(message: "openssl could not make the test certificates") }
-    }
-}
-
 /// Runs an http sink in process with a recording log until `done` holds, then cancels it.
 func runUntil(_ config: HTTPSinkConfiguration, feed: [Position], log: RecordingLogHandler,
               _ done: @escaping @Sendable () -> Bool) async throws -> (depth: Int, stats: ComponentStats) {
