@@ -45,8 +45,12 @@ public struct OptionReader {
 
     /// Reports every key that no accessor asked for.
     public func finish() {
+        let options = askedKeys.filter { !PipelineConfiguration.commonKeys.contains($0) }
         for m in object where !consumed.contains(m.key) {
-            diagnostics.report(path(of: m.key), "unknown option")
+            var message = "unknown option"
+            if let guess = Suggestion.closest(to: m.key, among: options) { message += "; did you mean \"\(guess)\"?" }
+            if !options.isEmpty { message += " options: \(options.joined(separator: ", "))" }
+            diagnostics.report(path(of: m.key), message)
         }
     }
 

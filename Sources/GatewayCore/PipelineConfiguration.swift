@@ -194,7 +194,8 @@ public struct PipelineConfiguration: Sendable {
         guard let type = reader.requiredString("type") else { return nil }
         guard let plugin = registry.plugin(kind: kind, type: type) else {
             let known = registry.plugins(of: kind).map(\.info.type)
-            reader.report("type", "unknown \(kind.rawValue) type \"\(type)\"; known: \(known.joined(separator: ", "))")
+            let guess = Suggestion.closest(to: type, among: known).map { " did you mean \"\($0)\"?" } ?? ""
+            reader.report("type", "unknown \(kind.rawValue) type \"\(type)\";\(guess) known: \(known.joined(separator: ", "))")
             return nil
         }
         let prepared = plugin.prepare(&reader)

@@ -77,7 +77,7 @@ struct Script: CustomTestStringConvertible, Sendable {
         #expect(problems.contains { $0.hasPrefix("transforms.t.min_distance_m:") })
         #expect(problems.contains { $0.hasPrefix("transforms.t.heartbeat:") })
         #expect(problems.contains { $0.hasPrefix("transforms.t.gap:") })
-        #expect(problems.contains { $0 == "transforms.t.min_distance: unknown option" })
+        #expect(problems.contains { $0.hasPrefix("transforms.t.min_distance: unknown option; did you mean \"min_distance_m\"? options: ") })
     }
 }
 
