@@ -14,8 +14,18 @@ func plugin(_ name: String, dependencies: [Target.Dependency]) -> Target {
 let package = Package(
     name: "locgate",
     platforms: [.macOS(.v15)],
+    // Products for packages that add plugins without a fork: depend on this package, write a
+    // plugin against GatewayCore, register it beside BuiltinPlugins.registry and run
+    // LocgateCommand.main(registry:) from an executable of your own.
     products: [
-
+        .executable(name: "locgate", targets: ["locgate"]),
+        .library(name: "GatewayCore", targets: ["GatewayCore"]),
+        .library(name: "GatewayRuntime", targets: ["GatewayRuntime"]),
+        .library(name: "NMEA", targets: ["NMEA"]),
+        .library(name: "Geodesy", targets: ["Geodesy"]),
+        .library(name: "BuiltinPlugins", targets: ["BuiltinPlugins"]),
+        .library(name: "LocgateCLI", targets: ["LocgateCLI"]),
+        .library(name: "GatewayTesting", targets: ["GatewayTesting"]),
     ],
     targets: [
         .target(name: "GatewayCore", swiftSettings: settings),
@@ -39,7 +49,8 @@ let package = Package(
         .systemLibrary(name: "CSerialPort", path: "Sources/CSerialPort", pkgConfig: "libserialport", providers: [.apt(["libserialport-dev"])]),
         plugin("SerialSource", dependencies: ["GatewayCore", "NMEA", "CSerialPort"]),
         .target(name: "BuiltinPlugins", dependencies: ["GatewayCore", "FileReplay", "FileOutput", "ConsoleOutput", "NetworkNMEA", "ExecSource", "Coordinates", "Filters", "Geofence", "SerialSource", "GpsdSource", "HTTPOutput", "NATSOutput", "NATSSource", "MQTTOutput", "MQTTInput"], swiftSettings: settings),
-        .executableTarget(name: "locgate", dependencies: ["GatewayCore", "GatewayRuntime", "BuiltinPlugins", "SerialSource"], swiftSettings: settings),
+        .target(name: "LocgateCLI", dependencies: ["GatewayCore", "GatewayRuntime", "SerialSource"], swiftSettings: settings),
+        .executableTarget(name: "locgate", dependencies: ["LocgateCLI", "BuiltinPlugins"], swiftSettings: settings),
         .testTarget(name: "FileReplayTests", dependencies: ["FileReplay", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore"], swiftSettings: settings),
         .testTarget(name: "GatewayTestingTests", dependencies: ["GatewayTesting", "GatewayCore", "GatewayRuntime"], swiftSettings: settings),

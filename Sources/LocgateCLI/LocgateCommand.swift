@@ -1,4 +1,3 @@
-import BuiltinPlugins
 import Dispatch
 import Foundation
 import GatewayCore
@@ -6,9 +5,9 @@ import GatewayRuntime
 import SerialSource
 import Synchronization
 
-/// The `locgate` command line.
-@main
-enum Locgate {
+/// The `locgate` command line, as a library: the `locgate` executable runs it with the built-in
+/// plugins, and a package of your own can run it with more (see Docs/Plugins.md, "Your own binary").
+public enum LocgateCommand {
     static let version = "0.1.0"
 
     static let usage = """
@@ -32,7 +31,9 @@ enum Locgate {
     Docs: Docs/Configuration.md, and `locgate plugins` for every option.
     """
 
-    static func main() async {
+    /// Runs the command line given in `CommandLine.arguments` with the plugins of `registry`,
+    /// and exits the process with the command's status.
+    public static func main(registry: PluginRegistry) async {
         var args = Array(CommandLine.arguments.dropFirst())
         var logLevel: LogLevel?
         if let i = args.firstIndex(where: { $0 == "--log-level" || $0.hasPrefix("--log-level=") }) {
@@ -59,12 +60,12 @@ enum Locgate {
         switch command {
         case "run":
             guard rest.count <= 1 else { fail("usage: locgate run [CONFIG]", code: 2) }
-            await run(configPath: rest.first, logLevel: logLevel)
+            await run(configPath: rest.first, logLevel: logLevel, registry: registry)
         case "validate":
             guard rest.count == 1 else { fail("usage: locgate validate CONFIG", code: 2) }
-            validate(rest[0])
+            validate(rest[0], registry: registry)
         case "plugins":
-            listPlugins(filter: rest.first)
+            listPlugins(filter: rest.first, registry: registry)
         case "ports":
             guard rest.isEmpty else { fail("usage: locgate ports", code: 2) }
             listPorts()
@@ -82,14 +83,14 @@ enum Locgate {
 
     // MARK: - Configuration
 
-    static func load(_ path: String) -> PipelineConfiguration {
+    static func load(_ path: String, registry: PluginRegistry) -> PipelineConfiguration {
         guard let data = FileManager.default.contents(atPath: path) else {
             let reason = FileManager.default.fileExists(atPath: path) ? "cannot read it" : "no such file"
             fail("\(path): \(reason)", code: 2)
         }
         let base = (path as NSString).deletingLastPathComponent
         do {
-            return try PipelineConfiguration.load(json: [UInt8](data), registry: BuiltinPlugins.registry,
+            return try PipelineConfiguration.load(json: [UInt8](data), registry: registry,
                                                   environment: ProcessInfo.processInfo.environment,
                                                   baseDirectory: base.isEmpty ? "." : base)
         } catch {
@@ -97,18 +98,18 @@ enum Locgate {
         }
     }
 
-    static func validate(_ path: String) {
-        let config = load(path)
+    static func validate(_ path: String, registry: PluginRegistry) {
+        let config = load(path, registry: registry)
         print("\(path): valid — \(config.sources.count) source(s), \(config.transforms.count) transform(s), \(config.sinks.count) sink(s)")
     }
 
     // MARK: - Run
 
-    static func run(configPath: String?, logLevel: LogLevel?) async {
+    static func run(configPath: String?, logLevel: LogLevel?, registry: PluginRegistry) async {
         var demoFile: String?
         let config: PipelineConfiguration
         if let configPath {
-            config = load(configPath)
+            config = load(configPath, registry: registry)
         } else {
             let path = NSTemporaryDirectory() + "locgate-demo-\(getpid()).nmea"
             guard FileManager.default.createFile(atPath: path, contents: Data(DemoLog.text.utf8)) else {
@@ -123,7 +124,7 @@ enum Locgate {
             }
             """
             do {
-                config = try PipelineConfiguration.load(json: Array(json.utf8), registry: BuiltinPlugins.registry)
+                config = try PipelineConfiguration.load(json: Array(json.utf8), registry: registry)
             } catch {
                 fail("the demo pipeline is invalid: \(error)", code: 1)
             }
@@ -153,9 +154,9 @@ enum Locgate {
 
     // MARK: - Plugins
 
-    static func listPlugins(filter: String?) {
+    static func listPlugins(filter: String?, registry: PluginRegistry) {
         var out = ""
-        let plugins = BuiltinPlugins.registry.all.filter { filter == nil || $0.info.type == filter }
+        let plugins = registry.all.filter { filter == nil || $0.info.type == filter }
         if plugins.isEmpty { fail("no plugin of type \"\(filter ?? "")\"", code: 2) }
         for p in plugins {
             let i = p.info
@@ -170,7 +171,7 @@ enum Locgate {
     }
 }
 
-extension Locgate {
+extension LocgateCommand {
     /// `locgate ports`: what the `serial` source's `port` and `match` options can name.
     static func listPorts() {
         let ports: [SerialPortInfo]
