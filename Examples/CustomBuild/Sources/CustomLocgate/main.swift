@@ -1,0 +1,8 @@
+import BeaconSource
+import BuiltinPlugins
+import LocgateCLI
+
+// Every built-in plugin, plus this package's `beacon` source.
+var registry = BuiltinPlugins.registry
+registry.register(source: BeaconSourcePlugin.self)
+await LocgateCommand.main(registry: registry)
