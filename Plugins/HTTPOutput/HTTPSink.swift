@@ -34,7 +34,10 @@ public struct HTTPSink: PositionSink {
         let signal = OutboxSignal()
         let transport = try HTTPTransport(options: configuration.transport)
         // Closed on every way out, so a clean exit leaves no WAL file behind.
-        defer { queue.close() }
+        defer {
+            writer.reportLeftOver()
+            queue.close()
+        }
         writer.publishStats()
         if queue.depth > 0 {
             context.logger.info("resuming with \(queue.depth) queued position(s)")

@@ -29,6 +29,8 @@ public struct NATSSink: PositionSink {
     }
 
     public func run(input: any SinkInput) async throws {
+        // Closed on every way out, so a clean exit leaves no WAL file behind.
+        defer { outbox.close() }
         var named = configuration.connection
         named.name = "locgate \(context.id)"
         let options = named

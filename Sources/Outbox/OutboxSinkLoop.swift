@@ -71,6 +71,7 @@ public struct OutboxSinkLoop: Sendable {
         let acks = AckInbox(signal: signal)
         writer.publishStats()
         if outbox.depth > 0 { context.logger.info("resuming with \(outbox.depth) queued position(s)") }
+        defer { writer.reportLeftOver() }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 while let batch = await input.next() {

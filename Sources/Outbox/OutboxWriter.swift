@@ -75,6 +75,18 @@ public struct OutboxWriter: Sendable {
         context.stats.set("queue.oldest_age_s", age)
     }
 
+    /// At the end of a run: says how many positions stay queued, and where, for the next start
+    /// (a finite replay to a server that was down ends with them on disk, not lost).
+    public func reportLeftOver() {
+        let n = outbox.depth
+        guard n > 0 else { return }
+        if case .memory = mode {
+            context.logger.warning("\(n) position(s) were still queued in memory and are lost (\"queue\": null)")
+        } else {
+            context.logger.warning("\(n) position(s) stay queued in \(outbox.location) for the next start")
+        }
+    }
+
     /// Moves records to the dead letters and counts them (`queue.dead_lettered`).
     public func deadLetter(_ records: [OutboxRecord], status: Int, answer: String) throws {
         try outbox.deadLetter(records, status: status, answer: answer, at: context.clock.now())

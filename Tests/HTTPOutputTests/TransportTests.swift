@@ -56,6 +56,7 @@ struct TransportTests {
         let warning = try #require(log.entries(level: .warning, containing: "not delivered").first)
         #expect(warning.message.contains("SSL certificate problem"), "\(warning)")
         #expect(depth == 30)
+        #expect(!log.entries(level: .warning, containing: "30 position(s) stay queued in \(dir)/q.sqlite for the next start").isEmpty)
         #expect(receiver.accepted().isEmpty)
     }
 
