@@ -34,24 +34,13 @@ chmod 755 "$WORK"
 BROKER_PID=$!
 for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.05; done
 
-python3 - "$EPOCHS" "$WORK/log.nmea" "$WORK/lines.txt" <<'PY'
+python3 "$ROOT/Benchmarks/gen_rmc_gga.py" "$EPOCHS" "$WORK/log.nmea"
+python3 - "$EPOCHS" "$WORK/lines.txt" <<'PY'
 import sys
-n, path, lines = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-def sentence(body):
-    c = 0
-    for ch in body.encode():
-        c ^= ch
-    return "$%s*%02X\r\n" % (body, c)
-with open(path, "w") as out, open(lines, "w") as pub:
+n, lines = int(sys.argv[1]), sys.argv[2]
+with open(lines, "w") as pub:
     for i in range(n):
         t = 1714521600 + i
-        hh, mm, ss = (t // 3600) % 24, (t // 60) % 60, t % 60
-        day = 1 + (t - 1714521600) // 86400
-        tm = "%02d%02d%02d.00" % (hh, mm, ss)
-        lat = "31%02d.%04d" % (10 + i % 40, i % 10000)
-        lon = "121%02d.%04d" % (20 + i % 30, (i * 7) % 10000)
-        out.write(sentence("GPRMC,%s,A,%s,N,%s,E,3.2,87.5,%02d0524,,,A" % (tm, lat, lon, day % 28 + 1)))
-        out.write(sentence("GPGGA,%s,%s,N,%s,E,1,09,0.9,15.2,M,7.1,M,," % (tm, lat, lon)))
         # A payload of the size locgate publishes (a position object of ~230 bytes).
         pub.write('{"class":"TPV","id":"rx-%d000","source":"rx","device":"van-1","time":"2024-05-01T00:00:00.000Z","mode":3,"status":1,"lat":31.%07d,"lon":121.%07d,"altMSL":15.2,"speed":1.646,"track":87.5,"uSat":9,"hdop":0.9,"datum":"wgs84"}\n' % (t, i, i))
 PY

@@ -5,15 +5,7 @@ import Testing
 
 /// `kill -9` of the real binary in the middle of an upload, then a restart on the same queue.
 @Suite struct CrashTests {
-    /// `.build/debug/locgate`, built here when missing.
-    static func locgateBinary() throws -> String {
-        try LocgateBinary.path()
-    }
 
-    /// `epochs` one-second epochs of RMC + GGA with correct checksums, starting 2024-05-01 00:00:00 UTC.
-    static func writeNMEA(epochs: Int, to path: String) throws {
-        try NMEASamples.writeLog(epochs: epochs, to: path)
-    }
 
     static func writeConfig(_ path: String, log: String, url: String, queue: String) throws {
         let json = """
@@ -27,23 +19,13 @@ import Testing
         try json.write(toFile: path, atomically: true, encoding: .utf8)
     }
 
-    static func launch(_ binary: String, config: String, stderr: String) throws -> Process {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: binary)
-        p.arguments = ["run", config]
-        _ = FileManager.default.createFile(atPath: stderr, contents: nil)
-        p.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: stderr))
-        p.standardOutput = FileHandle.nullDevice
-        try p.run()
-        return p
-    }
 
     @Test func killNineMidUploadThenRestartDeliversEveryPositionInOrder() async throws {
-        let binary = try CrashTests.locgateBinary()
+        let binary = try LocgateBinary.path()
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let epochs = 20_000
-        try CrashTests.writeNMEA(epochs: epochs, to: dir + "/long.nmea")
+        try NMEASamples.writeLog(epochs: epochs, to: dir + "/long.nmea")
         #expect(FileManager.default.createFile(atPath: dir + "/empty.nmea", contents: Data()))
         let expected = (0..<epochs).map { 1_714_521_600_000 + $0 * 1000 }
 
@@ -52,7 +34,7 @@ import Testing
         // the machine is busy and the check below is slow to notice the log is queued.
         let first = try Receiver(directory: dir, arguments: ["--delay", "0.2"], name: "run1.jsonl")
         try CrashTests.writeConfig(dir + "/run1.json", log: dir + "/long.nmea", url: first.url, queue: dir + "/queue.sqlite")
-        let run1 = try CrashTests.launch(binary, config: dir + "/run1.json", stderr: dir + "/run1.log")
+        let run1 = try LocgateBinary.launch([binary, "run", dir + "/run1.json"], stderr: dir + "/run1.log")
         let queued = await eventually(120) {
             let log = (try? String(contentsOfFile: dir + "/run1.log", encoding: .utf8)) ?? ""
             return log.contains("input ended") && first.accepted().count >= 3
@@ -69,7 +51,7 @@ import Testing
         let second = try Receiver(directory: dir, name: "run2.jsonl")
         defer { second.stop() }
         try CrashTests.writeConfig(dir + "/run2.json", log: dir + "/empty.nmea", url: second.url, queue: dir + "/queue.sqlite")
-        let run2 = try CrashTests.launch(binary, config: dir + "/run2.json", stderr: dir + "/run2.log")
+        let run2 = try LocgateBinary.launch([binary, "run", dir + "/run2.json"], stderr: dir + "/run2.log")
         #expect(await eventually(120) { !run2.isRunning })
         #expect(run2.terminationStatus == 0)
         let ids2 = second.accepted().flatMap(\.ids).compactMap(ordinal)

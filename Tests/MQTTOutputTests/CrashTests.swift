@@ -6,15 +6,7 @@ import Testing
 
 /// `kill -9` of the real binary in the middle of a replay into the mqtt sink, then a restart on the same queue.
 @Suite(.serialized) struct CrashTests {
-    /// `.build/debug/locgate`, built here when missing.
-    static func locgateBinary() throws -> String {
-        try LocgateBinary.path()
-    }
 
-    /// `epochs` one-second epochs of RMC + GGA with correct checksums, from 2024-05-01 00:00:00 UTC.
-    static func writeNMEA(epochs: Int, to path: String) throws {
-        try NMEASamples.writeLog(epochs: epochs, to: path)
-    }
 
     static func writeConfig(_ path: String, log: String, rate: String, broker: MosquittoBroker, queue: String) throws {
         let json = """
@@ -27,16 +19,6 @@ import Testing
         try json.write(toFile: path, atomically: true, encoding: .utf8)
     }
 
-    static func launch(_ binary: String, config: String, stderr: String) throws -> Process {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: binary)
-        p.arguments = ["run", config]
-        _ = FileManager.default.createFile(atPath: stderr, contents: nil)
-        p.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: stderr))
-        p.standardOutput = FileHandle.nullDevice
-        try p.run()
-        return p
-    }
 
     /// The ids still queued in an outbox file (read with the sqlite3 tool, as an operator would).
     static func queuedIDs(_ queue: String) throws -> [String] {
@@ -53,12 +35,12 @@ import Testing
 
     @Test(.timeLimit(.minutes(3)))
     func killNineMidReplayThenRestartDeliversEveryCommittedIDAndTheWillSaysOffline() async throws {
-        let binary = try CrashTests.locgateBinary()
+        let binary = try LocgateBinary.path()
         let broker = try MosquittoBroker()
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let epochs = 20_000
-        try CrashTests.writeNMEA(epochs: epochs, to: dir + "/long.nmea")
+        try NMEASamples.writeLog(epochs: epochs, to: dir + "/long.nmea")
         #expect(FileManager.default.createFile(atPath: dir + "/empty.nmea", contents: Data()))
         let queue = dir + "/queue.sqlite"
         let subscriber = try await Subscriber(broker: broker, topic: "fleet/van-1", persistent: true)
@@ -66,7 +48,7 @@ import Testing
 
         // Run 1: replayed at 1000x (1000 positions/s); killed once some have arrived, long before the end.
         try CrashTests.writeConfig(dir + "/run1.json", log: dir + "/long.nmea", rate: "1000x", broker: broker, queue: queue)
-        let run1 = try CrashTests.launch(binary, config: dir + "/run1.json", stderr: dir + "/run1.log")
+        let run1 = try LocgateBinary.launch([binary, "run", dir + "/run1.json"], stderr: dir + "/run1.log")
         #expect(await Poll.until(timeout: .seconds(60)) { status.messages().map(\.payload) == ["online"] })
         #expect(await Poll.until(timeout: .seconds(60)) { subscriber.messages().count >= 1000 })
         kill(run1.processIdentifier, SIGKILL)
@@ -82,7 +64,7 @@ import Testing
 
         // Run 2: nothing new to read; the queue left by run 1 drains, then the process exits.
         try CrashTests.writeConfig(dir + "/run2.json", log: dir + "/empty.nmea", rate: "max", broker: broker, queue: queue)
-        let run2 = try CrashTests.launch(binary, config: dir + "/run2.json", stderr: dir + "/run2.log")
+        let run2 = try LocgateBinary.launch([binary, "run", dir + "/run2.json"], stderr: dir + "/run2.log")
         #expect(await Poll.until(timeout: .seconds(120)) { !run2.isRunning })
         #expect(run2.terminationStatus == 0)
         #expect(await Poll.until(timeout: .seconds(30)) { Set(subscriber.messages().compactMap { positionID($0.payload) }).isSuperset(of: queued) })

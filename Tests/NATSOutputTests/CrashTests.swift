@@ -8,15 +8,7 @@ import Testing
 /// `kill -9` of the real binary in the middle of a replay into the nats sink, then a restart on
 /// the same outbox: the stream holds every committed position exactly once.
 @Suite(.serialized) struct CrashTests {
-    /// `.build/debug/locgate`, built here when missing.
-    static func locgateBinary() throws -> String {
-        try LocgateBinary.path()
-    }
 
-    /// `epochs` one-second epochs of RMC + GGA with correct checksums, from 2024-05-01 00:00:00 UTC.
-    static func writeNMEA(epochs: Int, to path: String) throws {
-        try NMEASamples.writeLog(epochs: epochs, to: path)
-    }
 
     static func writeConfig(_ path: String, log: String, rate: String, servers: [String], queue: String) throws {
         let list = servers.map { "\"\($0)\"" }.joined(separator: ", ")
@@ -30,20 +22,10 @@ import Testing
         try json.write(toFile: path, atomically: true, encoding: .utf8)
     }
 
-    static func launch(_ binary: String, config: String, stderr: String) throws -> Process {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: binary)
-        p.arguments = ["run", config]
-        _ = FileManager.default.createFile(atPath: stderr, contents: nil)
-        p.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: stderr))
-        p.standardOutput = FileHandle.nullDevice
-        try p.run()
-        return p
-    }
 
     @Test(.timeLimit(.minutes(4)))
     func killNineMidReplayThenRestartStoresEveryCommittedPositionOnce() async throws {
-        let binary = try CrashTests.locgateBinary()
+        let binary = try LocgateBinary.path()
         let cluster = try NATSCluster()
         defer { cluster.stop() }
         try await cluster.start()
@@ -51,14 +33,14 @@ import Testing
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let epochs = 20_000
-        try CrashTests.writeNMEA(epochs: epochs, to: dir + "/long.nmea")
+        try NMEASamples.writeLog(epochs: epochs, to: dir + "/long.nmea")
         #expect(FileManager.default.createFile(atPath: dir + "/empty.nmea", contents: Data()))
         let expected = (0..<epochs).map { "rx-\(1_714_521_600_000 + $0 * 1000)" }
 
         // Run 1: replays as fast as it can, so a backlog waits in the outbox and a full window of
         // 64 is in flight (some stored, their PubAcks not yet processed) when kill -9 lands.
         try CrashTests.writeConfig(dir + "/run1.json", log: dir + "/long.nmea", rate: "max", servers: cluster.urls, queue: dir + "/outbox.sqlite")
-        let run1 = try CrashTests.launch(binary, config: dir + "/run1.json", stderr: dir + "/run1.log")
+        let run1 = try LocgateBinary.launch([binary, "run", dir + "/run1.json"], stderr: dir + "/run1.log")
         let midway = await Poll.until(timeout: .seconds(120), interval: .milliseconds(5)) {
             ((try? await cluster.count("LOCGATE")) ?? 0) >= 3000
         }
@@ -72,7 +54,7 @@ import Testing
         // What run 1 committed: the queue holds the undelivered rest of it.
         // Run 2 reads nothing new; the outbox drains before the process exits.
         try CrashTests.writeConfig(dir + "/run2.json", log: dir + "/empty.nmea", rate: "max", servers: cluster.urls, queue: dir + "/outbox.sqlite")
-        let run2 = try CrashTests.launch(binary, config: dir + "/run2.json", stderr: dir + "/run2.log")
+        let run2 = try LocgateBinary.launch([binary, "run", dir + "/run2.json"], stderr: dir + "/run2.log")
         #expect(await Poll.until(timeout: .seconds(120)) { !run2.isRunning })
         #expect(run2.terminationStatus == 0)
 
