@@ -2,7 +2,7 @@ import GatewayCore
 import GatewayRuntime
 import Testing
 
-@Suite struct PipelineTests {
+@Suite(.timeLimit(.minutes(3))) struct PipelineTests {
     func source(_ id: String, _ s: some PositionSource) -> PipelineConfiguration.Component {
         .init(id: id, kind: .source, type: "test", prepared: PreparedComponent { _ in .source(s) })
     }

@@ -60,10 +60,4 @@ enum Support {
     static func events(_ out: [Position]) -> [String] {
         out.compactMap { p in p.event.map { "\($0.kind.rawValue):\($0.fenceId)" } }
     }
-
-    static func temporaryDirectory() throws -> URL {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("geofence-test-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        return dir
-    }
 }

@@ -4,7 +4,7 @@ import GatewayCore
 import Testing
 
 /// Faults a real gpsd does not produce on demand, from a scripted peer on loopback.
-@Suite struct FaultTests {
+@Suite(.timeLimit(.minutes(3))) struct FaultTests {
     static func tpv(_ second: Int, device: String = "/dev/fake") -> String {
         #"{"class":"TPV","device":"\#(device)","mode":3,"time":"2024-05-01T10:00:\#(String(format: "%02d", second)).000Z","lat":48.1,"lon":11.5,"altMSL":520.5,"speed":1.5,"track":90.0,"eph":3.2}"# + "\r\n"
     }

@@ -5,7 +5,7 @@ import Testing
 
 /// The real gpsd (Debian's 3.22, run by gpsfake) replaying logs; positions are checked against
 /// the same gpsd version's expected output.
-@Suite(.serialized, .enabled(if: Peers.gpsfakeAvailable, "needs Debian's gpsd and gpsd-clients"))
+@Suite(.timeLimit(.minutes(3)), .serialized, .enabled(if: Peers.gpsfakeAvailable, "needs Debian's gpsd and gpsd-clients"))
 struct GpsfakeTests {
     @Test(arguments: ["neo-m8n.log", "nmea-rtk.log", "bu353-glonass.log", "rst39.log"])
     func positionsMatchGpsdsReports(log: String) async throws {

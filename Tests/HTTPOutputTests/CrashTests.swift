@@ -4,7 +4,7 @@ import GatewayTesting
 import Testing
 
 /// `kill -9` of the real binary in the middle of an upload, then a restart on the same queue.
-@Suite struct CrashTests {
+@Suite(.timeLimit(.minutes(5))) struct CrashTests {
 
 
     static func writeConfig(_ path: String, log: String, url: String, queue: String) throws {

@@ -3,10 +3,11 @@ import GatewayCore
 import GatewayRuntime
 @testable import HTTPOutput
 import Outbox
+import GatewayTesting
 import Testing
 
 /// The sink against the real receiver script, in process.
-@Suite(.serialized) struct DeliveryTests {
+@Suite(.timeLimit(.minutes(3)), .serialized) struct DeliveryTests {
     func config(_ receiver: Receiver, _ dir: String?, _ extra: String = "", batch: String = #"{"max_positions":100,"interval":"1h"}"#) -> String {
         let queue = dir.map { #"{"path":"\#($0)/queue.sqlite"}"# } ?? "null"
         return #"{"url":"\#(receiver.url)","batch":\#(batch),"retry":{"initial":"20ms","max":"200ms"},"queue":\#(queue)\#(extra)}"#

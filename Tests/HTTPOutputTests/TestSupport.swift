@@ -10,13 +10,6 @@ import Testing
 /// The package root, found from this file's path.
 let packageRoot: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-/// A fresh temporary directory, removed by the caller with `cleanUp`.
-func makeTemporaryDirectory() throws -> String {
-    let path = NSTemporaryDirectory() + "locgate-http-\(UUID().uuidString)"
-    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    return path
-}
-
 /// One request the receiver recorded.
 struct RecordedRequest {
     var status: Int

@@ -40,7 +40,7 @@ private func configure(_ json: String) throws -> (SerialSourceConfiguration, [St
           "flow_control": "rtscts", "init": ["PUBX,40,GLL,0,0,0,0"], "init_checksum": true, "stall_timeout": "2s",
           "backoff_cap": "10s", "device": "rx-1", "require_checksum": false }
         """#
-        guard case .object(let object) = try JSONValue.parse(string: json) else { return }
+        let object = try #require(try JSONValue.parse(string: json).objectValue)
         let diagnostics = ConfigurationDiagnostics()
         var reader = OptionReader(object: object, path: "sources.rx", diagnostics: diagnostics)
         let c = SerialSourcePlugin.configure(&reader)

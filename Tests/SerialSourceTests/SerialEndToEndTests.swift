@@ -8,7 +8,7 @@ import Glibc
 /// (with the test-only pty shim preloaded), writing to a file sink.
 ///
 /// Serialized: each test runs socat and a locgate child, and the CPU measurement wants a quiet machine.
-@Suite(.serialized)
+@Suite(.timeLimit(.minutes(5)), .serialized)
 struct SerialEndToEndTests {
     @Test func positionsWrittenToThePtyArriveInOrderAndComplete() async throws {
         let dir = ScratchDirectory()
