@@ -44,7 +44,7 @@ let package = Package(
         plugin("Filters", dependencies: ["GatewayCore", "Geodesy"]),
         plugin("Geofence", dependencies: ["GatewayCore", "Geodesy"]),
         .executableTarget(name: "GeofenceBenchmark", dependencies: ["GatewayCore", "Geodesy", "Geofence"], path: "Benchmarks/GeofenceBenchmark", swiftSettings: settings),
-        .testTarget(name: "GatewayRuntimeTests", dependencies: ["GatewayCore", "GatewayRuntime", "BuiltinPlugins"], swiftSettings: settings),
+        .testTarget(name: "GatewayRuntimeTests", dependencies: ["GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], swiftSettings: settings),
         .testTarget(name: "LocgateTests", dependencies: ["Geodesy", "GatewayTesting"], swiftSettings: settings),
         .systemLibrary(name: "CSerialPort", path: "Sources/CSerialPort", pkgConfig: "libserialport", providers: [.apt(["libserialport-dev"])]),
         plugin("SerialSource", dependencies: ["GatewayCore", "NMEA", "CSerialPort"]),
@@ -89,7 +89,7 @@ let package = Package(
         .testTarget(name: "MQTTOutputTests", dependencies: ["MQTTOutput", "MQTTClient", "MQTTTesting", "Outbox", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], swiftSettings: settings),
         plugin("MQTTInput", dependencies: ["GatewayCore", "MQTTClient", "PositionEncoding"]),
         .testTarget(name: "MQTTInputTests", dependencies: ["MQTTInput", "MQTTClient", "MQTTTesting", "PositionEncoding", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], swiftSettings: settings),
-        .testTarget(name: "SerialSourceTests", dependencies: ["SerialSource", "GatewayCore", "NMEA"], exclude: ["Support"], swiftSettings: settings),
+        .testTarget(name: "SerialSourceTests", dependencies: ["SerialSource", "GatewayCore", "GatewayTesting", "NMEA"], exclude: ["Support"], swiftSettings: settings),
     ],
     swiftLanguageModes: [.v6]
 )

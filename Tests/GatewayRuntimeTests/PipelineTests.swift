@@ -1,5 +1,6 @@
 import GatewayCore
 import GatewayRuntime
+import GatewayTesting
 import Testing
 
 @Suite(.timeLimit(.minutes(3))) struct PipelineTests {
@@ -64,7 +65,7 @@ import Testing
             settings: quiet)
         let p = try Pipeline(configuration: config, logHandler: SilentLogHandler())
         async let code = p.run()
-        while r.all.count < 20 { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(await Poll.until { r.all.count >= 20 })
         p.shutdown(reason: "test")
         #expect(await code == 0)
         #expect(r.all.count == 20)

@@ -39,13 +39,13 @@ struct EndToEndTests {
 
         // gpsd #1 serves part of one log and is killed mid-stream.
         let gpsd1 = try GpsFake(logs: ["rst39.log"], port: port)
-        await TestSupport.waitUntil { Self.times(in: output).filter(firstTimes.contains).count >= 10 }
+        #expect(await Poll.until(timeout: .seconds(60)) { Self.times(in: output).filter(firstTimes.contains).count >= 10 })
         gpsd1.stop()
         let beforeRestart = Self.times(in: output).count
         // gpsd #2 on the same port with another log: locgate must find it by itself.
         let gpsd2 = try GpsFake(logs: ["nmea-rtk.log"], port: port)
         defer { gpsd2.stop() }
-        await TestSupport.waitUntil { Self.times(in: output).filter(secondTimes.contains).count >= second.count }
+        #expect(await Poll.until(timeout: .seconds(60)) { Self.times(in: output).filter(secondTimes.contains).count >= second.count })
         gpsd2.stop()
 
         locgate.signal(SIGINT)

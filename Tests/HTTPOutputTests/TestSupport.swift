@@ -102,16 +102,6 @@ final class Receiver: @unchecked Sendable {
     func accepted() -> [RecordedRequest] { requests().filter { (200..<300).contains($0.status) } }
 }
 
-/// Polls `condition` every 20 ms until it holds or `seconds` pass; returns whether it held.
-func eventually(_ seconds: Double = 30, _ condition: () -> Bool) async -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return condition()
-}
-
 /// Reads a sink configuration from JSON text; problems fail the test.
 func configuration(_ json: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> HTTPSinkConfiguration {
     let (c, problems) = try configure(json)

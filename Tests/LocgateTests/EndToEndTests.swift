@@ -105,7 +105,7 @@ import Testing
         #expect(lines.count > 10)
     }
 
-    @Test func sigtermDuringARealtimeReplayLeavesValidFilesAndExitsZero() throws {
+    @Test func sigtermDuringARealtimeReplayLeavesValidFilesAndExitsZero() async throws {
         let dir = try makeTemporaryDirectoryURL()
         let log = gpsdFixture("ericsson-gru04-02-70sec.log").path
         let config = dir.appendingPathComponent("p.json")
@@ -115,13 +115,11 @@ import Testing
         """, to: config)
         let (p, _, err) = try LocgateBinary.start(["run", config.path])
         let geoURL = dir.appendingPathComponent("out.geojson")
-        var waited = 0
-        while waited < 300 {
-            if let d = try? Data(contentsOf: geoURL), let g = try? JSONSerialization.jsonObject(with: d) as? [String: Any],
-               ((g["features"] as? [Any])?.count ?? 0) >= 2 { break }
-            Thread.sleep(forTimeInterval: 0.1)
-            waited += 1
+        let twoFeatures = await Poll.until(timeout: .seconds(30)) {
+            guard let d = try? Data(contentsOf: geoURL), let g = try? JSONSerialization.jsonObject(with: d) as? [String: Any] else { return false }
+            return ((g["features"] as? [Any])?.count ?? 0) >= 2
         }
+        #expect(twoFeatures)
         kill(p.processIdentifier, SIGTERM)
         let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         p.waitUntilExit()
