@@ -92,7 +92,7 @@ public struct PipelineConfiguration: Sendable {
         environment: [String: String] = [:], baseDirectory: String = "."
     ) throws(ConfigurationError) -> PipelineConfiguration {
         let root: JSONValue
-        do { root = try JSONValue.parse(bytes) } catch {
+        do { root = try JSONValue.parse(bytes, duplicateKeys: .reject) } catch {
             throw ConfigurationError(problems: [ConfigurationProblem(path: "$", message: "not valid JSON: \(error)")])
         }
         let diagnostics = ConfigurationDiagnostics()
