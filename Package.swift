@@ -44,7 +44,7 @@ let package = Package(
         plugin("Filters", dependencies: ["GatewayCore", "Geodesy"]),
         plugin("Geofence", dependencies: ["GatewayCore", "Geodesy"]),
         .executableTarget(name: "GeofenceBenchmark", dependencies: ["GatewayCore", "Geodesy", "Geofence"], path: "Benchmarks/GeofenceBenchmark", swiftSettings: settings),
-        .testTarget(name: "GatewayRuntimeTests", dependencies: ["GatewayCore", "GatewayRuntime", "BuiltinPlugins"], swiftSettings: settings),
+        .testTarget(name: "GatewayRuntimeTests", dependencies: ["GatewayCore", "GatewayRuntime", "BuiltinPlugins", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "LocgateTests", dependencies: ["Geodesy", "GatewayTesting"], swiftSettings: settings),
         .systemLibrary(name: "CSerialPort", path: "Sources/CSerialPort", pkgConfig: "libserialport", providers: [.apt(["libserialport-dev"])]),
         plugin("SerialSource", dependencies: ["GatewayCore", "NMEA", "CSerialPort"]),
