@@ -48,9 +48,11 @@ import Testing
             """
             { "settings": { "stats_interval": false },
               "sources": { "rx": { "type": "tcp", "host": "127.0.0.1", "port": \(server.port) } },
-              "sinks": { "out": { "type": "file", "inputs": ["rx"], "path": "\(file)" } } }
+              "sinks": { "out": { "type": "file", "inputs": ["rx"], "path": "\(file)", "fsync": true, "buffer": { "max_positions": 1 } } } }
             """
         }
+        // A one-position buffer in front of a sink that syncs every write: the source is mostly
+        // waiting for room in the old sink's buffer when the reload comes.
         let log = RecordingLogHandler(minimumLevel: .info)
         let pipeline = try Pipeline(configuration: configuration(json("a.jsonl"), directory: dir), logHandler: log)
         async let code = pipeline.run()
