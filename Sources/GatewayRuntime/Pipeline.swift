@@ -680,8 +680,10 @@ public final class Pipeline: Sendable {
             }
         }
         outcome.duration = ContinuousClock.now - started
-        outcome.positionsDuringReload = topology.withLock { $0.sources.values.reduce(0) { $0 + $1.stats.emitted } }
-            + stoppingSources.reduce(0) { $0 + $1.stats.emitted } - emittedBefore
+        // A restarted source of the same type shares its predecessor's counters: count each once.
+        var counters: [ObjectIdentifier: ComponentStats] = [:]
+        for h in topology.withLock({ Array($0.sources.values) }) + stoppingSources { counters[ObjectIdentifier(h.stats)] = h.stats }
+        outcome.positionsDuringReload = counters.values.reduce(0) { $0 + $1.emitted } - emittedBefore
         logger.info("reloaded: \(outcome.summary) (\(outcome.milliseconds) ms, \(outcome.positionsDuringReload) position(s) emitted meanwhile)")
         return outcome
     }
