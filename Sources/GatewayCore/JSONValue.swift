@@ -44,6 +44,16 @@ public enum JSONValue: Sendable, Hashable {
     public var boolValue: Bool? { if case .bool(let b) = self { return b }; return nil }
     public var objectValue: JSONObject? { if case .object(let o) = self { return o }; return nil }
     public var arrayValue: [JSONValue]? { if case .array(let a) = self { return a }; return nil }
+
+    /// The same value with every object's keys sorted, so two documents that differ only in key
+    /// order compare equal (configuration reloads compare components this way).
+    public var sortingKeys: JSONValue {
+        switch self {
+        case .array(let a): return .array(a.map(\.sortingKeys))
+        case .object(let o): return .object(JSONObject(o.members.sorted { $0.key < $1.key }.map { ($0.key, $0.value.sortingKeys) }))
+        default: return self
+        }
+    }
 }
 
 /// A JSON object: ordered members with a lookup by key (last duplicate wins, as in most parsers).
