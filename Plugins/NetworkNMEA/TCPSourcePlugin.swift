@@ -23,7 +23,7 @@ public enum TCPNMEAPlugin: SourcePlugin {
         options: [
             OptionSpec("host", "string", required: true, "Server name or address."),
             OptionSpec("port", "integer", required: true, "Server TCP port (1–65535)."),
-            OptionSpec("device", "string", default: "\"host:port\"", "Device id given to every position."),
+            OptionSpec("device", "string", default: "\"<host>:<port>\"", "Device id given to every position."),
             OptionSpec("require_checksum", "boolean", default: "true", "Reject sentences without a *HH checksum."),
             OptionSpec("stall_timeout", "duration", default: "\"30s\"", "Reconnect when no bytes arrived for this long (at least 100ms)."),
             OptionSpec("connect_timeout", "duration", default: "\"5s\"", "Give up one connection attempt after this long."),
