@@ -55,8 +55,8 @@ public struct ReceiverHealth: Sendable {
         var silent = false
         var fixLost = false
         var antenna: AntennaStatus?
-        /// Duty cycling put the receiver to sleep on purpose: no timers run.
-        var suspended = false
+        /// When duty cycling put the receiver to sleep on purpose; no timers run until it wakes.
+        var suspendedAt: Timestamp?
     }
 
     public let configuration: HealthConfiguration
@@ -86,7 +86,7 @@ public struct ReceiverHealth: Sendable {
         watch(device: device, at: now)
         guard var d = devices[device] else { return }
         d.lastData = now
-        if d.silent && !d.suspended {
+        if d.silent && d.suspendedAt == nil {
             d.silent = false
             devices[device] = d
             emit(.dataResumed, device: device, at: now, into: &out)
@@ -135,7 +135,7 @@ public struct ReceiverHealth: Sendable {
     public mutating func check(at now: Timestamp, into out: inout [Position]) {
         var changed = false
         for key in order {
-            guard var d = devices[key], !d.suspended else { continue }
+            guard var d = devices[key], d.suspendedAt == nil else { continue }
             if !d.silent, now.milliseconds - (d.lastData ?? d.since).milliseconds >= configuration.dataTimeout.milliseconds {
                 d.silent = true
                 devices[key] = d
@@ -153,19 +153,37 @@ public struct ReceiverHealth: Sendable {
     }
 
     /// Duty cycling put the receiver to sleep: silence and the lack of a fix are expected until ``resume(device:at:)``.
-    public mutating func suspend(device: String) {
-        devices[device]?.suspended = true
+    public mutating func suspend(device: String, at now: Timestamp) {
+        watch(device: device, at: now)
+        if devices[device]?.suspendedAt == nil { devices[device]?.suspendedAt = now }
     }
 
-    /// The receiver was woken: its timers run again from `now` (the state before the sleep is kept).
+    /// The receiver was woken: its timers go on from where the sleep stopped them, so only awake
+    /// time counts (a receiver that finds no fix in any window still reports `fix_lost`).
     public mutating func resume(device: String, at now: Timestamp) {
         watch(device: device, at: now)
-        guard var d = devices[device], d.suspended else { return }
-        d.suspended = false
-        d.since = now
-        if d.lastData != nil { d.lastData = now }
-        if d.lastFix != nil { d.lastFix = now }
+        guard var d = devices[device], let slept = d.suspendedAt else { return }
+        let shift = max(0, now.milliseconds - slept.milliseconds)
+        func later(_ t: Timestamp) -> Timestamp { Timestamp(milliseconds: t.milliseconds + shift) }
+        d.suspendedAt = nil
+        d.since = later(d.since)
+        d.lastData = d.lastData.map(later)
+        d.lastFix = d.lastFix.map(later)
         devices[device] = d
+    }
+
+    /// Sleeps for `delay` in steps of at most `step`, emitting the events that come due meanwhile
+    /// (a source waiting to reconnect still reports `no_data`).
+    public mutating func sleep(for delay: Duration, clock: any GatewayClock, output: SourceOutput, step: Duration = .milliseconds(200)) async throws {
+        var left = delay
+        while left > .zero {
+            let s = min(left, step)
+            try await clock.sleep(for: s)
+            left -= s
+            var out: [Position] = []
+            check(at: clock.now(), into: &out)
+            await output.emit(out)
+        }
     }
 
     /// Whether `device` is in a `no_data` (silent) or `fix_lost` state (for tests and the stats).
