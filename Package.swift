@@ -89,7 +89,7 @@ let package = Package(
         .testTarget(name: "MQTTOutputTests", dependencies: ["MQTTOutput", "MQTTClient", "MQTTTesting", "Outbox", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], swiftSettings: settings),
         plugin("MQTTInput", dependencies: ["GatewayCore", "MQTTClient", "PositionEncoding"]),
         .testTarget(name: "MQTTInputTests", dependencies: ["MQTTInput", "MQTTClient", "MQTTTesting", "PositionEncoding", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], swiftSettings: settings),
-        .testTarget(name: "SerialSourceTests", dependencies: ["SerialSource", "GatewayCore", "NMEA"], exclude: ["Support"], swiftSettings: settings),
+        .testTarget(name: "SerialSourceTests", dependencies: ["SerialSource", "GatewayCore", "NMEA", "GatewayTesting"], exclude: ["Support"], swiftSettings: settings),
     ],
     swiftLanguageModes: [.v6]
 )
