@@ -77,6 +77,10 @@ struct HealthAndDutyCycleTests {
         #expect(await waitUntil { Self.received(record).compactMap(Self.eventType).count >= expected.count }, "log: \(locgate.log)")
         let all = Self.received(record)
         let events = all.compactMap(Self.eventType)
+        for e in all where Self.eventType(e) != nil {
+            // The docs' examples are copied from here.
+            if let data = try? JSONSerialization.data(withJSONObject: e, options: [.sortedKeys]) { print("event: " + String(decoding: data, as: UTF8.self)) }
+        }
         #expect(events == expected, "log: \(locgate.log)")
         // In order with the positions: each event sits between the positions that caused it.
         let types = all.map { Self.eventType($0) ?? (($0["mode"] as? Int ?? 0) >= 2 ? "fix" : "nofix") }
@@ -89,6 +93,17 @@ struct HealthAndDutyCycleTests {
         #expect(lost["device"] as? String == "gps0" && lost["lat"] as? Double != nil, "fix_lost carries the last coordinates: \(lost)")
         let antenna = try #require(all.first { Self.eventType($0) == "antenna" })
         #expect((antenna["event"] as? [String: Any])?["status"] as? String == "open")
+        // The event JSON shown in the docs has the shape of what the sink really received.
+        let doc = try String(contentsOfFile: PackagePaths.root + "/Docs/Power-and-health.md", encoding: .utf8)
+        let shown = doc.split(separator: "\n").filter { $0.hasPrefix("{") && $0.contains(#""event""#) }.compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+        for type in Set(expected) {
+            let real = try #require(all.first { Self.eventType($0) == type })
+            let example = try #require(shown.first { Self.eventType($0) == type }, "Docs/Power-and-health.md shows no \(type) event")
+            #expect(Set(example.keys) == Set(real.keys), "\(type): docs show \(example.keys.sorted()), the sink got \(real.keys.sorted())")
+            #expect(NSDictionary(dictionary: example["event"] as? [String: Any] ?? [:]) == NSDictionary(dictionary: real["event"] as? [String: Any] ?? [:]))
+        }
         #expect(locgate.count("fix lost") == 2 && locgate.count("antenna open") == 1, "log: \(locgate.log)")
         locgate.stop()
         #expect(locgate.log.contains("health.fix_lost=2"), "stats line: \(locgate.log)")
@@ -133,6 +148,10 @@ struct HealthAndDutyCycleTests {
         #expect(alignedWakes.count >= 3 && alignedSleeps.count >= 3, "wakes \(wakes) sleeps \(sleeps)")
         for w in alignedWakes { #expect(abs(offset(w, from: 0)) <= 300, "wake at \(w % period) ms into the period") }
         for s in alignedSleeps { #expect(abs(offset(s, from: on)) <= 300, "sleep at \(s % period) ms into the period") }
+        // Measured on-time: from each wake on the wire to the sleep that follows it (Docs/Power-and-health.md).
+        let awake = alignedWakes.compactMap { w in alignedSleeps.first { $0 > w }.map { $0 - w } }
+        let mean = Double(awake.reduce(0, +)) / Double(max(1, awake.count))
+        print("duty cycle on 2s every 6s: receiver awake \(awake) ms per window, mean \(Int(mean)) ms = \(Int(mean / Double(period) * 3600)) s per hour (always on: 3600 s)")
 
         #expect(await waitUntil { readPositions(out).count >= 3 }, "log: \(locgate.log)")
         var perWindow: [Int64: Int] = [:]
@@ -151,7 +170,7 @@ struct HealthAndDutyCycleTests {
     @Test(arguments: [
         (#"{ "type": "file", "path": "x.nmea", "duty_cycle": { "on": "10s", "every": "2m" } }"#, "sources.rx.duty_cycle: not supported by this component: duty cycling works on the serial and gpsd sources only"),
         (#"{ "type": "serial", "port": "/dev/ttyS0", "duty_cycle": { "on": "3m", "every": "2m", "method": "ublox" } }"#, "sources.rx.duty_cycle.on: must be shorter than every (2m)"),
-        (#"{ "type": "serial", "port": "/dev/ttyS0", "duty_cycle": { "on": "10s", "every": "2m", "method": "ubx" } }"#, "sources.rx.duty_cycle.method: unknown method \"ubx\"; expected one of \"ublox\", \"mtk\", \"commands\", \"close\"; did you mean \"ublox\"?"),
+        (#"{ "type": "serial", "port": "/dev/ttyS0", "duty_cycle": { "on": "10s", "every": "2m", "method": "ubx" } }"#, "sources.rx.duty_cycle.method: unknown method \"ubx\"; expected one of \"ublox\", \"mtk\", \"commands\", \"close\""),
         (#"{ "type": "gpsd", "duty_cycle": { "on": "10s", "every": "2m", "method": "ublox" } }"#, "sources.rx.duty_cycle.method: unknown option"),
     ])
     func badDutyCyclesAreRejectedAtValidate(source: String, expected: String) throws {
