@@ -58,6 +58,6 @@ enum Support {
     }
 
     static func events(_ out: [Position]) -> [String] {
-        out.compactMap { p in p.event.map { "\($0.kind.rawValue):\($0.fenceId)" } }
+        out.compactMap { p in p.event.map { "\($0.kind.rawValue):\($0.fenceId ?? "")" } }
     }
 }
