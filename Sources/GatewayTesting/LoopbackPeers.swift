@@ -59,7 +59,12 @@ public final class LoopbackTCPServer: Sendable {
         thread.start()
     }
 
-    /// Closes the listener and every client connection.
+    /// Stops listening and ends every client connection (clients see the close at once).
+    ///
+    /// The descriptors are shut down here but closed by the serving thread when it notices the
+    /// stop: closing them here would free their numbers while that thread may still poll or send
+    /// on them, and a descriptor reused by the next server (or a client) would then have its
+    /// connections accepted and closed, or its bytes written, by this one.
     public func stop() {
         let fds: [Int32] = state.withLock { s in
             let all = s.clients + (s.listener >= 0 ? [s.listener] : [])
@@ -68,13 +73,12 @@ public final class LoopbackTCPServer: Sendable {
             s.generation += 1
             return all
         }
-        for fd in fds {
-            shutdown(fd, Int32(SHUT_RDWR))
-            close(fd)
-        }
+        for fd in fds { shutdown(fd, Int32(SHUT_RDWR)) }
     }
 
     private func serve(listener: Int32, generation: Int) {
+        var mine: [Int32] = []
+        defer { for fd in mine + [listener] { close(fd) } }
         var n = 0
         let ms = Int32(clamping: interval.milliseconds)
         while state.withLock({ $0.generation == generation }) {
@@ -90,7 +94,7 @@ public final class LoopbackTCPServer: Sendable {
                         s.accepted += 1
                         return true
                     }
-                    if !kept { close(c) }
+                    if kept { mine.append(c) } else { close(c) }
                 }
             }
             let bytes = payload(n)
