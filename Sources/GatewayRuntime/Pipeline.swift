@@ -95,13 +95,16 @@ public final class Pipeline: Sendable {
     private let clock: any GatewayClock
     private let trigger = ShutdownTrigger()
     private let failed = Atomic<Bool>(false)
+    private let observer: (any PipelineObserver)?
 
     /// Statistics of every component, sources first.
     public let componentStats: [ComponentStats]
 
     /// Builds every component; throws the first component that cannot be built (exit 1).
-    public init(configuration: PipelineConfiguration, logHandler: any LogHandler, clock: any GatewayClock = SystemClock()) throws {
+    public init(configuration: PipelineConfiguration, logHandler: any LogHandler, clock: any GatewayClock = SystemClock(),
+                observer: (any PipelineObserver)? = nil) throws {
         self.settings = configuration.settings
+        self.observer = observer
         self.clock = clock
         self.logger = Logger(label: "pipeline", handler: logHandler)
         func context(_ c: PipelineConfiguration.Component) -> ComponentContext {
@@ -209,16 +212,19 @@ public final class Pipeline: Sendable {
                 group.addTask {
                     let output = SourceOutput(tracking: { batch, ack in
                         node.stats.addEmitted(batch.count)
+                        self.observer?.sourceEmitted(node.id, batch)
                         await Pipeline.route(batch, to: node.routes, acknowledgement: ack)
                     })
                     do {
                         try await node.source.run(output: output)
                         node.logger.info("input ended")
+                        self.observer?.sourceEnded(node.id, failed: false)
                     } catch is CancellationError {
                         node.logger.debug("stopped")
                     } catch {
                         if Task.isCancelled { node.logger.debug("stopped: \(error)"); return .ended }
                         node.logger.error("failed: \(error)")
+                        self.observer?.sourceEnded(node.id, failed: true)
                         self.failed.store(true, ordering: .relaxed)
                         self.trigger.fire(reason: "\(node.id) failed")
                     }

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import GatewayCore
 import GatewayRuntime
+import OperatorAPI
 import SerialSource
 import Synchronization
 
@@ -138,15 +139,28 @@ public enum LocgateCommand {
         let level = logLevel ?? config.settings.logLevel ?? .info
         let handler = StderrLogHandler(minimumLevel: demoFile != nil && logLevel == nil ? .warning : level)
         let pipeline: Pipeline
+        let monitor = config.api.map { _ in PipelineMonitor() }
         do {
-            pipeline = try Pipeline(configuration: config, logHandler: handler)
+            pipeline = try Pipeline(configuration: config, logHandler: handler, observer: monitor)
         } catch {
             Logger(label: "locgate", handler: handler).error("\(error)")
             if let demoFile { unlink(demoFile) }
             exit(1)
         }
+        var api: OperatorAPI?
+        if let settings = config.api, let monitor {
+            let server = OperatorAPI(settings: settings, configuration: config, stats: pipeline.componentStats, monitor: monitor, version: version)
+            do {
+                try server.start(logger: Logger(label: "api", handler: handler))
+            } catch {
+                Logger(label: "api", handler: handler).error("cannot start the operator API: \(error)")
+                exit(1)
+            }
+            api = server
+        }
         let signalSources = SignalHandling.install(pipeline: pipeline, logger: Logger(label: "locgate", handler: handler))
         let code = await pipeline.run()
+        api?.stop()
         signalSources.forEach { $0.cancel() }
         if let demoFile { unlink(demoFile) }
         exit(code)
