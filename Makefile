@@ -4,7 +4,8 @@
 APT_PACKAGES := libserialport-dev libsqlite3-dev libproj-dev proj-bin proj-data zlib1g-dev libcurl4-openssl-dev openssl \
                 gpsd gpsd-clients socat python3 procps bc util-linux sqlite3 \
                 libnats-dev nats-server \
-                libmosquitto-dev mosquitto mosquitto-clients
+                libmosquitto-dev mosquitto mosquitto-clients \
+                libmicrohttpd-dev prometheus curl
 SWIFT_FLAGS ?=
 CONFIG ?=
 
@@ -26,6 +27,8 @@ deps:
 	@command -v systemctl >/dev/null 2>&1 && $(SUDO) systemctl disable --now nats-server.service >/dev/null 2>&1 || true
 	@# The same for mosquitto: the mqtt tests start their own brokers on free loopback ports.
 	@command -v systemctl >/dev/null 2>&1 && $(SUDO) systemctl disable --now mosquitto.service >/dev/null 2>&1 || true
+	@# And for prometheus (port 9090): the operator API's tests start their own on a free port.
+	@command -v systemctl >/dev/null 2>&1 && $(SUDO) systemctl disable --now prometheus.service >/dev/null 2>&1 || true
 
 build: deps
 	swift build $(SWIFT_FLAGS)

@@ -284,11 +284,11 @@ struct GpsdStream {
 
     /// Copies the counters into the component's stats and writes pending log lines.
     mutating func publish(to stats: ComponentStats, logger: Logger) {
-        stats.set("gpsd.reports", reports)
-        stats.set("gpsd.bad_json", badJSON)
-        stats.set("gpsd.too_long", tooLong)
-        stats.set("gpsd.untimed_tpv", merger.untimed)
-        stats.set("gpsd.late_tpv", merger.late)
+        stats.set("gpsd.reports", reports, kind: .counter)
+        stats.set("gpsd.bad_json", badJSON, kind: .counter)
+        stats.set("gpsd.too_long", tooLong, kind: .counter)
+        stats.set("gpsd.untimed_tpv", merger.untimed, kind: .counter)
+        stats.set("gpsd.late_tpv", merger.late, kind: .counter)
         nmea?.statistics.publish(to: stats)
         for (level, message) in notes { logger.log(level, message) }
         notes.removeAll()

@@ -214,7 +214,7 @@ struct NATSPositionSource: PositionSource {
         while true {
             try Task.checkCancellation()
             let messages = try await subscription.next(max: configuration.batch, timeout: Self.fetchWait)
-            context.stats.set("nats.slow_consumer_dropped", Int(subscription.dropped))
+            context.stats.set("nats.slow_consumer_dropped", Int(subscription.dropped), kind: .counter)
             if messages.isEmpty { continue }
             backoff.reset()
             context.stats.count("nats.messages", by: messages.count)

@@ -5,11 +5,18 @@ import Synchronization
 /// `received`/`emitted`/`dropped` are kept by the runtime; components add named counters
 /// (`rejected.hdop`, `nmea.bad_checksum`) and gauges (`queue.depth`) of their own.
 public final class ComponentStats: Sendable {
+    /// Whether a named value only grows (a counter) or goes up and down (a gauge): metrics
+    /// exporters type and name them differently (`_total` for counters).
+    public enum Kind: Sendable {
+        case counter
+        case gauge
+    }
+
     public let id: String
     private let receivedCount = Atomic<Int>(0)
     private let emittedCount = Atomic<Int>(0)
     private let droppedCount = Atomic<Int>(0)
-    private let named = Mutex<[(name: String, value: Int)]>([])
+    private let named = Mutex<[(name: String, value: Int, kind: Kind)]>([])
 
     public init(id: String) { self.id = id }
 
@@ -24,14 +31,14 @@ public final class ComponentStats: Sendable {
     /// Adds to a named counter, creating it at zero.
     public func count(_ name: String, by n: Int = 1) {
         named.withLock { list in
-            if let i = list.firstIndex(where: { $0.name == name }) { list[i].value += n } else { list.append((name, n)) }
+            if let i = list.firstIndex(where: { $0.name == name }) { list[i].value += n } else { list.append((name, n, .counter)) }
         }
     }
 
-    /// Sets a named gauge (or a counter kept elsewhere, such as a decoder's statistics).
-    public func set(_ name: String, _ value: Int) {
+    /// Sets a named gauge, or with `kind: .counter` a counter kept elsewhere (a decoder's statistics).
+    public func set(_ name: String, _ value: Int, kind: Kind = .gauge) {
         named.withLock { list in
-            if let i = list.firstIndex(where: { $0.name == name }) { list[i].value = value } else { list.append((name, value)) }
+            if let i = list.firstIndex(where: { $0.name == name }) { list[i].value = value } else { list.append((name, value, kind)) }
         }
     }
 
@@ -41,5 +48,8 @@ public final class ComponentStats: Sendable {
     }
 
     /// Named counters and gauges in the order they first appeared.
-    public var namedValues: [(name: String, value: Int)] { named.withLock { $0 } }
+    public var namedValues: [(name: String, value: Int)] { named.withLock { $0.map { ($0.name, $0.value) } } }
+
+    /// Named counters and gauges with their kind, in the order they first appeared.
+    public var namedValuesWithKind: [(name: String, value: Int, kind: Kind)] { named.withLock { $0 } }
 }

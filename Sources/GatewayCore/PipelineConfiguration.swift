@@ -80,12 +80,15 @@ public struct PipelineConfiguration: Sendable {
     public var transforms: [Component] = []
     public var sinks: [Component] = []
     public var settings = Settings()
+    /// The operator HTTP API; nil (the default) when the file has no `"api"` key.
+    public var api: API?
 
-    public init(sources: [Component] = [], transforms: [Component] = [], sinks: [Component] = [], settings: Settings = Settings()) {
+    public init(sources: [Component] = [], transforms: [Component] = [], sinks: [Component] = [], settings: Settings = Settings(), api: API? = nil) {
         self.sources = sources
         self.transforms = transforms
         self.sinks = sinks
         self.settings = settings
+        self.api = api
     }
 
     /// Every component, sources first.
@@ -132,6 +135,10 @@ public struct PipelineConfiguration: Sendable {
                 }
             }
             s.finish()
+        }
+        if var a = reader.object("api") {
+            config.api = API.read(&a)
+            a.finish()
         }
         var seen: [String: String] = [:]
         for kind in ComponentKind.allCases {

@@ -158,6 +158,7 @@ public final class Pipeline: Sendable {
     private let clock: any GatewayClock
     private let trigger = ShutdownTrigger()
     private let failed = Atomic<Bool>(false)
+    private let observer: (any PipelineObserver)?
     /// The handle of the current stats reporter and tick loop (restarted when a reload changes them).
     private let auxiliary = Mutex<(stats: ShutdownTrigger, ticks: ShutdownTrigger)>((ShutdownTrigger(), ShutdownTrigger()))
 
@@ -171,8 +172,10 @@ public final class Pipeline: Sendable {
     }
 
     /// Builds every component; throws the first component that cannot be built (exit 1).
-    public init(configuration: PipelineConfiguration, logHandler: any LogHandler, clock: any GatewayClock = SystemClock()) throws {
+    public init(configuration: PipelineConfiguration, logHandler: any LogHandler, clock: any GatewayClock = SystemClock(),
+                observer: (any PipelineObserver)? = nil) throws {
         self.settings = Mutex(configuration.settings)
+        self.observer = observer
         self.clock = clock
         self.logHandler = logHandler
         self.logger = Logger(label: "pipeline", handler: logHandler)
@@ -381,17 +384,20 @@ public final class Pipeline: Sendable {
         group.addTask {
             let output = SourceOutput(tracking: { batch, ack in
                 h.stats.addEmitted(batch.count)
+                self.observer?.sourceEmitted(id, batch)
                 await self.route(batch, fromSource: id, acknowledgement: ack)
             })
             await Pipeline.run(until: h.stop) {
                 do {
                     try await h.source.run(output: output)
                     h.logger.info("input ended")
+                    self.observer?.sourceEnded(id, failed: false)
                 } catch is CancellationError {
                     h.logger.debug("stopped")
                 } catch {
                     if Task.isCancelled { h.logger.debug("stopped: \(error)"); return }
                     h.logger.error("failed: \(error)")
+                    self.observer?.sourceEnded(id, failed: true)
                     self.failed.store(true, ordering: .relaxed)
                     self.shutdown(reason: "\(id) failed")
                 }

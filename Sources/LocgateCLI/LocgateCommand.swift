@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import GatewayCore
 import GatewayRuntime
+import OperatorAPI
 import SerialSource
 import Synchronization
 
@@ -151,12 +152,24 @@ public enum LocgateCommand {
         let level = logLevel ?? config.settings.logLevel ?? .info
         let handler = StderrLogHandler(minimumLevel: demoFile != nil && logLevel == nil ? .warning : level)
         let pipeline: Pipeline
+        let monitor = config.api.map { _ in PipelineMonitor() }
         do {
-            pipeline = try Pipeline(configuration: config, logHandler: handler)
+            pipeline = try Pipeline(configuration: config, logHandler: handler, observer: monitor)
         } catch {
             Logger(label: "locgate", handler: handler).error("\(error)")
             if let demoFile { unlink(demoFile) }
             exit(1)
+        }
+        let api: OperatorAPI? = config.api.flatMap { settings in
+            guard let monitor else { return nil }
+            let server = OperatorAPI(settings: settings, configuration: config, stats: pipeline.componentStats, monitor: monitor, version: version)
+            do {
+                try server.start(logger: Logger(label: "api", handler: handler))
+            } catch {
+                Logger(label: "api", handler: handler).error("cannot start the operator API: \(error)")
+                exit(1)
+            }
+            return server
         }
         let logger = Logger(label: "locgate", handler: handler)
         let signalSources = SignalHandling.install(pipeline: pipeline, logger: logger)
@@ -169,7 +182,7 @@ public enum LocgateCommand {
                         logger.warning("SIGHUP: the demo has no configuration file to reload")
                         continue
                     }
-                    await reload(configPath, pipeline: pipeline, registry: registry, logger: logger)
+                    await reload(configPath, pipeline: pipeline, api: api, registry: registry, logger: logger)
                 }
                 return nil
             }
@@ -179,6 +192,7 @@ public enum LocgateCommand {
             group.cancelAll()
             return code
         }
+        api?.stop()
         hangupSource.cancel()
         signalSources.forEach { $0.cancel() }
         if let demoFile { unlink(demoFile) }
@@ -187,7 +201,7 @@ public enum LocgateCommand {
 
     /// SIGHUP: validates the file exactly as `validate` does; applies it only when it is valid,
     /// else logs every problem (one line each, with its JSON path) and keeps the running pipeline.
-    static func reload(_ path: String, pipeline: Pipeline, registry: PluginRegistry, logger: Logger) async {
+    static func reload(_ path: String, pipeline: Pipeline, api: OperatorAPI?, registry: PluginRegistry, logger: Logger) async {
         logger.info("SIGHUP: reloading \(path)")
         switch read(path, registry: registry) {
         case .failure(let error):
@@ -197,6 +211,12 @@ public enum LocgateCommand {
             // A service manager is told about the reload around this call (RELOADING=1, then READY=1).
             let outcome = await pipeline.reload(configuration: config)
             if outcome.status == .rejected { logger.warning("\(outcome)") }
+            // The API keeps serving where it was bound (api.* changes need a restart) over the
+            // components now running.
+            if outcome.status != .rejected { api?.update(configuration: config, stats: pipeline.componentStats) }
+            if config.api != api?.settings, config.api != nil || api != nil {
+                logger.warning("reload: api settings changed; they apply at the next restart")
+            }
         }
     }
 

@@ -63,14 +63,14 @@ public struct NMEAStatistics: Sendable, Equatable, CustomStringConvertible {
 extension NMEAStatistics {
     /// Copies the counters into a component's stats (as `nmea.*` values), for the stats line.
     public func publish(to stats: ComponentStats) {
-        stats.set("nmea.accepted", accepted)
-        stats.set("nmea.rejected", rejected)
+        stats.set("nmea.accepted", accepted, kind: .counter)
+        stats.set("nmea.rejected", rejected, kind: .counter)
         for (name, value) in [
             ("nmea.bad_checksum", badChecksum), ("nmea.missing_checksum", missingChecksum),
             ("nmea.invalid_char", invalidCharacter), ("nmea.too_long", tooLong), ("nmea.truncated", truncated),
             ("nmea.bad_field", badField), ("nmea.noise_bytes", noiseBytes), ("nmea.unknown", unknown),
         ] where value > 0 {
-            stats.set(name, value)
+            stats.set(name, value, kind: .counter)
         }
     }
 

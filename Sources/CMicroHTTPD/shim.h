@@ -1,0 +1,10 @@
+// libmicrohttpd (Debian libmicrohttpd-dev), the operator API's HTTP server.
+// Only Sources/OperatorAPI/HTTPServer.swift talks to it.
+#include <microhttpd.h>
+
+// MHD_start_daemon is variadic, which Swift cannot call: the options go in an array
+// (MHD_OPTION_ARRAY) and this passes it on.
+static inline struct MHD_Daemon *locgate_mhd_start(unsigned int flags, MHD_AccessHandlerCallback handler,
+                                                   void *handler_cls, struct MHD_OptionItem *options) {
+    return MHD_start_daemon(flags, 0, NULL, NULL, handler, handler_cls, MHD_OPTION_ARRAY, options, MHD_OPTION_END);
+}

@@ -1,0 +1,121 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension PipelineConfiguration {
+    /// The operator HTTP API, the top-level `"api"` key; absent means off.
+    ///
+    /// ```json
+    /// "api": { "listen": "127.0.0.1:9425", "token": "${LOCGATE_API_TOKEN}",
+    ///          "tls": { "cert_file": "api.pem", "key_file": "api.key" },
+    ///          "health": { "source_stall": "60s", "max_queue_age": "10m" } }
+    /// ```
+    public struct API: Sendable, Equatable {
+        /// The address to bind: an IPv4 or IPv6 literal.
+        public var host: String
+        /// The TCP port; 0 lets the kernel choose (the log says which).
+        public var port: Int
+        /// Bearer token every request must carry; nil: none (loopback only).
+        public var token: String?
+        public var tlsCertFile: String?
+        public var tlsKeyFile: String?
+        /// A source that produced nothing for this long makes `/health` fail.
+        public var sourceStall: Duration
+        /// A sink whose oldest queued position is older than this makes `/health` fail.
+        public var maxQueueAge: Duration
+
+        public init(host: String = "127.0.0.1", port: Int = 9425, token: String? = nil, tlsCertFile: String? = nil, tlsKeyFile: String? = nil,
+                    sourceStall: Duration = .seconds(60), maxQueueAge: Duration = .seconds(600)) {
+            self.host = host
+            self.port = port
+            self.token = token
+            self.tlsCertFile = tlsCertFile
+            self.tlsKeyFile = tlsKeyFile
+            self.sourceStall = sourceStall
+            self.maxQueueAge = maxQueueAge
+        }
+
+        /// Whether `host` is a loopback address (127.0.0.0/8 or ::1): only this machine can connect.
+        public var isLoopback: Bool { API.isLoopback(host) }
+
+        /// `host:port`, with brackets around an IPv6 host.
+        public var listen: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+        /// Reads the `api` object; every problem is reported with its path.
+        static func read(_ reader: inout OptionReader) -> API {
+            var api = API()
+            let listen = reader.string("listen", default: api.listen)
+            if let (host, port) = parseListen(listen) {
+                api.host = host
+                api.port = port
+            } else {
+                reader.report("listen", "expected an IP address and a port such as \"127.0.0.1:9425\" or \"[::1]:9425\", got \"\(listen)\"")
+            }
+            if reader.has("token") {
+                if let t = reader.requiredString("token") {
+                    if t.contains(where: { $0.isWhitespace || $0.asciiValue.map { $0 < 0x21 || $0 > 0x7e } ?? true }) {
+                        reader.report("token", "must be printable ASCII without spaces (it travels in an HTTP header)")
+                    } else {
+                        api.token = t
+                    }
+                }
+            }
+            if var tls = reader.object("tls") {
+                api.tlsCertFile = tls.filePath("cert_file")
+                api.tlsKeyFile = tls.filePath("key_file")
+                if api.tlsCertFile == nil { tls.report("cert_file", "required option is missing") }
+                if api.tlsKeyFile == nil { tls.report("key_file", "required option is missing") }
+                tls.finish()
+            }
+            if var health = reader.object("health") {
+                api.sourceStall = health.duration("source_stall", default: api.sourceStall, minimum: .seconds(1))
+                api.maxQueueAge = health.duration("max_queue_age", default: api.maxQueueAge, minimum: .seconds(1))
+                health.finish()
+            }
+            if !api.isLoopback && api.token == nil && !reader.has("token") {
+                reader.report("token", "required when listen is not a loopback address (\(api.listen)): without it anyone who reaches the port reads every position")
+            }
+            return api
+        }
+
+        /// `"127.0.0.1:9425"`, `"[::1]:9425"`, `"localhost:9425"`; nil when not an address and a port.
+        static func parseListen(_ text: String) -> (String, Int)? {
+            let host: Substring
+            let portText: Substring
+            if text.hasPrefix("[") {
+                guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else { return nil }
+                host = text[text.index(after: text.startIndex)..<close]
+                portText = text[text.index(close, offsetBy: 2)...]
+            } else {
+                guard let colon = text.lastIndex(of: ":") else { return nil }
+                host = text[..<colon]
+                portText = text[text.index(after: colon)...]
+                if host.contains(":") { return nil }  // an IPv6 address needs brackets
+            }
+            guard let port = Int(portText), (0...65_535).contains(port), !portText.hasPrefix("+") else { return nil }
+            let name = host == "localhost" ? "127.0.0.1" : String(host)
+            guard addressFamily(name) != nil else { return nil }
+            return (name, port)
+        }
+
+        /// AF_INET or AF_INET6 for an IP literal, nil for anything else.
+        public static func addressFamily(_ host: String) -> Int32? {
+            var v4 = in_addr()
+            if inet_pton(AF_INET, host, &v4) == 1 { return AF_INET }
+            var v6 = in6_addr()
+            if inet_pton(AF_INET6, host, &v6) == 1 { return AF_INET6 }
+            return nil
+        }
+
+        static func isLoopback(_ host: String) -> Bool {
+            var v4 = in_addr()
+            if inet_pton(AF_INET, host, &v4) == 1 { return UInt32(bigEndian: v4.s_addr) >> 24 == 127 }
+            var v6 = in6_addr()
+            guard inet_pton(AF_INET6, host, &v6) == 1 else { return false }
+            let bytes = withUnsafeBytes(of: v6) { Array($0) }
+            if bytes[0..<15].allSatisfy({ $0 == 0 }) && bytes[15] == 1 { return true }
+            // An IPv4-mapped loopback address (::ffff:127.x.y.z).
+            return bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xff && bytes[11] == 0xff && bytes[12] == 127
+        }
+    }
+}
