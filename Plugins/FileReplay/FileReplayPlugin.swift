@@ -1,4 +1,5 @@
 import GatewayCore
+import Preflight
 
 /// The `file` source: replays NMEA logs, JSON Lines and GPX tracks.
 public enum FileReplayPlugin: SourcePlugin {
@@ -53,5 +54,18 @@ public enum FileReplayPlugin: SourcePlugin {
 
     public static func makeSource(_ configuration: FileReplayConfiguration, context: ComponentContext) throws -> any PositionSource {
         FileReplaySource(configuration: configuration, context: context)
+    }
+}
+
+extension FileReplayPlugin {
+    /// The file opens for reading as the replay will open it.
+    public static func checkEnvironment(_ configuration: FileReplayConfiguration, context: EnvironmentContext) -> [EnvironmentFinding] {
+        do {
+            var file = try ChunkedFile(path: configuration.path)
+            file.close()
+            return []
+        } catch {
+            return [context.error("path", "\(error)")]
+        }
     }
 }

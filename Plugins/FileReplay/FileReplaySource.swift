@@ -1,4 +1,5 @@
 import GatewayCore
+import Preflight
 import NMEA
 #if canImport(Glibc)
 import Glibc
@@ -222,12 +223,12 @@ struct ChunkedFile {
     init(path: String) throws {
         self.path = path
         fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw FileReplayError(path: path, message: "cannot open: \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw FileReplayError(path: FileCheck.absolute(path), message: "cannot open for reading: \(FileCheck.reason(errno))") }
         var st = stat()
         size = fstat(fd, &st) == 0 ? Int(st.st_size) : 0
         if (st.st_mode & S_IFMT) == S_IFDIR {
             close()
-            throw FileReplayError(path: path, message: "is a directory")
+            throw FileReplayError(path: FileCheck.absolute(path), message: "cannot replay: \(FileCheck.reason(EISDIR))")
         }
     }
 

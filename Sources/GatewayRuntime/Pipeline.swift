@@ -95,13 +95,28 @@ public final class Pipeline: Sendable {
     private let clock: any GatewayClock
     private let trigger = ShutdownTrigger()
     private let failed = Atomic<Bool>(false)
+    private let drain: Drain
+    private let drainTimedOut = Atomic<Bool>(false)
+
+    /// What happens once every source has ended on its own (a finite replay).
+    public enum Drain: Sendable, Equatable {
+        /// Sinks get `shutdown_timeout` to deliver what they hold; the rest stays queued.
+        case off
+        /// Sinks get until their queues are empty (`run --drain`): at most `timeout`, or for as
+        /// long as it takes when nil. A signal falls back to `shutdown_timeout`.
+        case untilEmpty(timeout: Duration?)
+    }
+
+    /// The exit status of a `run --drain` whose timeout passed with positions still queued.
+    public static let drainTimeoutStatus: Int32 = 3
 
     /// Statistics of every component, sources first.
     public let componentStats: [ComponentStats]
 
     /// Builds every component; throws the first component that cannot be built (exit 1).
-    public init(configuration: PipelineConfiguration, logHandler: any LogHandler, clock: any GatewayClock = SystemClock()) throws {
+    public init(configuration: PipelineConfiguration, logHandler: any LogHandler, clock: any GatewayClock = SystemClock(), drain: Drain = .off) throws {
         self.settings = configuration.settings
+        self.drain = drain
         self.clock = clock
         self.logger = Logger(label: "pipeline", handler: logHandler)
         func context(_ c: PipelineConfiguration.Component) -> ComponentContext {
@@ -195,8 +210,8 @@ public final class Pipeline: Sendable {
             }
         }
         logStats()
-        let code: Int32 = failed.load(ordering: .relaxed) ? 1 : 0
-        logger.info("stopped\(code == 0 ? "" : " after a failure")")
+        let code: Int32 = failed.load(ordering: .relaxed) ? 1 : drainTimedOut.load(ordering: .relaxed) ? Pipeline.drainTimeoutStatus : 0
+        logger.info("stopped\(code == 1 ? " after a failure" : code == Pipeline.drainTimeoutStatus ? " with positions still queued" : "")")
         return code
     }
 
@@ -307,7 +322,7 @@ public final class Pipeline: Sendable {
     // MARK: - Sinks
 
     private func runSinks(closed: ShutdownTrigger) async {
-        enum Outcome: Sendable { case sinkEnded, deadline }
+        enum Outcome: Sendable { case sinkEnded, deadline, drainTimeout }
         let timeout = settings.shutdownTimeout
         guard !sinks.isEmpty else { return }
         await withTaskGroup(of: Outcome.self) { group in
@@ -331,6 +346,15 @@ public final class Pipeline: Sendable {
             group.addTask {
                 await closed.wait()
                 guard !Task.isCancelled else { return .deadline }
+                if case .untilEmpty(let limit) = self.drain, !self.trigger.isFired {
+                    self.logger.info("sources ended; draining: waiting until every queue is empty\(limit.map { " (at most \(DurationText.format($0)))" } ?? "")")
+                    if await self.waitForSignal(atMost: limit) == false {
+                        guard !Task.isCancelled else { return .deadline }
+                        return .drainTimeout
+                    }
+                    guard !Task.isCancelled else { return .deadline }
+                    self.logger.info("\(self.trigger.reason ?? "signal") while draining: sinks get \(DurationText.format(timeout)) to stop")
+                }
                 try? await Task.sleep(for: timeout)
                 return .deadline
             }
@@ -345,8 +369,32 @@ public final class Pipeline: Sendable {
                         logger.warning("shutdown deadline of \(DurationText.format(timeout)) passed; cancelling \(running) sink(s)")
                         group.cancelAll()
                     }
+                case .drainTimeout:
+                    if running > 0 {
+                        let queued = sinks.reduce(0) { $0 + $1.stats.value("queue.depth") + $1.buffer.depth }
+                        if case .untilEmpty(let limit?) = drain {
+                            logger.warning("drain timeout of \(DurationText.format(limit)) passed with \(queued) position(s) still queued in \(running) sink(s)")
+                        }
+                        drainTimedOut.store(true, ordering: .relaxed)
+                        group.cancelAll()
+                    }
                 }
             }
+        }
+    }
+
+    /// Waits for a shutdown signal for at most `limit` (nil: no limit); true when it came.
+    private func waitForSignal(atMost limit: Duration?) async -> Bool {
+        guard let limit else {
+            await trigger.wait()
+            return true
+        }
+        return await withTaskGroup(of: Bool.self) { group in
+            group.addTask { await self.trigger.wait(); return true }
+            group.addTask { try? await Task.sleep(for: limit); return false }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
         }
     }
 
