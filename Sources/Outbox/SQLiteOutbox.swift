@@ -36,6 +36,7 @@ public final class SQLiteOutbox: Outbox {
         try SQLiteOutbox.checkDirectory(of: path)
         do {
             let c = try SQLiteConnection(path: path)
+            try SQLiteOutbox.checkSchema(c, path: FileCheck.absolute(path))
             try c.execute("PRAGMA journal_mode=WAL")
             try c.execute("PRAGMA synchronous=\(synchronousFull ? "FULL" : "NORMAL")")
             // After a checkpoint, a WAL that grew past this is truncated back (a burst or a long outage).
@@ -128,6 +129,19 @@ public final class SQLiteOutbox: Outbox {
         }
     }
 
+    /// Refuses a database that holds tables of another program (writing a queue into it would
+    /// change that program's file); an empty database is fine.
+    static func checkSchema(_ c: SQLiteConnection, path: String) throws {
+        let tables = try c.queryTexts("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+        guard !tables.isEmpty else { return }
+        if !tables.contains("pending") {
+            throw OutboxError(path: path, message: "is an SQLite database but not a locgate queue (no table \"pending\"; tables: \(tables.joined(separator: ", "))); give another file")
+        }
+        for column in ["seq", "id", "position", "enqueued_ms"] where try !c.columnExists(table: "pending", column: column) {
+            throw OutboxError(path: path, message: "is not a locgate queue: table \"pending\" has no column \"\(column)\"")
+        }
+    }
+
     /// Checks, without creating or changing anything, that `path` can hold a queue: its directory
     /// (as ``init(path:maxRecords:synchronousFull:)`` checks it), and an existing file is
     /// writable and opens read-only as a locgate queue. Returns the bytes free in the directory.
@@ -140,13 +154,7 @@ public final class SQLiteOutbox: Outbox {
             do {
                 let c = try SQLiteConnection(path: path, readOnly: true)
                 defer { c.close() }
-                let tables = try c.queryTexts("SELECT name FROM sqlite_master WHERE type = 'table'")
-                if !tables.contains("pending") {
-                    throw OutboxError(path: shown, message: "is an SQLite database but not a locgate queue (no table \"pending\"; tables: \(tables.isEmpty ? "none" : tables.joined(separator: ", "))); give another file")
-                }
-                for column in ["seq", "id", "position", "enqueued_ms"] where try !c.columnExists(table: "pending", column: column) {
-                    throw OutboxError(path: shown, message: "is not a locgate queue: table \"pending\" has no column \"\(column)\"")
-                }
+                try checkSchema(c, path: shown)
             } catch let e as SQLiteError {
                 throw OutboxError(path: shown, message: "does not open as a locgate queue: \(e.message)")
             } catch let e as OutboxError {
