@@ -14,7 +14,7 @@ public enum FileReplayPlugin: SourcePlugin {
             OptionSpec("loop", "boolean", default: "false", "Start again at the end of the file (ids get a pass number so they stay unique)."),
             OptionSpec("device", "string", default: "none", "Device id given to every position."),
             OptionSpec("require_checksum", "boolean", default: "true", "NMEA only: reject sentences without a *HH checksum."),
-            OptionSpec("progress", "boolean", default: "true", "Show progress on stderr when it is a terminal and the rate is max."),
+            OptionSpec("progress", "boolean", default: "true", "Show progress: on a terminal, a line redrawn on stderr (rate max, files over 1 MiB); otherwise an info log line every 10 s with bytes read, % and positions/s."),
         ],
         sample: #"{ "type": "file", "path": "drive.nmea", "rate": "10x", "loop": false, "device": "test-receiver" }"#
     )

@@ -89,6 +89,15 @@ public struct JSONParseError: Error, Sendable, CustomStringConvertible {
     public var line: Int
     public var column: Int
     public var description: String { "line \(line), column \(column): \(message)" }
+
+    /// A byte as it can be shown in a one-line message: printable ASCII as itself, anything else
+    /// (NUL, control bytes, bytes of binary files) escaped as `\u0000`, so no raw control byte
+    /// reaches a log.
+    static func shown(_ byte: UInt8) -> String {
+        if byte >= 0x20 && byte < 0x7F { return String(Unicode.Scalar(byte)) }
+        let hex = String(byte, radix: 16, uppercase: false)
+        return "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+    }
 }
 
 // MARK: - Parsing
@@ -157,7 +166,7 @@ struct JSONParser {
         case UInt8(ascii: "f"): try literal("false"); return .bool(false)
         case UInt8(ascii: "n"): try literal("null"); return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try parseNumber())
-        default: throw error("unexpected character '\(Unicode.Scalar(bytes[index]))'")
+        default: throw error("unexpected character '\(JSONParseError.shown(bytes[index]))'")
         }
     }
 

@@ -195,6 +195,7 @@ public final class Pipeline: Sendable {
         await withTaskGroup(of: Part.self) { group in
             group.addTask { await self.runSinks(closed: sinksClosed); return .sinks }
             group.addTask { await self.reportStatsPeriodically(); return .stats }
+            if logger.isEnabled(.debug) { group.addTask { await self.reportSourceProgress(); return .stats } }
             group.addTask {
                 await self.runSources()
                 self.finishTransforms()
@@ -405,6 +406,23 @@ public final class Pipeline: Sendable {
         while !Task.isCancelled {
             do { try await Task.sleep(for: interval) } catch { return }
             logStats()
+        }
+    }
+
+    /// How often `--log-level debug` shows each source's progress.
+    static let sourceProgressInterval: Duration = .seconds(5)
+
+    /// At debug level: every few seconds, what each source has emitted so far and lately, so a
+    /// pipeline that prints nothing shows which source is silent.
+    private func reportSourceProgress() async {
+        var last = sources.map { _ in 0 }
+        while !Task.isCancelled {
+            do { try await Task.sleep(for: Pipeline.sourceProgressInterval) } catch { return }
+            for (i, node) in sources.enumerated() {
+                let emitted = node.stats.emitted
+                node.logger.debug("progress: \(emitted) position(s) emitted, \(emitted - last[i]) in the last \(DurationText.format(Pipeline.sourceProgressInterval))")
+                last[i] = emitted
+            }
         }
     }
 
