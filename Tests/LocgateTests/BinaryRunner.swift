@@ -1,21 +1,13 @@
 import Foundation
+import GatewayTesting
 
-/// Runs the built `locgate` binary, as a user would.
+/// Runs the built `locgate` binary (GatewayTesting's `LocgateBinary`), as a user would, with its
+/// output captured.
 enum BinaryRunner {
     static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    static let binary: URL = {
-        let url = packageRoot.appendingPathComponent(".build/debug/locgate")
-        if !FileManager.default.isExecutableFile(atPath: url.path) {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            p.arguments = ["swift", "build", "--product", "locgate"]
-            p.currentDirectoryURL = packageRoot
-            try? p.run()
-            p.waitUntilExit()
-        }
-        return url
-    }()
+    /// GatewayTesting's `LocgateBinary` (built when missing).
+    static let binary: URL = URL(fileURLWithPath: (try? LocgateBinary.path()) ?? packageRoot.appendingPathComponent(".build/debug/locgate").path)
 
     struct Result {
         var status: Int32
