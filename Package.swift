@@ -46,7 +46,7 @@ let package = Package(
         plugin("Filters", dependencies: ["GatewayCore", "Geodesy"]),
         plugin("Geofence", dependencies: ["GatewayCore", "Preflight", "Geodesy"]),
         .executableTarget(name: "GeofenceBenchmark", dependencies: ["GatewayCore", "Geodesy", "Geofence"], path: "Benchmarks/GeofenceBenchmark", swiftSettings: settings),
-        .testTarget(name: "GatewayRuntimeTests", dependencies: ["GatewayCore", "GatewayRuntime", "BuiltinPlugins"], swiftSettings: settings),
+        .testTarget(name: "GatewayRuntimeTests", dependencies: ["GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], swiftSettings: settings),
         .testTarget(name: "LocgateTests", dependencies: ["Geodesy", "GatewayTesting"], swiftSettings: settings),
         .systemLibrary(name: "CSerialPort", path: "Sources/CSerialPort", pkgConfig: "libserialport", providers: [.apt(["libserialport-dev"])]),
         plugin("SerialSource", dependencies: ["GatewayCore", "Preflight", "NMEA", "CSerialPort"]),
@@ -73,8 +73,8 @@ let package = Package(
         plugin("HTTPOutput", dependencies: ["GatewayCore", "Preflight", "Outbox", "CZlib", "CCurl", "PositionEncoding"]),
         .testTarget(name: "HTTPOutputTests", dependencies: ["HTTPOutput", "Outbox", "GatewayCore", "GatewayRuntime", "GatewayTesting"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
-        .testTarget(name: "GeofenceTests", dependencies: ["Geofence", "Geodesy", "GatewayCore"], swiftSettings: settings),
-        .testTarget(name: "GeodesyTests", dependencies: ["Geodesy"], resources: [.copy("Fixtures")], swiftSettings: settings),
+        .testTarget(name: "GeofenceTests", dependencies: ["Geofence", "Geodesy", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
+        .testTarget(name: "GeodesyTests", dependencies: ["Geodesy", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .systemLibrary(name: "CNats", path: "Sources/CNats", pkgConfig: "libnats", providers: [.apt(["libnats-dev"])]),
         .target(name: "NATSClient", dependencies: ["GatewayCore", "CNats"], swiftSettings: settings),
         .executableTarget(name: "NATSBenchmark", dependencies: ["GatewayCore", "NATSClient"], path: "Benchmarks/NATSBenchmark", swiftSettings: settings),
@@ -91,7 +91,7 @@ let package = Package(
         .testTarget(name: "MQTTOutputTests", dependencies: ["MQTTOutput", "MQTTClient", "MQTTTesting", "Outbox", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], swiftSettings: settings),
         plugin("MQTTInput", dependencies: ["GatewayCore", "Preflight", "MQTTClient", "PositionEncoding"]),
         .testTarget(name: "MQTTInputTests", dependencies: ["MQTTInput", "MQTTClient", "MQTTTesting", "PositionEncoding", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], swiftSettings: settings),
-        .testTarget(name: "SerialSourceTests", dependencies: ["SerialSource", "GatewayCore", "NMEA"], exclude: ["Support"], swiftSettings: settings),
+        .testTarget(name: "SerialSourceTests", dependencies: ["SerialSource", "GatewayCore", "GatewayTesting", "NMEA"], exclude: ["Support"], swiftSettings: settings),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -75,7 +75,7 @@ public struct StdoutSink: PositionSink {
         if let h = p.hdop { text(" hdop "); num(h, 1) }
         if let e = p.horizontalError { text(" eph "); num(e, 1); text("m") }
         if p.datum != .wgs84 { text(" \(p.datum.name)") }
-        if let e = p.event { text(" \(e.kind.rawValue.uppercased()) \(e.fenceName ?? e.fenceId)") }
+        if let e = p.event { text(" \(e.kind.rawValue.uppercased())"); if let what = e.fenceName ?? e.fenceId ?? e.status { text(" \(what)") } }
         for k in p.attributes.keys.sorted() { text(" \(k)=\(p.attributes[k] ?? "")") }
         text(" \(p.device ?? p.source)\n")
     }

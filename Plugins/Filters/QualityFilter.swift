@@ -73,6 +73,11 @@ public struct QualityFilterTransform: PositionTransform {
     }
 
     public mutating func process(_ position: Position, into output: inout [Position]) {
+        if let e = position.event, !e.kind.isFence {
+            // fix_lost and no_data carry no fix by nature; dropping them would hide what they report.
+            output.append(position)
+            return
+        }
         if let reason = rejection(of: position) {
             drops.drop(reason)
         } else {

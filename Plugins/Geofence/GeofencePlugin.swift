@@ -105,7 +105,7 @@ public enum GeofencePlugin: TransformPlugin {
         }
         if let events = options.stringArray("events") {
             for (i, e) in events.enumerated() {
-                if let kind = FenceEvent.Kind(rawValue: e) { c.events.insert(kind) } else {
+                if let kind = FenceEvent.Kind(rawValue: e), kind.isFence { c.events.insert(kind) } else {
                     options.report("events[\(i)]", "expected \"enter\", \"exit\" or \"dwell\", got \"\(e)\"")
                 }
             }

@@ -78,6 +78,12 @@ public struct GeofenceTransform: PositionTransform {
     // MARK: - Positions
 
     public mutating func process(_ position: Position, into output: inout [Position]) {
+        if let e = position.event, !e.kind.isFence {
+            // A health event carries the last known coordinates, not a new fix: it must reach the
+            // sinks whatever the fences say, and must not move a device across one.
+            output.append(position)
+            return
+        }
         guard let point = fencePoint(of: position) else {
             switch configuration.action {
             case .keepInside: context.stats.count("dropped.no_coordinates")

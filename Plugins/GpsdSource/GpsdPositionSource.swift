@@ -31,50 +31,101 @@ public struct GpsdPositionSource: PositionSource {
         return "?WATCH={" + fields.joined(separator: ",") + "};\n"
     }
 
+    /// Stops the reports between duty-cycle windows; gpsd closes the device once no client watches it.
+    static let unwatchCommand = #"?WATCH={"enable":false};"# + "\n"
+
+    /// Health and duty-cycle state that outlives connections.
+    struct Watch {
+        var health: ReceiverHealth?
+        var selector: DutyWindowSelector?
+        /// Whether this connection watches right now (false between duty-cycle windows).
+        var watching = false
+    }
+
     public func run(output: SourceOutput) async throws {
         let queue = DispatchQueue(label: "locgate.gpsd.\(context.id)")
         var stream = GpsdStream(configuration: configuration, source: context.id)
         var backoff = Backoff(initial: .milliseconds(200), cap: configuration.reconnectMax)
         var failures = 0
         let peer = "\(configuration.host):\(configuration.port)"
+        var watch = Watch()
+        watch.health = configuration.health.map { ReceiverHealth(configuration: $0, source: context.id, logger: context.logger, stats: context.stats) }
+        watch.selector = configuration.dutyCycle.map { DutyWindowSelector(configuration: $0) }
+        if let d = configuration.device { watch.health?.watch(device: d, at: context.clock.now()) }
         while true {
             var problem: String
             do {
                 let connection = try await GpsdConnection.connect(
                     host: configuration.host, port: configuration.port, timeout: .seconds(5), queue: queue)
-                try await connection.send(Array(watchCommand.utf8))
+                watch.watching = false
+                if configuration.dutyCycle == nil {
+                    try await connection.send(Array(watchCommand.utf8))
+                    watch.watching = true
+                }
                 context.logger.info("connected to gpsd at \(peer)\(failures > 0 ? " after \(failures) failed attempt(s)" : "")")
-                problem = try await session(connection, stream: &stream, output: output) {
+                problem = try await session(connection, stream: &stream, watch: &watch, output: output) {
                     // The connection delivered reports: the next fault starts a fresh backoff.
                     backoff.reset()
                     failures = 0
                 }
             } catch is CancellationError {
-                await finish(&stream, output: output)
+                await finish(&stream, watch: &watch, output: output)
                 return
             } catch {
                 problem = "\(error)"
             }
-            await finish(&stream, output: output)
+            await finish(&stream, watch: &watch, output: output)
             failures += 1
             context.stats.count("gpsd.reconnects")
             let delay = backoff.next()
             let message = "gpsd at \(peer): \(problem); reconnecting in \(DurationText.format(delay))"
             // The first failure of a streak is a warning; the rest are quieter so a long outage does not flood the log.
             if failures == 1 || failures % 20 == 0 { context.logger.warning(message) } else { context.logger.debug(message) }
-            do { try await context.clock.sleep(for: delay) } catch { return }
+            do {
+                if var h = watch.health {
+                    defer { watch.health = h }
+                    try await h.sleep(for: delay, clock: context.clock, output: output)
+                } else {
+                    try await context.clock.sleep(for: delay)
+                }
+            } catch { return }
         }
     }
 
     /// Reads until the connection ends or stalls; returns why it ended. Throws `CancellationError`.
     private func session(
-        _ connection: GpsdConnection, stream: inout GpsdStream, output: SourceOutput, healthy: () -> Void
+        _ connection: GpsdConnection, stream: inout GpsdStream, watch: inout Watch, output: SourceOutput, healthy: () -> Void
     ) async throws -> String {
         var lastData = ContinuousClock.now
         var reported = false
         var out: [Position] = []
         while true {
             if Task.isCancelled { throw CancellationError() }
+            if let duty = configuration.dutyCycle {
+                let wall = context.clock.now()
+                let inside = duty.schedule.phase(at: wall).inside
+                if inside != watch.watching {
+                    if !inside {
+                        // The window ends: its open epochs and its best fix go out before the reports stop.
+                        stream.endOfConnection(into: &out)
+                        await deliver(&out, watch: &watch, output: output)
+                        var best: [Position] = []
+                        watch.selector?.close(into: &best)
+                        await output.emit(best)
+                        try await connection.send(Array(Self.unwatchCommand.utf8))
+                        for d in stream.devicesSeen { watch.health?.suspend(device: d, at: wall) }
+                        context.stats.count("duty.unwatches")
+                    } else {
+                        try await connection.send(Array(watchCommand.utf8))
+                        for d in stream.devicesSeen { watch.health?.resume(device: d, at: wall) }
+                        watch.selector?.reset()
+                        context.stats.count("duty.windows")
+                        lastData = ContinuousClock.now
+                    }
+                    watch.watching = inside
+                    context.logger.debug("duty cycle: \(inside ? "watching" : "stopped watching")")
+                }
+            }
             let result = await connection.read()
             let now = ContinuousClock.now
             var ended: String?
@@ -84,28 +135,68 @@ public struct GpsdPositionSource: PositionSource {
                 bytes.withUnsafeBytes { stream.feed($0, now: now, into: &out) }
                 stream.publish(to: context.stats, logger: context.logger)
                 if !reported && stream.reports > 0 { reported = true; healthy() }
+                if watch.health != nil {
+                    let wall = context.clock.now()
+                    var events: [Position] = []
+                    for d in stream.takeDevicesHeard() { watch.health?.dataReceived(device: d, at: wall, into: &events) }
+                    for (d, status) in stream.takeAntennaReports() { watch.health?.antenna(status, device: d, at: wall, into: &events) }
+                    await output.emit(events)
+                }
             case .timeout: break
             case .closed: ended = "gpsd closed the connection"
             case .failed(let message): ended = message
             }
             stream.flushIdle(now: now, idle: configuration.idleFlush, into: &out)
-            if !out.isEmpty {
-                await output.emit(out)
-                out.removeAll(keepingCapacity: true)
+            await deliver(&out, watch: &watch, output: output)
+            if watch.health != nil {
+                var events: [Position] = []
+                watch.health?.check(at: context.clock.now(), into: &events)
+                await output.emit(events)
             }
             if let ended { return ended }
-            if now - lastData >= configuration.stallTimeout {
+            // Between duty-cycle windows gpsd is silent because it was asked to be.
+            if watch.watching && now - lastData >= configuration.stallTimeout {
                 return "no data for \(DurationText.format(configuration.stallTimeout))"
             }
         }
     }
 
+    /// Adds health events to positions and applies the duty-cycle window, then emits.
+    private func deliver(_ positions: inout [Position], watch: inout Watch, output: SourceOutput) async {
+        guard !positions.isEmpty else { return }
+        var out: [Position] = []
+        if watch.health != nil {
+            watch.health?.record(positions, at: context.clock.now(), into: &out)
+        } else {
+            out = positions
+        }
+        positions.removeAll(keepingCapacity: true)
+        if watch.selector != nil {
+            if !watch.watching {
+                let outside = out.filter { $0.event == nil }.count
+                if outside > 0 { context.stats.count("duty.outside_window", by: outside) }
+                out.removeAll { $0.event == nil }
+            } else {
+                var kept: [Position] = []
+                let held = watch.selector?.offer(out, into: &kept) ?? 0
+                if held > 0 { context.stats.count("duty.not_selected", by: held) }
+                out = kept
+            }
+        }
+        await output.emit(out)
+    }
+
     /// Emits what the ended connection left open.
-    private func finish(_ stream: inout GpsdStream, output: SourceOutput) async {
+    private func finish(_ stream: inout GpsdStream, watch: inout Watch, output: SourceOutput) async {
         var out: [Position] = []
         stream.endOfConnection(into: &out)
         stream.publish(to: context.stats, logger: context.logger)
-        await output.emit(out)
+        await deliver(&out, watch: &watch, output: output)
+        if watch.watching {
+            var best: [Position] = []
+            watch.selector?.close(into: &best)
+            await output.emit(best)
+        }
     }
 }
 
@@ -122,8 +213,18 @@ struct GpsdStream {
     private(set) var badJSON = 0
     /// Messages worth a log line (gpsd ERROR reports, the first malformed lines), drained by ``publish(to:logger:)``.
     private var notes: [(LogLevel, String)] = []
+    /// Device keys (as in the positions' `deviceKey`) that sent a report since the last ``takeDevicesHeard()``.
+    private var heard: [String] = []
+    /// Every device key that ever sent a report, in order.
+    private(set) var devicesSeen: [String] = []
+    /// Antenna statuses from relayed NMEA (nmea mode).
+    private var antenna: [(String, AntennaStatus)] = []
+    private let source: String
+    private let defaultDevice: String?
 
     init(configuration: GpsdSourceConfiguration, source: String) {
+        self.source = source
+        defaultDevice = configuration.device
         merger = GpsdEpochMerger(source: source, defaultDevice: configuration.device)
         if configuration.mode == .nmea {
             var options = NMEAOptions()
@@ -136,6 +237,26 @@ struct GpsdStream {
     }
 
     var tooLong: Int { framer?.tooLong ?? 0 }
+
+    /// Devices heard since the last call.
+    mutating func takeDevicesHeard() -> [String] {
+        defer { heard.removeAll(keepingCapacity: true) }
+        return heard
+    }
+
+    /// Antenna statuses (device, status) since the last call.
+    mutating func takeAntennaReports() -> [(String, AntennaStatus)] {
+        defer { antenna.removeAll(keepingCapacity: true) }
+        return antenna
+    }
+
+    /// The key positions of `device` group under: the device, else the source id.
+    private mutating func hear(_ device: String?) {
+        let d = device ?? defaultDevice
+        let key = (d?.isEmpty ?? true) ? source : (d ?? source)
+        if !heard.contains(key) { heard.append(key) }
+        if !devicesSeen.contains(key) { devicesSeen.append(key) }
+    }
 
     mutating func feed(_ bytes: UnsafeRawBufferPointer, now: ContinuousClock.Instant, into out: inout [Position]) {
         guard var framer = self.framer else { return }
@@ -176,10 +297,15 @@ struct GpsdStream {
     private mutating func handle(_ line: UnsafeRawBufferPointer, now: ContinuousClock.Instant, into out: inout [Position]) {
         if nmea != nil, line.first != UInt8(ascii: "{") {
             // Raw NMEA relayed by gpsd; the framer removed the line ending the NMEA framer needs.
+            let before = nmea?.statistics.wellFormed ?? 0
             nmea?.decode(line, into: &out)
             let crlf: StaticString = "\r\n"
             nmea?.decode(UnsafeRawBufferPointer(start: crlf.utf8Start, count: crlf.utf8CodeUnitCount), into: &out)
             lastNMEA = now
+            if (nmea?.statistics.wellFormed ?? 0) > before { hear(nil) }
+            for status in nmea?.takeAntennaReports() ?? [] {
+                antenna.append((defaultDevice ?? source, status))
+            }
             return
         }
         let report: GpsdReport
@@ -191,10 +317,11 @@ struct GpsdStream {
         reports += 1
         switch report {
         case .tpv(let tpv):
+            if nmea == nil { hear(tpv.device) }
             // In nmea mode the NMEA engine makes the positions; gpsd's TPVs would duplicate them.
             if nmea == nil { merger.add(tpv, now: now, into: &out) }
         case .sky(let sky):
-            if nmea == nil { merger.add(sky) }
+            if nmea == nil { hear(sky.device); merger.add(sky) }
         case .other(let className, let message):
             switch className {
             case "ERROR": notes.append((.warning, "gpsd error: \(message ?? "(no message)")"))

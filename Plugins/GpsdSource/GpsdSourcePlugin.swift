@@ -20,6 +20,10 @@ public struct GpsdSourceConfiguration: Sendable {
     public var reconnectMax: Duration = .seconds(5)
     /// Emit a device's open epoch after this long without a new report.
     public var idleFlush: Duration = .seconds(1)
+    /// Health events per gpsd device; nil for none.
+    public var health: HealthConfiguration?
+    /// Stop watching between windows; nil watches all the time.
+    public var dutyCycle: DutyCycleConfiguration?
 
     public init() {}
 }
@@ -38,7 +42,7 @@ public enum GpsdSourcePlugin: SourcePlugin {
             OptionSpec("stall_timeout", "duration", default: "\"10s\"", "Reconnect when gpsd sends nothing for this long."),
             OptionSpec("reconnect_max", "duration", default: "\"5s\"", "Longest wait between reconnect attempts (the delay doubles from 200 ms up to this)."),
             OptionSpec("idle_flush", "duration", default: "\"1s\"", "Emit a device's last epoch after this long without a new report from it."),
-        ],
+        ] + HealthConfiguration.optionSpecs + DutyCycleConfiguration.optionSpecs(methods: false, summary: "Watches only during a window of on every every: between windows locgate sends ?WATCH={\"enable\":false} so gpsd can release the device (see Docs/Power-and-health.md)."),
         sample: #"{ "type": "gpsd", "host": "127.0.0.1", "port": 2947, "stall_timeout": "10s" }"#
     )
 
@@ -53,6 +57,8 @@ public enum GpsdSourcePlugin: SourcePlugin {
         c.stallTimeout = options.duration("stall_timeout", default: c.stallTimeout, minimum: .milliseconds(500))
         c.reconnectMax = options.duration("reconnect_max", default: c.reconnectMax, minimum: .milliseconds(10))
         c.idleFlush = options.duration("idle_flush", default: c.idleFlush, minimum: .milliseconds(10))
+        c.health = HealthConfiguration.read(&options)
+        c.dutyCycle = DutyCycleConfiguration.read(&options, methods: false)
         if c.idleFlush >= c.stallTimeout {
             options.report("idle_flush", "must be shorter than stall_timeout (\(DurationText.format(c.stallTimeout)))")
         }

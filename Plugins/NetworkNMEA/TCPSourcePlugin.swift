@@ -13,6 +13,8 @@ public struct TCPNMEAConfiguration: Sendable {
     public var connectTimeout: Duration = .seconds(5)
     public var reconnectInitial: Duration = .milliseconds(500)
     public var reconnectMax: Duration = .seconds(30)
+    /// Health events; nil for none.
+    public var health: HealthConfiguration?
 }
 
 /// The `tcp` source: NMEA 0183 from a TCP server (multiplexers, phone apps, gpsd raw ports, socat bridges).
@@ -24,13 +26,13 @@ public enum TCPNMEAPlugin: SourcePlugin {
         options: [
             OptionSpec("host", "string", required: true, "Server name or address."),
             OptionSpec("port", "integer", required: true, "Server TCP port (1–65535)."),
-            OptionSpec("device", "string", default: "\"host:port\"", "Device id given to every position."),
+            OptionSpec("device", "string", default: "\"<host>:<port>\"", "Device id given to every position."),
             OptionSpec("require_checksum", "boolean", default: "true", "Reject sentences without a *HH checksum."),
             OptionSpec("stall_timeout", "duration", default: "\"30s\"", "Reconnect when no bytes arrived for this long (at least 100ms)."),
             OptionSpec("connect_timeout", "duration", default: "\"5s\"", "Give up one connection attempt after this long."),
             OptionSpec("reconnect_initial", "duration", default: "\"500ms\"", "First wait before reconnecting; doubles after each failure (with 20% jitter)."),
             OptionSpec("reconnect_max", "duration", default: "\"30s\"", "Longest wait between reconnection attempts."),
-        ],
+        ] + HealthConfiguration.optionSpecs,
         sample: #"{ "type": "tcp", "host": "127.0.0.1", "port": 10110, "device": "boat-mux", "stall_timeout": "10s" }"#
     )
 
@@ -46,6 +48,7 @@ public enum TCPNMEAPlugin: SourcePlugin {
         c.connectTimeout = options.duration("connect_timeout", default: .seconds(5), minimum: .milliseconds(100))
         c.reconnectInitial = options.duration("reconnect_initial", default: .milliseconds(500), minimum: .milliseconds(10))
         c.reconnectMax = options.duration("reconnect_max", default: .seconds(30), minimum: .milliseconds(10))
+        c.health = HealthConfiguration.read(&options)
         if c.reconnectMax < c.reconnectInitial {
             options.report("reconnect_max", "must be at least reconnect_initial (\(DurationText.format(c.reconnectInitial)))")
         }

@@ -29,9 +29,15 @@ public struct UDPNMEASource: PositionSource {
         // A datagram is at most 64 KiB.
         var buffer = [UInt8](repeating: 0, count: 65_536)
         var positions: [Position] = []
+        var health = configuration.health.map { ReceiverHealth(configuration: $0, source: context.id, logger: context.logger, stats: context.stats) }
+        if let d = configuration.device { health?.watch(device: d, at: context.clock.now()) }
+        var events: [Position] = []
         while true {
             let anyPending = senders.values.contains { $0.pending }
-            let ready = await wakeup.wait([socket.fd], timeout: anyPending ? TCPNMEASource.idleFlush : .seconds(60))
+            var wait = anyPending ? TCPNMEASource.idleFlush : .seconds(60)
+            // Health timers are checked at least this often.
+            if health != nil { wait = min(wait, .milliseconds(200)) }
+            let ready = await wakeup.wait([socket.fd], timeout: wait)
             try Task.checkCancellation()
             let now = context.clock.now().milliseconds
             if !ready.isEmpty {
@@ -56,8 +62,19 @@ public struct UDPNMEASource: PositionSource {
                         senders[sender] = Sender(decoder: NMEADecoder(options: options), lastSeen: now, pending: false)
                         context.logger.info("new sender \(sender)")
                     }
+                    let before = senders[sender]?.decoder.statistics.wellFormed ?? 0
                     buffer.withUnsafeBytes { b in
                         senders[sender]?.decoder.decode(UnsafeRawBufferPointer(rebasing: b[0..<n]), into: &positions)
+                    }
+                    if health != nil {
+                        let device = configuration.device ?? sender
+                        let stamp = Timestamp(milliseconds: now)
+                        if (senders[sender]?.decoder.statistics.wellFormed ?? 0) > before {
+                            health?.dataReceived(device: device, at: stamp, into: &events)
+                        }
+                        for status in senders[sender]?.decoder.takeAntennaReports() ?? [] {
+                            health?.antenna(status, device: device, at: stamp, into: &events)
+                        }
                     }
                     senders[sender]?.lastSeen = now
                     senders[sender]?.pending = true
@@ -70,7 +87,14 @@ public struct UDPNMEASource: PositionSource {
                     senders[key]?.pending = false
                 }
             }
-            await output.emit(positions)
+            if health != nil {
+                health?.record(positions, at: Timestamp(milliseconds: now), into: &events)
+                health?.check(at: context.clock.now(), into: &events)
+                await output.emit(events)
+                events.removeAll(keepingCapacity: true)
+            } else {
+                await output.emit(positions)
+            }
             positions.removeAll(keepingCapacity: true)
             senders.values.reduce(retired) { $0.adding($1.decoder.statistics) }.publish(to: context.stats)
             context.stats.set("udp.senders", senders.count)

@@ -8,6 +8,8 @@ public struct UDPNMEAConfiguration: Sendable {
     public var device: String?
     public var requireChecksum = true
     public var maxSenders = 256
+    /// Health events (per sender device); nil for none.
+    public var health: HealthConfiguration?
 }
 
 /// The `udp` source: NMEA 0183 datagrams from one sender or many.
@@ -22,7 +24,7 @@ public enum UDPNMEAPlugin: SourcePlugin {
             OptionSpec("device", "string", default: "the sender's \"address:port\"", "Device id given to every position, whoever sent it."),
             OptionSpec("require_checksum", "boolean", default: "true", "Reject sentences without a *HH checksum."),
             OptionSpec("max_senders", "integer", default: "256", "Senders tracked at once (one decoder each); the longest-quiet one is forgotten first."),
-        ],
+        ] + HealthConfiguration.optionSpecs,
         sample: #"{ "type": "udp", "bind": "0.0.0.0", "port": 10110 }"#
     )
 
@@ -35,6 +37,7 @@ public enum UDPNMEAPlugin: SourcePlugin {
         c.device = options.string("device")
         c.requireChecksum = options.bool("require_checksum", default: true)
         c.maxSenders = options.int("max_senders", default: 256, in: 1...100_000)
+        c.health = HealthConfiguration.read(&options)
         return c
     }
 

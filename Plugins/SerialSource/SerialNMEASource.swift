@@ -42,6 +42,18 @@ public struct SerialNMEASource: PositionSource {
 
     /// Why a session ended, other than a port error.
     struct Stall: Error {}
+    /// Duty cycling with method `close`: the window ended, the port is closed until the next one.
+    struct WindowEnded: Error {}
+
+    /// Health and duty-cycle state that outlives sessions.
+    struct Watch {
+        var health: ReceiverHealth?
+        var selector: DutyWindowSelector?
+        /// Whether the receiver is awake as far as the duty cycle knows; nil before the first decision of a session.
+        var awake: Bool?
+        /// The device the health events are about (the current or last session's).
+        var device: String?
+    }
 
     public func run(output: SourceOutput) async throws {
         var options = NMEAOptions()
@@ -52,19 +64,36 @@ public struct SerialNMEASource: PositionSource {
         var decoder = NMEADecoder(options: options)
         var backoff = Backoff(initial: .milliseconds(200), cap: configuration.backoffCap)
         let queue = DispatchQueue(label: "locgate.serial.\(context.id)")
+        var watch = Watch()
+        watch.health = configuration.health.map { ReceiverHealth(configuration: $0, source: context.id, logger: context.logger, stats: context.stats) }
+        watch.selector = configuration.dutyCycle.map { DutyWindowSelector(configuration: $0) }
+        if let d = configuration.device {
+            // A configured id is known before the port opens: an absent receiver is reported too.
+            watch.device = d
+            watch.health?.watch(device: d, at: context.clock.now())
+        }
         var settledBaud: Int?
         var lastFault = ""
         var sessions = 0
         while true {
             try Task.checkCancellation()
+            if let duty = configuration.dutyCycle, duty.method == .close {
+                try await waitForWindow(duty, watch: &watch, output: output)
+            }
             var device: String?
             do {
                 var session = try await open(on: queue, settledBaud: &settledBaud)
                 device = session.device
+                watch.device = session.device
+                watch.awake = nil
+                watch.health?.watch(device: session.device, at: context.clock.now())
                 sessions += 1
-                if sessions > 1 { context.stats.count("serial.reconnects") }
+                if sessions > 1 && configuration.dutyCycle?.method != .close { context.stats.count("serial.reconnects") }
                 lastFault = ""
-                try await read(&session, on: queue, decoder: &decoder, output: output, backoff: &backoff)
+                try await read(&session, on: queue, decoder: &decoder, watch: &watch, output: output, backoff: &backoff)
+            } catch is WindowEnded {
+                await flush(&decoder, device: device, watch: &watch, output: output)
+                continue
             } catch let error as SerialPortError {
                 let message = explain(error)
                 report(message, repeated: message == lastFault, kind: error.kind)
@@ -76,14 +105,34 @@ public struct SerialNMEASource: PositionSource {
                 lastFault = message
             } catch {
                 // Cancellation: release the epoch in progress rather than lose it.
-                await flush(&decoder, device: device, output: output)
+                await flush(&decoder, device: device, watch: &watch, output: output)
                 throw error
             }
-            await flush(&decoder, device: device, output: output)
+            await flush(&decoder, device: device, watch: &watch, output: output)
             let delay = backoff.next()
             context.logger.debug("next attempt in \(DurationText.format(delay))")
-            try await context.clock.sleep(for: delay)
+            try await sleep(for: delay, watch: &watch, output: output)
         }
+    }
+
+    /// Sleeps in short steps so health timers still fire while the port is away.
+    private func sleep(for delay: Duration, watch: inout Watch, output: SourceOutput) async throws {
+        guard var health = watch.health else { return try await context.clock.sleep(for: delay) }
+        defer { watch.health = health }
+        try await health.sleep(for: delay, clock: context.clock, output: output)
+    }
+
+    /// Method `close`: outside a window, the port stays closed until the next one starts.
+    private func waitForWindow(_ duty: DutyCycleConfiguration, watch: inout Watch, output: SourceOutput) async throws {
+        let now = context.clock.now()
+        let phase = duty.schedule.phase(at: now)
+        guard !phase.inside else { return }
+        if let d = watch.device { watch.health?.suspend(device: d, at: now) }
+        context.logger.debug("duty cycle: port closed until \(phase.nextStart)")
+        try await context.clock.sleep(for: .milliseconds(phase.nextStart.milliseconds - now.milliseconds))
+        context.stats.count("duty.windows")
+        if let d = watch.device { watch.health?.resume(device: d, at: context.clock.now()) }
+        watch.selector?.reset()
     }
 
     // MARK: - Opening
@@ -175,7 +224,7 @@ public struct SerialNMEASource: PositionSource {
 
     // MARK: - Reading
 
-    private func read(_ session: inout Session, on queue: DispatchQueue, decoder: inout NMEADecoder,
+    private func read(_ session: inout Session, on queue: DispatchQueue, decoder: inout NMEADecoder, watch: inout Watch,
                       output: SourceOutput, backoff: inout Backoff) async throws {
         var positions: [Position] = []
         var lastData = ContinuousClock.now
@@ -186,16 +235,39 @@ public struct SerialNMEASource: PositionSource {
             session.pending = []
             unflushed = true
         }
+        if configuration.dutyCycle?.method == .close { watch.awake = true }
         while true {
             if Task.isCancelled { throw CancellationError() }
-            let bytes = try await readChunk(session.port, on: queue)
+            var timeout = SerialNMEASource.readTimeoutMilliseconds
+            if let duty = configuration.dutyCycle {
+                let now = context.clock.now()
+                let phase = duty.schedule.phase(at: now)
+                if watch.awake != phase.inside {
+                    if watch.awake == true {
+                        // The window ends: what the receiver said last still belongs to it.
+                        decoder.flushIdle(into: &positions)
+                        unflushed = false
+                        await deliver(&positions, device: session.device, watch: &watch, output: output)
+                        var best: [Position] = []
+                        watch.selector?.close(into: &best)
+                        await output.emit(best)
+                    }
+                    try await switchPower(awake: phase.inside, session: session, on: queue, watch: &watch)
+                    if phase.inside { lastData = ContinuousClock.now }
+                }
+                let next = phase.inside ? phase.end : phase.nextStart
+                let untilBoundary = max(1, next.milliseconds - context.clock.now().milliseconds)
+                timeout = Int32(min(Int64(timeout), untilBoundary))
+            }
+            let bytes = try await readChunk(session.port, on: queue, timeout: timeout)
             let now = ContinuousClock.now
             if bytes.isEmpty {
                 if unflushed && now - lastData >= SerialNMEASource.idleFlush {
                     decoder.flushIdle(into: &positions)
                     unflushed = false
                 }
-                if now - lastData >= configuration.stallTimeout { throw Stall() }
+                // An asleep receiver is silent on purpose.
+                if watch.awake != false && now - lastData >= configuration.stallTimeout { throw Stall() }
             } else {
                 lastData = now
                 unflushed = true
@@ -204,32 +276,100 @@ public struct SerialNMEASource: PositionSource {
                     receivedAny = true
                     backoff.reset()
                 }
+                let before = decoder.statistics.wellFormed
                 bytes.withUnsafeBytes { decoder.decode($0, into: &positions) }
                 decoder.statistics.publish(to: context.stats)
+                if watch.health != nil {
+                    let wall = context.clock.now()
+                    var events: [Position] = []
+                    if decoder.statistics.wellFormed > before {
+                        watch.health?.dataReceived(device: session.device, at: wall, into: &events)
+                    }
+                    for status in decoder.takeAntennaReports() {
+                        watch.health?.antenna(status, device: session.device, at: wall, into: &events)
+                    }
+                    await output.emit(events)
+                }
             }
-            if !positions.isEmpty {
-                for i in positions.indices { positions[i].device = session.device }
-                await output.emit(positions)
-                positions.removeAll(keepingCapacity: true)
-            }
+            await deliver(&positions, device: session.device, watch: &watch, output: output)
+            var events: [Position] = []
+            watch.health?.check(at: context.clock.now(), into: &events)
+            await output.emit(events)
         }
     }
 
-    private func readChunk(_ port: SerialPortHandle, on queue: DispatchQueue) async throws -> [UInt8] {
+    /// Labels decoded positions with the device, adds health events and applies the duty-cycle window, then emits.
+    private func deliver(_ positions: inout [Position], device: String, watch: inout Watch, output: SourceOutput) async {
+        guard !positions.isEmpty else { return }
+        for i in positions.indices { positions[i].device = device }
+        var out: [Position] = []
+        if watch.health != nil {
+            watch.health?.record(positions, at: context.clock.now(), into: &out)
+        } else {
+            out = positions
+        }
+        positions.removeAll(keepingCapacity: true)
+        if watch.selector != nil {
+            if watch.awake == false {
+                let outside = out.filter { $0.event == nil }.count
+                if outside > 0 { context.stats.count("duty.outside_window", by: outside) }
+                out.removeAll { $0.event == nil }
+            } else {
+                var kept: [Position] = []
+                let held = watch.selector?.offer(out, into: &kept) ?? 0
+                if held > 0 { context.stats.count("duty.not_selected", by: held) }
+                out = kept
+            }
+        }
+        await output.emit(out)
+    }
+
+    /// Writes the sleep or wake bytes (or only records the state, for method `close`).
+    private func switchPower(awake: Bool, session: Session, on queue: DispatchQueue, watch: inout Watch) async throws {
+        guard let duty = configuration.dutyCycle else { return }
+        let now = context.clock.now()
+        watch.awake = awake
+        if awake {
+            watch.selector?.reset()
+            watch.health?.resume(device: session.device, at: now)
+            context.stats.count("duty.windows")
+        } else {
+            watch.health?.suspend(device: session.device, at: now)
+        }
+        if duty.method == .close {
+            if !awake { throw WindowEnded() }
+            return
+        }
+        let bytes = awake ? ReceiverPowerCommands.wake(duty) : ReceiverPowerCommands.sleep(duty)
+        let port = session.port
+        let written = try await blocking(on: queue) { try port.write(bytes, timeoutMilliseconds: 1000) }
+        context.stats.count(awake ? "duty.wakes" : "duty.sleeps")
+        context.logger.debug("duty cycle: \(awake ? "woke" : "put to sleep") the receiver (\(written) byte(s), method \(duty.method?.rawValue ?? "-"))")
+    }
+
+    private func readChunk(_ port: SerialPortHandle, on queue: DispatchQueue, timeout: Int32 = SerialNMEASource.readTimeoutMilliseconds) async throws -> [UInt8] {
         try await blocking(on: queue) {
             try [UInt8](unsafeUninitializedCapacity: 4096) { buffer, count in
-                count = try port.read(into: UnsafeMutableRawBufferPointer(buffer), timeoutMilliseconds: SerialNMEASource.readTimeoutMilliseconds)
+                count = try port.read(into: UnsafeMutableRawBufferPointer(buffer), timeoutMilliseconds: timeout)
             }
         }
     }
 
-    private func flush(_ decoder: inout NMEADecoder, device: String?, output: SourceOutput) async {
+    private func flush(_ decoder: inout NMEADecoder, device: String?, watch: inout Watch, output: SourceOutput) async {
         var positions: [Position] = []
         decoder.flush(into: &positions)
         decoder.statistics.publish(to: context.stats)
-        guard !positions.isEmpty else { return }
-        if let device { for i in positions.indices { positions[i].device = device } }
-        await output.emit(positions)
+        if let device {
+            await deliver(&positions, device: device, watch: &watch, output: output)
+        } else {
+            await output.emit(positions)
+        }
+        if watch.awake == true {
+            // The window is cut short (close, cancellation): its fallback fix is not lost.
+            var best: [Position] = []
+            watch.selector?.close(into: &best)
+            await output.emit(best)
+        }
     }
 
     // MARK: - Faults

@@ -30,6 +30,10 @@ public struct SerialSourceConfiguration: Sendable {
     public var device: String?
     /// Reject sentences without a `*HH` checksum.
     public var requireChecksum = true
+    /// Health events; nil for none.
+    public var health: HealthConfiguration?
+    /// Sleep the receiver between windows; nil keeps it on.
+    public var dutyCycle: DutyCycleConfiguration?
 
     /// Rates tried, in order, when `baud` is `"auto"`.
     public static let autoBaudRates = [4800, 9600, 19200, 38400, 57600, 115200]
@@ -120,7 +124,7 @@ public enum SerialSourcePlugin: SourcePlugin {
             OptionSpec("backoff_cap", "duration", default: "\"5s\"", "Longest wait between reconnection attempts (exponential backoff from 200ms)."),
             OptionSpec("device", "string", default: "USB serial number, else the port path", "Device id given to every position."),
             OptionSpec("require_checksum", "boolean", default: "true", "Reject sentences without a *HH checksum."),
-        ],
+        ] + HealthConfiguration.optionSpecs + DutyCycleConfiguration.optionSpecs(methods: true, summary: "Wakes the receiver for a window of on every every and puts it to sleep in between (see Docs/Power-and-health.md); positions outside the windows are dropped (duty.outside_window)."),
         sample: #"{ "type": "serial", "port": "/dev/ttyACM0", "baud": 9600, "init": ["PMTK220,1000"], "init_checksum": true, "stall_timeout": "5s" }"#
     )
 
@@ -159,6 +163,8 @@ public enum SerialSourcePlugin: SourcePlugin {
         c.backoffCap = options.duration("backoff_cap", default: .seconds(5), minimum: .milliseconds(200))
         c.device = options.string("device")
         c.requireChecksum = options.bool("require_checksum", default: true)
+        c.health = HealthConfiguration.read(&options)
+        c.dutyCycle = DutyCycleConfiguration.read(&options, methods: true)
         if let b = c.baud { c.line.baud = b }
         return c
     }

@@ -44,6 +44,16 @@ public enum JSONValue: Sendable, Hashable {
     public var boolValue: Bool? { if case .bool(let b) = self { return b }; return nil }
     public var objectValue: JSONObject? { if case .object(let o) = self { return o }; return nil }
     public var arrayValue: [JSONValue]? { if case .array(let a) = self { return a }; return nil }
+
+    /// The same value with every object's keys sorted, so two documents that differ only in key
+    /// order compare equal (configuration reloads compare components this way).
+    public var sortingKeys: JSONValue {
+        switch self {
+        case .array(let a): return .array(a.map(\.sortingKeys))
+        case .object(let o): return .object(JSONObject(o.members.sorted { $0.key < $1.key }.map { ($0.key, $0.value.sortingKeys) }))
+        default: return self
+        }
+    }
 }
 
 /// A JSON object: ordered members with a lookup by key (last duplicate wins, as in most parsers).
@@ -89,24 +99,25 @@ public struct JSONParseError: Error, Sendable, CustomStringConvertible {
     public var line: Int
     public var column: Int
     public var description: String { "line \(line), column \(column): \(message)" }
-
-    /// A byte as it can be shown in a one-line message: printable ASCII as itself, anything else
-    /// (NUL, control bytes, bytes of binary files) escaped as `\u0000`, so no raw control byte
-    /// reaches a log.
-    static func shown(_ byte: UInt8) -> String {
-        if byte >= 0x20 && byte < 0x7F { return String(Unicode.Scalar(byte)) }
-        let hex = String(byte, radix: 16, uppercase: false)
-        return "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-    }
 }
 
 // MARK: - Parsing
 
+/// What the parser does with a key written twice in one object (RFC 8259 leaves it open).
+public enum JSONDuplicateKeys: Sendable {
+    /// The last value wins, at the first key's place: what most parsers do, for data from peers.
+    case lastWins
+    /// An error at the second key: for files people write, where a repeated key is a mistake
+    /// (two `"path"` options, say) that would otherwise go unnoticed.
+    case reject
+}
+
 extension JSONValue {
     /// Parses a complete JSON text (UTF-8). Nesting deeper than `maxDepth` is an error, so hostile
     /// input cannot exhaust the stack.
-    public static func parse(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = 64) throws(JSONParseError) -> JSONValue {
-        var p = JSONParser(bytes: bytes, maxDepth: maxDepth)
+    public static func parse(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = 64, duplicateKeys: JSONDuplicateKeys = .lastWins) throws(JSONParseError) -> JSONValue {
+        var p = JSONParser(bytes: bytes, maxDepth: maxDepth, duplicateKeys: duplicateKeys)
+        p.skipByteOrderMark()
         p.skipWhitespace()
         let v = try p.parseValue(depth: 0)
         p.skipWhitespace()
@@ -115,10 +126,10 @@ extension JSONValue {
     }
 
     /// Parses a JSON text given as a string or byte array.
-    public static func parse(_ text: some Collection<UInt8>, maxDepth: Int = 64) throws(JSONParseError) -> JSONValue {
+    public static func parse(_ text: some Collection<UInt8>, maxDepth: Int = 64, duplicateKeys: JSONDuplicateKeys = .lastWins) throws(JSONParseError) -> JSONValue {
         let array = Array(text)
         let result: Result<JSONValue, JSONParseError> = array.withUnsafeBytes { raw in
-            do throws(JSONParseError) { return .success(try JSONValue.parse(raw, maxDepth: maxDepth)) } catch { return .failure(error) }
+            do throws(JSONParseError) { return .success(try JSONValue.parse(raw, maxDepth: maxDepth, duplicateKeys: duplicateKeys)) } catch { return .failure(error) }
         }
         return try result.get()
     }
@@ -128,15 +139,46 @@ extension JSONValue {
     }
 }
 
+/// A byte-level RFC 8259 parser. What it does with each class of input (checked by
+/// Tests/GatewayCoreTests/JSONConformanceTests.swift):
+/// - Text must be UTF-8: invalid sequences in a string (stray bytes, overlong forms, encoded
+///   surrogates, code points above U+10FFFF) are an error, never repaired into U+FFFD — a
+///   repaired id or device name would silently become another one. One leading byte order mark
+///   is skipped (RFC 8259 §8.1 allows it; editors write it).
+/// - Escapes: `\uXXXX` surrogate pairs become one scalar; a lone or reversed surrogate is an error.
+/// - Numbers are `Double`: leading zeros, `+`, a bare `.`, NaN and Infinity are errors; a
+///   magnitude beyond `Double` is an error ("number out of range"); integers beyond 2^53 lose
+///   their low digits and underflow reads as 0, as strtod does.
+/// - Nesting deeper than `maxDepth` (64) and objects of more than 4,096 members are errors, so
+///   one hostile line costs neither the stack nor minutes.
+/// - Duplicate keys: see `JSONDuplicateKeys` (configuration files reject them).
+/// - Trailing commas, comments, single quotes and control characters in strings are errors.
 struct JSONParser {
     static let maxMembers = 4096
     let bytes: UnsafeRawBufferPointer
     let maxDepth: Int
+    let duplicateKeys: JSONDuplicateKeys
     var index = 0
 
-    init(bytes: UnsafeRawBufferPointer, maxDepth: Int) {
+    init(bytes: UnsafeRawBufferPointer, maxDepth: Int, duplicateKeys: JSONDuplicateKeys = .lastWins) {
         self.bytes = bytes
         self.maxDepth = maxDepth
+        self.duplicateKeys = duplicateKeys
+    }
+
+    mutating func skipByteOrderMark() {
+        if bytes.count >= 3, bytes[0] == 0xEF, bytes[1] == 0xBB, bytes[2] == 0xBF { index = 3 }
+    }
+
+    /// A byte as it may appear in a message: printable ASCII as is, control characters as a
+    /// JSON escape (a raw NUL or ESC must not reach a log line), other bytes in hex.
+    static func describe(_ b: UInt8) -> String {
+        if b >= 0x20 && b < 0x7F { return "character '\(Unicode.Scalar(b))'" }
+        if b < 0x80 {
+            let hex = String(b, radix: 16, uppercase: true)
+            return "character '\\u\(String(repeating: "0", count: 4 - hex.count))\(hex)'"
+        }
+        return "byte 0x\(String(b, radix: 16, uppercase: true))"
     }
 
     func error(_ message: String) -> JSONParseError {
@@ -166,7 +208,7 @@ struct JSONParser {
         case UInt8(ascii: "f"): try literal("false"); return .bool(false)
         case UInt8(ascii: "n"): try literal("null"); return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try parseNumber())
-        default: throw error("unexpected character '\(JSONParseError.shown(bytes[index]))'")
+        default: throw error("unexpected \(JSONParser.describe(bytes[index]))")
         }
     }
 
@@ -190,7 +232,12 @@ struct JSONParser {
             // Members are kept in order with a linear lookup (fine for the objects real input has);
             // a cap keeps one hostile line from costing minutes.
             guard object.count < JSONParser.maxMembers else { throw error("more than \(JSONParser.maxMembers) members in one object") }
+            let keyStart = index
             let key = try parseString()
+            if duplicateKeys == .reject, object[key] != nil {
+                index = keyStart
+                throw error("duplicate key \"\(key)\"")
+            }
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':' after key \"\(key)\"") }
             index += 1
@@ -227,7 +274,9 @@ struct JSONParser {
         while index < bytes.count {
             let c = bytes[index]
             if c == UInt8(ascii: "\"") {
-                let s = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+                guard let s = String(validating: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self) else {
+                    throw error("invalid UTF-8 in a string")
+                }
                 index += 1
                 return s
             }
@@ -239,8 +288,9 @@ struct JSONParser {
         while index < bytes.count {
             let c = bytes[index]
             if c == UInt8(ascii: "\"") {
+                guard let s = String(validating: out, as: UTF8.self) else { throw error("invalid UTF-8 in a string") }
                 index += 1
-                return String(decoding: out, as: UTF8.self)
+                return s
             }
             if c < 0x20 { throw error("control character in a string") }
             if c != UInt8(ascii: "\\") { out.append(c); index += 1; continue }
@@ -268,7 +318,7 @@ struct JSONParser {
                     guard (0xDC00..<0xE000).contains(low) else { throw error("unpaired surrogate in a string") }
                     scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
                 }
-                guard let u = Unicode.Scalar(scalar) else { throw error("invalid unicode escape") }
+                guard let u = Unicode.Scalar(scalar) else { throw error("unpaired surrogate in a string") }
                 out.append(contentsOf: Array(String(Character(u)).utf8))
             default: throw error("invalid escape '\\\(Unicode.Scalar(e))'")
             }
@@ -297,6 +347,9 @@ struct JSONParser {
     mutating func parseNumber() throws(JSONParseError) -> Double {
         let start = index
         if bytes[index] == UInt8(ascii: "-") { index += 1 }
+        if index + 1 < bytes.count, bytes[index] == UInt8(ascii: "0"), bytes[index + 1] >= 48, bytes[index + 1] <= 57 {
+            throw error("leading zero in a number")
+        }
         var digits = 0
         while index < bytes.count, bytes[index] >= 48, bytes[index] <= 57 { index += 1; digits += 1 }
         guard digits > 0 else { throw error("invalid number") }
@@ -314,7 +367,8 @@ struct JSONParser {
             guard exp > 0 else { throw error("invalid number") }
         }
         let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
-        guard let v = Double(text), v.isFinite else { throw error("invalid number") }
+        guard let v = Double(text) else { throw error("invalid number") }
+        guard v.isFinite else { throw error("number out of range") }
         return v
     }
 }

@@ -47,6 +47,10 @@ public struct OptionReader {
     public func finish() {
         let options = askedKeys.filter { !PipelineConfiguration.commonKeys.contains($0) }
         for m in object where !consumed.contains(m.key) {
+            if let hint = OptionReader.unsupportedFeatures[m.key] {
+                diagnostics.report(path(of: m.key), hint)
+                continue
+            }
             let topLevel = path.isEmpty
             var message = topLevel ? "unknown top-level key" : "unknown option"
             if let guess = Suggestion.closest(to: m.key, among: options) { message += "; did you mean \"\(guess)\"?" }
@@ -54,6 +58,13 @@ public struct OptionReader {
             diagnostics.report(path(of: m.key), message)
         }
     }
+
+    /// Options some components have and others do not: naming them on the wrong component says
+    /// where they work instead of guessing a typo.
+    static let unsupportedFeatures: [String: String] = [
+        "duty_cycle": "not supported by this component: duty cycling works on the serial and gpsd sources only (see Docs/Power-and-health.md)",
+        "health": "not supported by this component: health events come from the serial, tcp, udp and gpsd sources only (see Docs/Power-and-health.md)",
+    ]
 
     private mutating func ask(_ key: String) {
         if !askedKeys.contains(key) { askedKeys.append(key) }

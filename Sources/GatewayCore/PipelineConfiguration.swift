@@ -17,8 +17,12 @@ public struct PipelineConfiguration: Sendable {
         /// Sinks only: the buffer in front of the sink.
         public var buffer: BufferSettings
         public var prepared: PreparedComponent
+        /// The component's JSON as written, without `description` and with object keys sorted:
+        /// a live reload restarts the component when this (or its type, inputs or buffer) differs.
+        /// `null` for components built in code, which then compare by type, inputs and buffer only.
+        public var fingerprint: JSONValue
         public init(id: String, kind: ComponentKind, type: String, inputs: [String] = [], description: String? = nil,
-                    buffer: BufferSettings = BufferSettings(), prepared: PreparedComponent) {
+                    buffer: BufferSettings = BufferSettings(), prepared: PreparedComponent, fingerprint: JSONValue = .null) {
             self.id = id
             self.kind = kind
             self.type = type
@@ -26,6 +30,12 @@ public struct PipelineConfiguration: Sendable {
             self.description = description
             self.buffer = buffer
             self.prepared = prepared
+            self.fingerprint = fingerprint
+        }
+
+        /// Whether a reload must restart the component to go from `self` to `other`.
+        public func differs(from other: Component) -> Bool {
+            kind != other.kind || type != other.type || inputs != other.inputs || buffer != other.buffer || fingerprint != other.fingerprint
         }
 
         /// JSON path of the component, e.g. `sinks.upload`.
@@ -92,7 +102,7 @@ public struct PipelineConfiguration: Sendable {
         environment: [String: String] = [:], baseDirectory: String = "."
     ) throws(ConfigurationError) -> PipelineConfiguration {
         let root: JSONValue
-        do { root = try JSONValue.parse(bytes) } catch {
+        do { root = try JSONValue.parse(bytes, duplicateKeys: .reject) } catch {
             throw ConfigurationError(problems: [ConfigurationProblem(path: "$", message: "not valid JSON: \(error)")])
         }
         let diagnostics = ConfigurationDiagnostics()
@@ -200,7 +210,10 @@ public struct PipelineConfiguration: Sendable {
         }
         let prepared = plugin.prepare(&reader)
         reader.finish()
-        return Component(id: id, kind: kind, type: type, inputs: inputs, description: description, buffer: buffer, prepared: prepared)
+        var written = object
+        written["description"] = nil
+        return Component(id: id, kind: kind, type: type, inputs: inputs, description: description, buffer: buffer, prepared: prepared,
+                         fingerprint: JSONValue.object(written).sortingKeys)
     }
 
     /// Inputs that name nothing or a sink, cycles among transforms, and two components claiming one resource.

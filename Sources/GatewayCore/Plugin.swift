@@ -109,14 +109,19 @@ public struct PreparedComponent: Sendable {
     /// For sinks: upstream waits for the sink's acknowledgement.
     public let durable: Bool
     public let build: @Sendable (ComponentContext) throws -> BuiltComponent
+    /// The plugin's configuration value as read, for tests that compare what an option's
+    /// documented default does with what leaving the option out does.
+    public let configuration: (any Sendable)?
+
     /// The plugin's environment check (``GatewayPlugin/checkEnvironment(_:context:)``).
     public let checkEnvironment: @Sendable (EnvironmentContext) -> [EnvironmentFinding]
 
-    public init(claims: [String] = [], durable: Bool = false,
+    public init(claims: [String] = [], durable: Bool = false, configuration: (any Sendable)? = nil,
                 checkEnvironment: @escaping @Sendable (EnvironmentContext) -> [EnvironmentFinding] = { _ in [] },
                 build: @escaping @Sendable (ComponentContext) throws -> BuiltComponent) {
         self.claims = claims
         self.durable = durable
+        self.configuration = configuration
         self.checkEnvironment = checkEnvironment
         self.build = build
     }
@@ -139,21 +144,21 @@ public struct PluginRegistry: Sendable {
     public mutating func register<P: SourcePlugin>(source plugin: P.Type) {
         add(P.info) { reader in
             let c = P.configure(&reader)
-            return PreparedComponent(claims: P.claims(of: c), durable: false, checkEnvironment: { P.checkEnvironment(c, context: $0) }) { ctx in .source(try P.makeSource(c, context: ctx)) }
+            return PreparedComponent(claims: P.claims(of: c), durable: false, configuration: c, checkEnvironment: { P.checkEnvironment(c, context: $0) }) { ctx in .source(try P.makeSource(c, context: ctx)) }
         }
     }
 
     public mutating func register<P: TransformPlugin>(transform plugin: P.Type) {
         add(P.info) { reader in
             let c = P.configure(&reader)
-            return PreparedComponent(claims: P.claims(of: c), durable: false, checkEnvironment: { P.checkEnvironment(c, context: $0) }) { ctx in .transform(try P.makeTransform(c, context: ctx)) }
+            return PreparedComponent(claims: P.claims(of: c), durable: false, configuration: c, checkEnvironment: { P.checkEnvironment(c, context: $0) }) { ctx in .transform(try P.makeTransform(c, context: ctx)) }
         }
     }
 
     public mutating func register<P: SinkPlugin>(sink plugin: P.Type) {
         add(P.info) { reader in
             let c = P.configure(&reader)
-            return PreparedComponent(claims: P.claims(of: c), durable: P.isDurable(c), checkEnvironment: { P.checkEnvironment(c, context: $0) }) { ctx in .sink(try P.makeSink(c, context: ctx)) }
+            return PreparedComponent(claims: P.claims(of: c), durable: P.isDurable(c), configuration: c, checkEnvironment: { P.checkEnvironment(c, context: $0) }) { ctx in .sink(try P.makeSink(c, context: ctx)) }
         }
     }
 

@@ -41,8 +41,8 @@ public struct Position: Sendable, Hashable {
     public var id: String
     /// String map for enrichment (geofence names, static tags).
     public var attributes: [String: String]
-    /// Set on geofence transition positions.
-    public var event: FenceEvent?
+    /// Set on geofence transitions and receiver health events.
+    public var event: PositionEvent?
 
     public init(
         time: Timestamp? = nil, latitude: Double? = nil, longitude: Double? = nil,
@@ -52,7 +52,7 @@ public struct Position: Sendable, Hashable {
         horizontalError: Double? = nil, verticalError: Double? = nil, heading: Double? = nil,
         datum: Datum = .wgs84, x: Double? = nil, y: Double? = nil,
         source: String = "", device: String? = nil, id: String = "",
-        attributes: [String: String] = [:], event: FenceEvent? = nil
+        attributes: [String: String] = [:], event: PositionEvent? = nil
     ) {
         self.time = time; self.latitude = latitude; self.longitude = longitude
         self.altitude = altitude; self.speed = speed; self.course = course
@@ -156,16 +156,42 @@ public struct Datum: Sendable, Hashable, CustomStringConvertible {
     public var description: String { name }
 }
 
-/// A geofence transition carried by the position that caused it.
-public struct FenceEvent: Sendable, Hashable {
+/// Something that happened to a device, carried by a position: a geofence transition, or a
+/// change in the receiver's health.
+///
+/// Events travel through the pipeline like positions, so sinks get them in order with the fixes.
+public struct PositionEvent: Sendable, Hashable {
     public enum Kind: String, Sendable, Hashable, CaseIterable {
+        /// Geofence transitions (the position that caused them).
         case enter, exit, dwell
+        /// No position with a fix for `fix_timeout` (coordinates: the last fix, if any).
+        case fixLost = "fix_lost"
+        /// The first fix after `fix_lost` (the position is that fix).
+        case fixRegained = "fix_regained"
+        /// No bytes at all for `data_timeout`: unplugged, powered off, wrong baud rate.
+        case noData = "no_data"
+        /// Bytes again after `no_data`.
+        case dataResumed = "data_resumed"
+        /// The receiver reported a change of its antenna status (``PositionEvent/status``).
+        case antenna
+
+        /// The geofence kinds: `enter`, `exit`, `dwell`.
+        public static let fenceKinds: [Kind] = [.enter, .exit, .dwell]
+
+        /// True for `enter`, `exit` and `dwell`.
+        public var isFence: Bool { Kind.fenceKinds.contains(self) }
     }
     public var kind: Kind
-    public var fenceId: String
+    /// The fence of a geofence event; nil for health events.
+    public var fenceId: String?
     public var fenceName: String?
+    /// The antenna status of an `antenna` event: `ok`, `open` or `short`.
+    public var status: String?
 
-    public init(kind: Kind, fenceId: String, fenceName: String? = nil) {
-        self.kind = kind; self.fenceId = fenceId; self.fenceName = fenceName
+    public init(kind: Kind, fenceId: String? = nil, fenceName: String? = nil, status: String? = nil) {
+        self.kind = kind; self.fenceId = fenceId; self.fenceName = fenceName; self.status = status
     }
 }
+
+/// Geofence code names the event type after what it carries there.
+public typealias FenceEvent = PositionEvent

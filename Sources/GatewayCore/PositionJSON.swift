@@ -32,7 +32,7 @@ public enum PositionJSON {
         ("x", "easting, metres, when datum is a projected CRS"),
         ("y", "northing, metres, when datum is a projected CRS"),
         ("attributes", "object of string values (geofence names, static tags)"),
-        ("event", "geofence transition: {\"type\":\"enter|exit|dwell\",\"fence\":ID,\"name\":NAME}"),
+        ("event", "geofence transition {\"type\":\"enter|exit|dwell\",\"fence\":ID,\"name\":NAME} or receiver health {\"type\":\"fix_lost|fix_regained|no_data|data_resumed|antenna\",\"status\":\"ok|open|short\" (antenna only)}"),
     ]
 
     /// Appends the JSON object for `p` (no trailing newline).
@@ -71,11 +71,17 @@ public enum PositionJSON {
             key("event")
             out.append(contentsOf: #"{"type":"#.utf8)
             JSONWriter.appendString(e.kind.rawValue, to: &out)
-            out.append(contentsOf: #","fence":"#.utf8)
-            JSONWriter.appendString(e.fenceId, to: &out)
+            if let f = e.fenceId {
+                out.append(contentsOf: #","fence":"#.utf8)
+                JSONWriter.appendString(f, to: &out)
+            }
             if let n = e.fenceName {
                 out.append(contentsOf: #","name":"#.utf8)
                 JSONWriter.appendString(n, to: &out)
+            }
+            if let st = e.status {
+                out.append(contentsOf: #","status":"#.utf8)
+                JSONWriter.appendString(st, to: &out)
             }
             out.append(UInt8(ascii: "}"))
         }
@@ -226,11 +232,14 @@ public enum PositionJSON {
             }
         }
         if let e = o["event"], e != .null {
-            guard case .object(let eo) = e, case .string(let k)? = eo["type"], let kind = FenceEvent.Kind(rawValue: k),
-                  case .string(let fence)? = eo["fence"] else {
-                throw DecodeError(field: "event", problem: "expected {\"type\":\"enter|exit|dwell\",\"fence\":ID}")
+            guard case .object(let eo) = e, case .string(let k)? = eo["type"], let kind = PositionEvent.Kind(rawValue: k) else {
+                throw DecodeError(field: "event", problem: "expected {\"type\":\"enter|exit|dwell|fix_lost|fix_regained|no_data|data_resumed|antenna\", …}")
             }
-            p.event = FenceEvent(kind: kind, fenceId: fence, fenceName: eo["name"]?.stringValue)
+            let fence = eo["fence"]?.stringValue
+            if kind.isFence && fence == nil {
+                throw DecodeError(field: "event.fence", problem: "a \(k) event needs the fence id")
+            }
+            p.event = PositionEvent(kind: kind, fenceId: fence, fenceName: eo["name"]?.stringValue, status: eo["status"]?.stringValue)
         }
         p.id = try string("id") ?? makeID(p)
         return p

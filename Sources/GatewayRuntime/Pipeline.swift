@@ -5,8 +5,11 @@ import Synchronization
 ///
 /// ```
 ///  source task ──emit(batch)──▶ transform ─▶ transform ──▶ [SinkBuffer] ──▶ sink task
-///       │                          (inline, under the        bounded,
-///       └────────────────────────▶  transform's lock)        block | drop_oldest
+///       │     (reads the current    (inline, under the        bounded,
+///       │      routing table once    transform's lock)        block | drop_oldest
+///       └───── per batch) ─────────────────────────────────▶ [SinkBuffer] ──▶ sink task
+///
+///  supervisor (the body of `run`): starts and stops component tasks, swaps the routing table
 /// ```
 ///
 /// Rules:
@@ -15,31 +18,54 @@ import Synchronization
 ///   its sink, which does so only after taking responsibility (committed to its outbox, written
 ///   and flushed). Positions a transform holds and releases later (at a tick or at the end) are
 ///   not tied to the acknowledgement of the batch they came in.
-/// - One task per source and per sink, all children of one task group; no unstructured tasks.
+/// - One task per source and per sink, all children of one task group owned by the supervisor;
+///   no unstructured tasks. The supervisor is the only place that starts or stops components.
 /// - Transforms run inline on the emitting source's task, one call at a time per transform, so a
 ///   position crosses exactly one async hop (the sink buffer) between source and sink.
 /// - Positions move in batches. Every buffer is bounded; its overflow policy is named.
+/// - A source looks up the routing table once per batch (one lock) and follows that table for
+///   the whole batch, transforms included: a batch goes wholly along the old routes or wholly
+///   along the new ones, never half and half.
 /// - Shutdown is ordered: sources stop (input ended, a signal, or a failed component), transforms
 ///   release held positions (`finish`), sink buffers close, sinks drain and flush within
 ///   `shutdown_timeout`, after which they are cancelled.
+///
+/// Live reload (``reload(configuration:)``) compares components by id and restarts only those
+/// whose type, options, inputs or buffer changed; unchanged ones keep their task, connection,
+/// queue and per-device state. It goes in this order, so no accepted position is lost or
+/// delivered twice:
+///
+/// ```
+///  1. build new components           (a failure here changes nothing)
+///  2. stop changed/removed sources   (their last batches go along the old routes)
+///  3. swap the routing table ──────▶ new batches go to new transforms / new sink buffers;
+///     start new sources               a replacement sink's buffer fills but is not read yet
+///  4. wait for batches still on the old routes to arrive
+///  5. finish changed/removed transforms into their old routes
+///  6. close old sink buffers; old sinks drain, acknowledge and return (within shutdown_timeout)
+///  7. start replacement sinks        (they read everything since the swap, in order)
+/// ```
+///
+/// Rule: a replaced sink's old instance has handled everything it received before its
+/// replacement reads anything, and the replacement receives everything from the swap on. A
+/// replacement that claims what the old instance holds (the same queue or file) is even built
+/// only after the old one closed it.
 public final class Pipeline: Sendable {
     /// Where a batch goes next.
-    enum Route: Sendable {
-        case transform(TransformNode)
+    indirect enum Route: Sendable {
+        case transform(TransformNode, [Route])
         case sink(SinkBuffer)
     }
 
     final class TransformNode: Sendable {
         let id: String
         let stats: ComponentStats
-        let routes: [Route]
         let tickInterval: Duration?
         private let transform: Mutex<any PositionTransform>
 
-        init(id: String, transform: sending any PositionTransform, stats: ComponentStats, routes: [Route]) {
+        init(id: String, transform: sending any PositionTransform, stats: ComponentStats) {
             self.id = id
             self.stats = stats
-            self.routes = routes
             self.tickInterval = transform.tickInterval
             self.transform = Mutex(transform)
         }
@@ -70,28 +96,65 @@ public final class Pipeline: Sendable {
         }
     }
 
-    struct SourceNode: Sendable {
-        let id: String
+    /// A running source and what stops it.
+    final class SourceHandle: Sendable {
+        let component: PipelineConfiguration.Component
         let source: any PositionSource
         let stats: ComponentStats
         let logger: Logger
-        let routes: [Route]
+        let stop = ShutdownTrigger()
+        let ended = ShutdownTrigger()
+
+        init(component: PipelineConfiguration.Component, source: any PositionSource, stats: ComponentStats, logger: Logger) {
+            self.component = component
+            self.source = source
+            self.stats = stats
+            self.logger = logger
+        }
     }
 
-    struct SinkNode: Sendable {
-        let id: String
-        let sink: any PositionSink
+    /// A sink's buffer and the controls of its task (the sink itself is handed to the task).
+    final class SinkHandle: Sendable {
+        let component: PipelineConfiguration.Component
         let buffer: SinkBuffer
         let stats: ComponentStats
         let logger: Logger
+        /// Fired when the drain deadline passed: the sink's task is cancelled.
+        let cancel = ShutdownTrigger()
+        let ended = ShutdownTrigger()
+
+        init(component: PipelineConfiguration.Component, stats: ComponentStats, logger: Logger) {
+            self.component = component
+            self.buffer = SinkBuffer(capacity: component.buffer.maxPositions, policy: component.buffer.whenFull,
+                                     durable: component.prepared.durable, stats: stats)
+            self.stats = stats
+            self.logger = logger
+        }
     }
 
-    private let sources: [SourceNode]
-    /// Transforms in topological order (inputs before outputs).
-    private let transforms: [TransformNode]
-    private let sinks: [SinkNode]
-    private let settings: PipelineConfiguration.Settings
+    /// The components of the current configuration, ended ones included (their stats stay
+    /// readable); changed only by the supervisor.
+    struct Topology: Sendable {
+        var configuration: PipelineConfiguration
+        var sources: [String: SourceHandle] = [:]
+        var transforms: [String: TransformNode] = [:]
+        var sinks: [String: SinkHandle] = [:]
+    }
+
+    enum Command: Sendable {
+        case reload(PipelineConfiguration, CheckedContinuation<ReloadOutcome, Never>)
+        case sourceEnded(SourceHandle)
+        case sinkEnded(SinkHandle)
+        case shutdown
+    }
+
+    private let topology: Mutex<Topology>
+    private let routing: Routing
+    private let commands: AsyncStream<Command>
+    private let mailbox: AsyncStream<Command>.Continuation
+    private let settings: Mutex<PipelineConfiguration.Settings>
     private let logger: Logger
+    private let logHandler: any LogHandler
     private let clock: any GatewayClock
     private let trigger = ShutdownTrigger()
     private let failed = Atomic<Bool>(false)
@@ -109,59 +172,78 @@ public final class Pipeline: Sendable {
 
     /// The exit status of a `run --drain` whose timeout passed with positions still queued.
     public static let drainTimeoutStatus: Int32 = 3
+    /// The handle of the current stats reporter and tick loop (restarted when a reload changes them).
+    private let auxiliary = Mutex<(stats: ShutdownTrigger, ticks: ShutdownTrigger)>((ShutdownTrigger(), ShutdownTrigger()))
 
-    /// Statistics of every component, sources first.
-    public let componentStats: [ComponentStats]
+    /// Statistics of every running component: sources, transforms (inputs first), sinks.
+    public var componentStats: [ComponentStats] {
+        topology.withLock { t in
+            t.configuration.sources.compactMap { t.sources[$0.id]?.stats }
+                + Pipeline.topologicalOrder(t.configuration.transforms).compactMap { t.transforms[$0.id]?.stats }
+                + t.configuration.sinks.compactMap { t.sinks[$0.id]?.stats }
+        }
+    }
 
     /// Builds every component; throws the first component that cannot be built (exit 1).
     public init(configuration: PipelineConfiguration, logHandler: any LogHandler, clock: any GatewayClock = SystemClock(), drain: Drain = .off) throws {
-        self.settings = configuration.settings
+        self.settings = Mutex(configuration.settings)
         self.drain = drain
         self.clock = clock
+        self.logHandler = logHandler
         self.logger = Logger(label: "pipeline", handler: logHandler)
-        func context(_ c: PipelineConfiguration.Component) -> ComponentContext {
-            ComponentContext(id: c.id, kind: c.kind, logger: Logger(label: c.path, handler: logHandler), stats: ComponentStats(id: c.path), clock: clock)
-        }
-        func build(_ c: PipelineConfiguration.Component, _ ctx: ComponentContext) throws -> BuiltComponent {
-            do { return try c.prepared.build(ctx) } catch {
-                throw PipelineError(component: c.path, message: "cannot start: \(error)")
-            }
-        }
-
-        var sinkNodes: [SinkNode] = []
+        (commands, mailbox) = AsyncStream<Command>.makeStream()
+        var t = Topology(configuration: configuration)
+        var built: [String: any PositionSink] = [:]
         for c in configuration.sinks {
-            let ctx = context(c)
-            guard case .sink(let s) = try build(c, ctx) else { throw PipelineError(component: c.path, message: "plugin built the wrong kind of component") }
-            let buffer = SinkBuffer(capacity: c.buffer.maxPositions, policy: c.buffer.whenFull, durable: c.prepared.durable, stats: ctx.stats)
-            sinkNodes.append(SinkNode(id: c.id, sink: s, buffer: buffer, stats: ctx.stats, logger: ctx.logger))
+            let ctx = Pipeline.context(c, handler: logHandler, clock: clock)
+            built[c.id] = try Pipeline.buildSink(c, ctx)
+            t.sinks[c.id] = SinkHandle(component: c, stats: ctx.stats, logger: ctx.logger)
         }
-
-        // Build transforms from the outputs back, so each node knows its routes when created.
-        let order = Pipeline.topologicalOrder(configuration.transforms)
-        var nodes: [String: TransformNode] = [:]
-        func routes(from id: String) -> [Route] {
-            var r: [Route] = []
-            for t in order where t.inputs.contains(id) { if let n = nodes[t.id] { r.append(.transform(n)) } }
-            for (i, s) in configuration.sinks.enumerated() where s.inputs.contains(id) { r.append(.sink(sinkNodes[i].buffer)) }
-            return r
+        for c in configuration.transforms {
+            let ctx = Pipeline.context(c, handler: logHandler, clock: clock)
+            t.transforms[c.id] = TransformNode(id: c.id, transform: try Pipeline.buildTransform(c, ctx), stats: ctx.stats)
         }
-        for c in order.reversed() {
-            let ctx = context(c)
-            guard case .transform(let t) = try build(c, ctx) else { throw PipelineError(component: c.path, message: "plugin built the wrong kind of component") }
-            nodes[c.id] = TransformNode(id: c.id, transform: t, stats: ctx.stats, routes: routes(from: c.id))
-        }
-        var sourceNodes: [SourceNode] = []
         for c in configuration.sources {
-            let ctx = context(c)
-            guard case .source(let s) = try build(c, ctx) else { throw PipelineError(component: c.path, message: "plugin built the wrong kind of component") }
-            let r = routes(from: c.id)
-            if r.isEmpty { ctx.logger.warning("feeds nothing: no transform or sink lists it in inputs") }
-            sourceNodes.append(SourceNode(id: c.id, source: s, stats: ctx.stats, logger: ctx.logger, routes: r))
+            let ctx = Pipeline.context(c, handler: logHandler, clock: clock)
+            t.sources[c.id] = SourceHandle(component: c, source: try Pipeline.buildSource(c, ctx), stats: ctx.stats, logger: ctx.logger)
         }
-        self.sources = sourceNodes
-        self.transforms = order.compactMap { nodes[$0.id] }
-        self.sinks = sinkNodes
-        self.componentStats = sourceNodes.map(\.stats) + order.compactMap { nodes[$0.id]?.stats } + sinkNodes.map(\.stats)
+        let table = Pipeline.makeTable(t)
+        for c in configuration.sources where table.sources[c.id]?.isEmpty ?? true {
+            t.sources[c.id]?.logger.warning("feeds nothing: no transform or sink lists it in inputs")
+        }
+        self.topology = Mutex(t)
+        self.routing = Routing(table)
+        self.initialSinks = Mutex(built)
+    }
+
+    /// Sinks built by `init`, handed to their tasks when `run` starts.
+    private let initialSinks: Mutex<[String: any PositionSink]>
+
+    static func context(_ c: PipelineConfiguration.Component, handler: any LogHandler, clock: any GatewayClock,
+                        stats: ComponentStats? = nil) -> ComponentContext {
+        ComponentContext(id: c.id, kind: c.kind, logger: Logger(label: c.path, handler: handler),
+                         stats: stats ?? ComponentStats(id: c.path), clock: clock)
+    }
+
+    private static func build(_ c: PipelineConfiguration.Component, _ ctx: ComponentContext) throws -> BuiltComponent {
+        do { return try c.prepared.build(ctx) } catch {
+            throw PipelineError(component: c.path, message: "cannot start: \(error)")
+        }
+    }
+
+    static func buildSource(_ c: PipelineConfiguration.Component, _ ctx: ComponentContext) throws -> any PositionSource {
+        guard case .source(let s) = try build(c, ctx) else { throw PipelineError(component: c.path, message: "plugin built the wrong kind of component") }
+        return s
+    }
+
+    static func buildTransform(_ c: PipelineConfiguration.Component, _ ctx: ComponentContext) throws -> any PositionTransform {
+        guard case .transform(let t) = try build(c, ctx) else { throw PipelineError(component: c.path, message: "plugin built the wrong kind of component") }
+        return t
+    }
+
+    static func buildSink(_ c: PipelineConfiguration.Component, _ ctx: ComponentContext) throws -> any PositionSink {
+        guard case .sink(let s) = try build(c, ctx) else { throw PipelineError(component: c.path, message: "plugin built the wrong kind of component") }
+        return s
     }
 
     static func topologicalOrder(_ transforms: [PipelineConfiguration.Component]) -> [PipelineConfiguration.Component] {
@@ -181,34 +263,94 @@ public final class Pipeline: Sendable {
         return order
     }
 
+    /// The routes out of every source and transform, from the running transforms and sink buffers.
+    static func makeTable(_ t: Topology) -> RoutingTable {
+        let order = topologicalOrder(t.configuration.transforms)
+        var memo: [String: [Route]] = [:]
+        var visiting = Set<String>()
+        func routes(from id: String) -> [Route] {
+            if let m = memo[id] { return m }
+            // A cycle (rejected by validation) must not recurse forever.
+            guard visiting.insert(id).inserted else { return [] }
+            var r: [Route] = []
+            for c in order where c.inputs.contains(id) {
+                if let n = t.transforms[c.id] { r.append(.transform(n, routes(from: c.id))) }
+            }
+            for c in t.configuration.sinks where c.inputs.contains(id) {
+                if let h = t.sinks[c.id] { r.append(.sink(h.buffer)) }
+            }
+            visiting.remove(id)
+            memo[id] = r
+            return r
+        }
+        var sources: [String: [Route]] = [:]
+        for c in t.configuration.sources { sources[c.id] = routes(from: c.id) }
+        var transforms: [(TransformNode, [Route])] = []
+        for c in order { if let n = t.transforms[c.id] { transforms.append((n, routes(from: c.id))) } }
+        return RoutingTable(sources: sources, transforms: transforms)
+    }
+
     /// Asks the pipeline to stop gracefully (what SIGINT/SIGTERM do).
     public func shutdown(reason: String) {
         trigger.fire(reason: reason)
+        mailbox.yield(.shutdown)
     }
+
+    // MARK: - Supervisor
+
+    private enum Phase { case running, stoppingSources, stoppingSinks }
 
     /// Runs until every source has ended or shutdown was requested; returns the exit status
     /// (0, or 1 when a component failed).
     public func run() async -> Int32 {
-        logger.info("starting: \(sources.count) source(s), \(transforms.count) transform(s), \(sinks.count) sink(s)")
-        let sinksClosed = ShutdownTrigger()
-        enum Part: Sendable { case sinks, sources, stats }
-        await withTaskGroup(of: Part.self) { group in
-            group.addTask { await self.runSinks(closed: sinksClosed); return .sinks }
-            group.addTask { await self.reportStatsPeriodically(); return .stats }
-            if logger.isEnabled(.debug) { group.addTask { await self.reportSourceProgress(); return .stats } }
-            group.addTask {
-                await self.runSources()
-                self.finishTransforms()
-                for s in self.sinks { s.buffer.close() }
-                sinksClosed.fire(reason: "sources ended")
-                return .sources
+        let (sourceCount, transformCount, sinkCount) = topology.withLock { ($0.sources.count, $0.transforms.count, $0.sinks.count) }
+        logger.info("starting: \(sourceCount) source(s), \(transformCount) transform(s), \(sinkCount) sink(s)")
+        var commandsIterator = commands.makeAsyncIterator()
+        await withDiscardingTaskGroup { group in
+            let t = topology.withLock { $0 }
+            let built = initialSinks.withLock { b in defer { b = [:] }; return b }
+            for c in t.configuration.sinks {
+                if let h = t.sinks[c.id], let sink = built[c.id] { start(h, sink: sink, in: &group) }
             }
-            // Sinks and sources end on their own; the stats reporter is cancelled once both have.
-            var remaining: Set<Part> = [.sinks, .sources]
-            while let part = await group.next() {
-                remaining.remove(part)
-                if remaining.isEmpty { group.cancelAll() }
+            for c in t.configuration.sources { if let h = t.sources[c.id] { start(h, in: &group) } }
+            restartTicks(in: &group)
+            restartStats(in: &group)
+            if logger.isEnabled(.debug) { group.addTask { await self.reportSourceProgress() } }
+            var phase = Phase.running
+            if t.sources.isEmpty { phase = stopSinks(in: &group) }
+            while !(phase == .stoppingSinks && topology.withLock({ $0.sinks.values.allSatisfy { $0.ended.isFired } })) {
+                guard let command = await commandsIterator.next() else { break }
+                switch command {
+                case .shutdown:
+                    guard phase == .running else { continue }
+                    phase = .stoppingSources
+                    let live = topology.withLock { $0.sources.values.filter { !$0.ended.isFired } }
+                    if let reason = trigger.reason, !live.isEmpty { logger.info("shutting down: \(reason)") }
+                    for h in live { h.stop.fire(reason: "shutdown") }
+                    if live.isEmpty { phase = stopSinks(in: &group) }
+                case .sourceEnded(let h):
+                    // A source a reload replaced is no longer in the topology and ends nothing.
+                    let noneLeft = topology.withLock { t in
+                        t.sources[h.component.id] === h && t.sources.values.allSatisfy { $0.ended.isFired }
+                    }
+                    if noneLeft && phase != .stoppingSinks { phase = stopSinks(in: &group) }
+                case .sinkEnded:
+                    break
+                case .reload(let configuration, let reply):
+                    if phase == .running {
+                        reply.resume(returning: await apply(configuration, in: &group))
+                    } else {
+                        reply.resume(returning: ReloadOutcome(status: .rejected, problem: "the pipeline is stopping"))
+                    }
+                }
             }
+            // The stats reporter, the tick loop and a pending deadline end with the pipeline.
+            group.cancelAll()
+        }
+        mailbox.finish()
+        // Reloads requested while the pipeline stopped get an answer, not a hang.
+        while let command = await commandsIterator.next() {
+            if case .reload(_, let reply) = command { reply.resume(returning: ReloadOutcome(status: .rejected, problem: "the pipeline has stopped")) }
         }
         logStats()
         let code: Int32 = failed.load(ordering: .relaxed) ? 1 : drainTimedOut.load(ordering: .relaxed) ? Pipeline.drainTimeoutStatus : 0
@@ -216,53 +358,109 @@ public final class Pipeline: Sendable {
         return code
     }
 
-    // MARK: - Sources
-
-    private func runSources() async {
-        enum Outcome: Sendable { case ended, shutdown }
-        await withTaskGroup(of: Outcome.self) { group in
-            for node in sources {
-                group.addTask {
-                    let output = SourceOutput(tracking: { batch, ack in
-                        node.stats.addEmitted(batch.count)
-                        await Pipeline.route(batch, to: node.routes, acknowledgement: ack)
-                    })
-                    do {
-                        try await node.source.run(output: output)
-                        node.logger.info("input ended")
-                    } catch is CancellationError {
-                        node.logger.debug("stopped")
-                    } catch {
-                        if Task.isCancelled { node.logger.debug("stopped: \(error)"); return .ended }
-                        node.logger.error("failed: \(error)")
-                        self.failed.store(true, ordering: .relaxed)
-                        self.trigger.fire(reason: "\(node.id) failed")
-                    }
-                    return .ended
-                }
-            }
-            group.addTask {
-                await self.trigger.wait()
-                return .shutdown
-            }
-            if transforms.contains(where: { $0.tickInterval != nil }) {
-                group.addTask {
-                    await self.runTicks()
-                    return .ended
-                }
-            }
-            var running = sources.count
-            while let outcome = await group.next() {
-                switch outcome {
-                case .shutdown:
-                    if let reason = trigger.reason, running > 0 { logger.info("shutting down: \(reason)") }
-                    group.cancelAll()
-                case .ended:
-                    running -= 1
-                    if running == 0 { group.cancelAll() }
-                }
-            }
+    /// Every source has ended: transforms release what they hold, sink buffers close, and the
+    /// sinks get `shutdown_timeout` to drain.
+    private func stopSinks(in group: inout DiscardingTaskGroup) -> Phase {
+        let table = routing.acquire()
+        for (node, routes) in table.transforms {
+            // Held positions go only to sinks' buffers here: they are still open, and routes are
+            // followed synchronously through later transforms.
+            let out = node.finish()
+            if !out.isEmpty { Pipeline.routeSynchronously(out, to: routes) }
         }
+        table.leave()
+        let sinks = topology.withLock { $0.sinks.values.filter { !$0.ended.isFired } }
+        for h in sinks { h.buffer.close() }
+        let timeout = settings.withLock { $0.shutdownTimeout }
+        // `run --drain` applies only when the sources ended on their own, not after a signal or a failure.
+        let drainLimit: Duration?? = if case .untilEmpty(let limit) = drain, !trigger.isFired { .some(limit) } else { nil }
+        group.addTask { [logger] in
+            if let limit = drainLimit {
+                logger.info("sources ended; draining: waiting until every queue is empty\(limit.map { " (at most \(DurationText.format($0)))" } ?? "")")
+                if await self.waitForSignal(atMost: limit) == false {
+                    let late = sinks.filter { !$0.ended.isFired }
+                    guard !Task.isCancelled, !late.isEmpty else { return }
+                    let queued = late.reduce(0) { $0 + $1.stats.value("queue.depth") + $1.buffer.depth }
+                    logger.warning("drain timeout of \(limit.map { DurationText.format($0) } ?? "") passed with \(queued) position(s) still queued in \(late.count) sink(s)")
+                    self.drainTimedOut.store(true, ordering: .relaxed)
+                    for h in late { h.cancel.fire(reason: "drain timeout") }
+                    return
+                }
+                guard !Task.isCancelled else { return }
+                logger.info("\(self.trigger.reason ?? "signal") while draining: sinks get \(DurationText.format(timeout)) to stop")
+            }
+            do { try await Task.sleep(for: timeout) } catch { return }
+            let late = sinks.filter { !$0.ended.isFired }
+            guard !late.isEmpty else { return }
+            logger.warning("shutdown deadline of \(DurationText.format(timeout)) passed; cancelling \(late.count) sink(s)")
+            for h in late { h.cancel.fire(reason: "deadline") }
+        }
+        return .stoppingSinks
+    }
+
+    /// Runs `body` until it returns or `stop` fires, which cancels it.
+    private static func run(until stop: ShutdownTrigger, _ body: @escaping @Sendable () async -> Void) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await body() }
+            group.addTask { await stop.wait() }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    private func start(_ h: SourceHandle, in group: inout DiscardingTaskGroup) {
+        let id = h.component.id
+        group.addTask {
+            let output = SourceOutput(tracking: { batch, ack in
+                h.stats.addEmitted(batch.count)
+                await self.route(batch, fromSource: id, acknowledgement: ack)
+            })
+            await Pipeline.run(until: h.stop) {
+                do {
+                    try await h.source.run(output: output)
+                    h.logger.info("input ended")
+                } catch is CancellationError {
+                    h.logger.debug("stopped")
+                } catch {
+                    if Task.isCancelled { h.logger.debug("stopped: \(error)"); return }
+                    h.logger.error("failed: \(error)")
+                    self.failed.store(true, ordering: .relaxed)
+                    self.shutdown(reason: "\(id) failed")
+                }
+            }
+            h.ended.fire(reason: "ended")
+            self.mailbox.yield(.sourceEnded(h))
+        }
+    }
+
+    private func start(_ h: SinkHandle, sink: any PositionSink, in group: inout DiscardingTaskGroup) {
+        group.addTask {
+            await Pipeline.run(until: h.cancel) {
+                do {
+                    try await sink.run(input: h.buffer)
+                    h.logger.debug("flushed and stopped")
+                } catch is CancellationError {
+                    h.logger.warning("stopped at the shutdown deadline with \(h.buffer.depth) position(s) unflushed")
+                } catch {
+                    h.logger.error("failed: \(error)")
+                    self.failed.store(true, ordering: .relaxed)
+                    self.shutdown(reason: "\(h.component.id) failed")
+                }
+            }
+            // A sink that stopped early must not leave its senders blocked.
+            h.buffer.close()
+            h.ended.fire(reason: "ended")
+            self.mailbox.yield(.sinkEnded(h))
+        }
+    }
+
+    // MARK: - Routing
+
+    /// Sends a source's batch along the routes of the current table.
+    private func route(_ batch: [Position], fromSource id: String, acknowledgement: BatchAcknowledgement?) async {
+        let table = routing.acquire()
+        if let routes = table.sources[id] { await Pipeline.route(batch, to: routes, acknowledgement: acknowledgement) }
+        table.leave()
     }
 
     /// Sends a batch along each route: transforms inline, sinks through their buffers.
@@ -275,36 +473,10 @@ public final class Pipeline: Sendable {
             switch r {
             case .sink(let buffer):
                 await buffer.send(batch, acknowledgement: acknowledgement)
-            case .transform(let node):
+            case .transform(let node, let next):
                 let out = node.process(batch)
-                if !out.isEmpty { await route(out, to: node.routes, acknowledgement: acknowledgement) }
+                if !out.isEmpty { await route(out, to: next, acknowledgement: acknowledgement) }
             }
-        }
-    }
-
-    private func runTicks() async {
-        let ticking = transforms.filter { $0.tickInterval != nil }
-        let step = ticking.compactMap(\.tickInterval).min() ?? .seconds(1)
-        var last: [String: Timestamp] = [:]
-        while !Task.isCancelled {
-            do { try await clock.sleep(for: step) } catch { return }
-            let now = clock.now()
-            for node in ticking {
-                guard let interval = node.tickInterval else { continue }
-                if let l = last[node.id], now.milliseconds - l.milliseconds < interval.milliseconds { continue }
-                last[node.id] = now
-                let out = node.tick(now: now)
-                if !out.isEmpty { await Pipeline.route(out, to: node.routes) }
-            }
-        }
-    }
-
-    private func finishTransforms() {
-        // Held positions go only to sinks' buffers here: they are still open, and routes are
-        // followed synchronously through later transforms.
-        for node in transforms {
-            let out = node.finish()
-            if !out.isEmpty { Pipeline.routeSynchronously(out, to: node.routes) }
         }
     }
 
@@ -313,78 +485,61 @@ public final class Pipeline: Sendable {
         for r in routes {
             switch r {
             case .sink(let buffer): buffer.enqueueWithoutWaiting(batch)
-            case .transform(let node):
+            case .transform(let node, let next):
                 let out = node.process(batch)
-                if !out.isEmpty { routeSynchronously(out, to: node.routes) }
+                if !out.isEmpty { routeSynchronously(out, to: next) }
             }
         }
     }
 
-    // MARK: - Sinks
+    /// (Re)starts the tick loop for the transforms of the current table that tick.
+    private func restartTicks(in group: inout DiscardingTaskGroup) {
+        let stop = ShutdownTrigger()
+        auxiliary.withLock { a in a.ticks.fire(reason: "restart"); a.ticks = stop }
+        let table = routing.peek()
+        let ticking = table.transforms.filter { $0.0.tickInterval != nil }
+        guard !ticking.isEmpty else { return }
+        let step = ticking.compactMap(\.0.tickInterval).min() ?? .seconds(1)
+        group.addTask {
+            await Pipeline.run(until: stop) { await self.runTicks(step: step) }
+        }
+    }
 
-    private func runSinks(closed: ShutdownTrigger) async {
-        enum Outcome: Sendable { case sinkEnded, deadline, drainTimeout }
-        let timeout = settings.shutdownTimeout
-        guard !sinks.isEmpty else { return }
-        await withTaskGroup(of: Outcome.self) { group in
-            for node in sinks {
-                group.addTask {
-                    do {
-                        try await node.sink.run(input: node.buffer)
-                        node.logger.debug("flushed and stopped")
-                    } catch is CancellationError {
-                        node.logger.warning("stopped at the shutdown deadline with \(node.buffer.depth) position(s) unflushed")
-                    } catch {
-                        node.logger.error("failed: \(error)")
-                        self.failed.store(true, ordering: .relaxed)
-                        self.trigger.fire(reason: "\(node.id) failed")
-                    }
-                    // A sink that stopped early must not leave its senders blocked.
-                    node.buffer.close()
-                    return .sinkEnded
-                }
+    private func runTicks(step: Duration) async {
+        var last: [ObjectIdentifier: Timestamp] = [:]
+        while !Task.isCancelled {
+            do { try await clock.sleep(for: step) } catch { return }
+            let now = clock.now()
+            let table = routing.acquire()
+            for (node, routes) in table.transforms {
+                guard let interval = node.tickInterval else { continue }
+                if let l = last[ObjectIdentifier(node)], now.milliseconds - l.milliseconds < interval.milliseconds { continue }
+                last[ObjectIdentifier(node)] = now
+                let out = node.tick(now: now)
+                if !out.isEmpty { await Pipeline.route(out, to: routes) }
             }
-            group.addTask {
-                await closed.wait()
-                guard !Task.isCancelled else { return .deadline }
-                if case .untilEmpty(let limit) = self.drain, !self.trigger.isFired {
-                    self.logger.info("sources ended; draining: waiting until every queue is empty\(limit.map { " (at most \(DurationText.format($0)))" } ?? "")")
-                    if await self.waitForSignal(atMost: limit) == false {
-                        guard !Task.isCancelled else { return .deadline }
-                        return .drainTimeout
-                    }
-                    guard !Task.isCancelled else { return .deadline }
-                    self.logger.info("\(self.trigger.reason ?? "signal") while draining: sinks get \(DurationText.format(timeout)) to stop")
-                }
-                try? await Task.sleep(for: timeout)
-                return .deadline
-            }
-            var running = sinks.count
-            while let outcome = await group.next() {
-                switch outcome {
-                case .sinkEnded:
-                    running -= 1
-                    if running == 0 { group.cancelAll() }
-                case .deadline:
-                    if running > 0 {
-                        logger.warning("shutdown deadline of \(DurationText.format(timeout)) passed; cancelling \(running) sink(s)")
-                        group.cancelAll()
-                    }
-                case .drainTimeout:
-                    if running > 0 {
-                        let queued = sinks.reduce(0) { $0 + $1.stats.value("queue.depth") + $1.buffer.depth }
-                        if case .untilEmpty(let limit?) = drain {
-                            logger.warning("drain timeout of \(DurationText.format(limit)) passed with \(queued) position(s) still queued in \(running) sink(s)")
-                        }
-                        drainTimedOut.store(true, ordering: .relaxed)
-                        group.cancelAll()
-                    }
+            table.leave()
+        }
+    }
+
+    // MARK: - Stats
+
+    private func restartStats(in group: inout DiscardingTaskGroup) {
+        let stop = ShutdownTrigger()
+        auxiliary.withLock { a in a.stats.fire(reason: "restart"); a.stats = stop }
+        guard let interval = settings.withLock({ $0.statsInterval }) else { return }
+        group.addTask {
+            await Pipeline.run(until: stop) {
+                while !Task.isCancelled {
+                    do { try await Task.sleep(for: interval) } catch { return }
+                    self.logStats()
                 }
             }
         }
     }
 
-    /// Waits for a shutdown signal for at most `limit` (nil: no limit); true when it came.
+    /// Waits for a shutdown signal for at most `limit` (nil: no limit); true when it came (or
+    /// the wait was cancelled).
     private func waitForSignal(atMost limit: Duration?) async -> Bool {
         guard let limit else {
             await trigger.wait()
@@ -392,20 +547,10 @@ public final class Pipeline: Sendable {
         }
         return await withTaskGroup(of: Bool.self) { group in
             group.addTask { await self.trigger.wait(); return true }
-            group.addTask { try? await Task.sleep(for: limit); return false }
-            let first = await group.next() ?? false
+            group.addTask { (try? await Task.sleep(for: limit)) != nil ? false : true }
+            let first = await group.next() ?? true
             group.cancelAll()
             return first
-        }
-    }
-
-    // MARK: - Stats
-
-    private func reportStatsPeriodically() async {
-        guard let interval = settings.statsInterval else { return }
-        while !Task.isCancelled {
-            do { try await Task.sleep(for: interval) } catch { return }
-            logStats()
         }
     }
 
@@ -415,13 +560,14 @@ public final class Pipeline: Sendable {
     /// At debug level: every few seconds, what each source has emitted so far and lately, so a
     /// pipeline that prints nothing shows which source is silent.
     private func reportSourceProgress() async {
-        var last = sources.map { _ in 0 }
+        var last: [String: Int] = [:]
         while !Task.isCancelled {
             do { try await Task.sleep(for: Pipeline.sourceProgressInterval) } catch { return }
-            for (i, node) in sources.enumerated() {
-                let emitted = node.stats.emitted
-                node.logger.debug("progress: \(emitted) position(s) emitted, \(emitted - last[i]) in the last \(DurationText.format(Pipeline.sourceProgressInterval))")
-                last[i] = emitted
+            let sources = topology.withLock { t in t.configuration.sources.compactMap { t.sources[$0.id] } }
+            for h in sources {
+                let emitted = h.stats.emitted
+                h.logger.debug("progress: \(emitted) position(s) emitted, \(emitted - (last[h.component.id] ?? 0)) in the last \(DurationText.format(Pipeline.sourceProgressInterval))")
+                last[h.component.id] = emitted
             }
         }
     }
@@ -433,6 +579,238 @@ public final class Pipeline: Sendable {
             if s.dropped > 0 { parts.append("dropped=\(s.dropped)") }
             for (name, value) in s.namedValues { parts.append("\(name)=\(value)") }
             logger.child("stats").info("\(s.id) \(parts.joined(separator: " "))")
+        }
+    }
+
+    // MARK: - Reload
+
+    /// Applies a new, already validated configuration to the running pipeline and returns what it
+    /// did; see the type's documentation for the order. Components whose configuration did not
+    /// change keep running untouched. When a new component cannot be built, nothing changes.
+    ///
+    /// The caller (the CLI on SIGHUP) validates the file first, the same way `locgate validate`
+    /// does, and is where service-manager notifications go (`RELOADING=1` before, `READY=1` after).
+    /// Reloads are applied one at a time; a reload after shutdown began is rejected.
+    public func reload(configuration: PipelineConfiguration) async -> ReloadOutcome {
+        await withCheckedContinuation { reply in
+            if case .terminated = mailbox.yield(.reload(configuration, reply)) {
+                reply.resume(returning: ReloadOutcome(status: .rejected, problem: "the pipeline has stopped"))
+            }
+        }
+    }
+
+    /// Runs on the supervisor: see ``reload(configuration:)``.
+    private func apply(_ new: PipelineConfiguration, in group: inout DiscardingTaskGroup) async -> ReloadOutcome {
+        let started = ContinuousClock.now
+        let old = topology.withLock { $0 }
+        let emittedBefore = old.sources.values.reduce(0) { $0 + $1.stats.emitted }
+        var outcome = ReloadOutcome(status: .applied)
+
+        // Settings: what can change live does; the rest waits for a restart.
+        let oldSettings = settings.withLock { $0 }
+        var settingsChanged = false
+        if oldSettings.statsInterval != new.settings.statsInterval || oldSettings.shutdownTimeout != new.settings.shutdownTimeout {
+            settings.withLock { s in
+                s.statsInterval = new.settings.statsInterval
+                s.shutdownTimeout = new.settings.shutdownTimeout
+            }
+            settingsChanged = true
+            if oldSettings.statsInterval != new.settings.statsInterval { restartStats(in: &group) }
+        }
+        if oldSettings.logLevel != new.settings.logLevel {
+            outcome.needsRestart.append("settings.log_level")
+            logger.warning("settings.log_level changed: that needs a restart; kept \(oldSettings.logLevel?.name ?? "the level it started with")")
+        }
+
+        // What changed, by JSON path (an id that moved between sections is removed and added).
+        let oldByPath = Dictionary(old.configuration.components.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
+        let newPaths = Set(new.components.map(\.path))
+        var changed = Set<String>(), added = Set<String>()
+        for c in new.components {
+            guard let was = oldByPath[c.path] else { added.insert(c.path); continue }
+            if was.differs(from: c) { changed.insert(c.path) }
+        }
+        let removed = old.configuration.components.map(\.path).filter { !newPaths.contains($0) }
+        outcome.unchanged = new.components.count - changed.count - added.count
+        let replaced = changed.union(removed)
+        outcome.restarted = new.components.map(\.path).filter { changed.contains($0) }
+        outcome.added = new.components.map(\.path).filter { added.contains($0) }
+        outcome.removed = removed
+        if changed.isEmpty && added.isEmpty && removed.isEmpty {
+            outcome.duration = ContinuousClock.now - started
+            logger.info("reloaded: \(outcome.summary)\(settingsChanged ? " (settings applied)" : "")")
+            return outcome
+        }
+
+        // 1. Build what is new. A sink that claims something a replaced sink holds (its queue, its
+        //    file) is built once that one closed it.
+        let stoppingClaims = Set(old.configuration.sinks.filter { replaced.contains($0.path) }.flatMap(\.prepared.claims))
+        var newSources: [String: SourceHandle] = [:]
+        var newNodes: [String: TransformNode] = [:]
+        var newSinks: [String: (SinkHandle, (any PositionSink)?)] = [:]
+        do {
+            for c in new.transforms where changed.contains(c.path) || added.contains(c.path) {
+                let ctx = context(c, reusing: old.transforms[c.id]?.stats, sameType: oldByPath[c.path]?.type == c.type)
+                newNodes[c.id] = TransformNode(id: c.id, transform: try Pipeline.buildTransform(c, ctx), stats: ctx.stats)
+            }
+            for c in new.sources where changed.contains(c.path) || added.contains(c.path) {
+                let ctx = context(c, reusing: old.sources[c.id]?.stats, sameType: oldByPath[c.path]?.type == c.type)
+                newSources[c.id] = SourceHandle(component: c, source: try Pipeline.buildSource(c, ctx), stats: ctx.stats, logger: ctx.logger)
+            }
+            for c in new.sinks where changed.contains(c.path) || added.contains(c.path) {
+                let ctx = context(c, reusing: old.sinks[c.id]?.stats, sameType: oldByPath[c.path]?.type == c.type)
+                let deferred = !stoppingClaims.isDisjoint(with: c.prepared.claims)
+                newSinks[c.id] = (SinkHandle(component: c, stats: ctx.stats, logger: ctx.logger), deferred ? nil : try Pipeline.buildSink(c, ctx))
+            }
+        } catch {
+            logger.error("reload failed, kept the running pipeline: \(error)")
+            return ReloadOutcome(status: .failed, problem: "\(error)", duration: ContinuousClock.now - started)
+        }
+
+        // 2. Stop replaced sources; what they emit until then goes along the old routes.
+        let stoppingSources = old.configuration.sources.filter { replaced.contains($0.path) }.compactMap { old.sources[$0.id] }
+        topology.withLock { t in for h in stoppingSources { t.sources[h.component.id] = nil } }
+        for h in stoppingSources { h.stop.fire(reason: "reload") }
+        for h in stoppingSources { await h.ended.wait() }
+
+        // 3. Swap the routing table and start new sources.
+        var next = Topology(configuration: new)
+        for c in new.sources { next.sources[c.id] = newSources[c.id] ?? old.sources[c.id] }
+        for c in new.transforms { next.transforms[c.id] = newNodes[c.id] ?? old.transforms[c.id] }
+        for c in new.sinks { next.sinks[c.id] = newSinks[c.id]?.0 ?? old.sinks[c.id] }
+        // An unchanged source or sink that ended on its own (input ended, failed) is not brought back.
+        let table = Pipeline.makeTable(next)
+        topology.withLock { $0 = next }
+        let oldTable = routing.swap(table)
+        for c in new.sources {
+            guard let h = newSources[c.id] else { continue }
+            if table.sources[c.id]?.isEmpty ?? true { h.logger.warning("feeds nothing: no transform or sink lists it in inputs") }
+            start(h, in: &group)
+        }
+        restartTicks(in: &group)
+
+        // 4. Batches that took the old table before the swap finish along it.
+        await oldTable.retire()
+
+        // 5. Replaced transforms release what they hold into their old routes (old sinks still read).
+        for (node, routes) in oldTable.transforms where replaced.contains("transforms.\(node.id)") && old.transforms[node.id] === node {
+            let out = node.finish()
+            if !out.isEmpty { Pipeline.routeSynchronously(out, to: routes) }
+        }
+
+        // 6. Old sinks drain and acknowledge what they hold, within shutdown_timeout.
+        let stoppingSinks = old.configuration.sinks.filter { replaced.contains($0.path) }.compactMap { old.sinks[$0.id] }
+        for h in stoppingSinks { h.buffer.close() }
+        if !stoppingSinks.isEmpty {
+            let timeout = settings.withLock { $0.shutdownTimeout }
+            await withTaskGroup(of: Void.self) { drain in
+                drain.addTask { for h in stoppingSinks { await h.ended.wait() } }
+                drain.addTask { [logger] in
+                    do { try await Task.sleep(for: timeout) } catch { return }
+                    logger.warning("reload: replaced sinks did not drain within \(DurationText.format(timeout)); cancelling them")
+                    for h in stoppingSinks { h.cancel.fire(reason: "deadline") }
+                }
+                await drain.next()
+                drain.cancelAll()
+            }
+            for h in stoppingSinks { await h.ended.wait() }
+        }
+
+        // 7. Replacement and added sinks start reading.
+        for c in new.sinks {
+            guard let (h, prebuilt) = newSinks[c.id] else { continue }
+            if let sink = prebuilt {
+                start(h, sink: sink, in: &group)
+                continue
+            }
+            let ctx = context(c, reusing: h.stats, sameType: true)
+            do {
+                start(h, sink: try Pipeline.buildSink(c, ctx), in: &group)
+            } catch {
+                // The old instance is gone: run the previous configuration again rather than lose
+                // what the new buffer holds; a sink with no previous configuration cannot.
+                if let previous = oldByPath[c.path], previous.kind == .sink,
+                   let sink = try? Pipeline.buildSink(previous, context(previous, reusing: h.stats, sameType: true)) {
+                    logger.error("reload: \(error); \(c.path) runs with its previous configuration")
+                    start(h, sink: sink, in: &group)
+                    topology.withLock { t in
+                        if let i = t.configuration.sinks.firstIndex(where: { $0.id == c.id }) { t.configuration.sinks[i] = previous }
+                    }
+                } else {
+                    logger.error("reload: \(error); positions routed to \(c.path) since the reload are dropped")
+                    h.buffer.close()
+                    h.ended.fire(reason: "failed")
+                    outcome.status = .failed
+                    outcome.problem = "\(error)"
+                }
+            }
+        }
+        outcome.duration = ContinuousClock.now - started
+        // A restarted source of the same type shares its predecessor's counters: count each once.
+        var counters: [ObjectIdentifier: ComponentStats] = [:]
+        for h in topology.withLock({ Array($0.sources.values) }) + stoppingSources { counters[ObjectIdentifier(h.stats)] = h.stats }
+        outcome.positionsDuringReload = counters.values.reduce(0) { $0 + $1.emitted } - emittedBefore
+        logger.info("reloaded: \(outcome.summary) (\(outcome.milliseconds) ms, \(outcome.positionsDuringReload) position(s) emitted meanwhile)")
+        return outcome
+    }
+
+    /// A component's context for a rebuild: it keeps its counters when its type stayed the same.
+    private func context(_ c: PipelineConfiguration.Component, reusing stats: ComponentStats?, sameType: Bool) -> ComponentContext {
+        Pipeline.context(c, handler: logHandler, clock: clock, stats: sameType ? stats : nil)
+    }
+}
+
+/// What a live reload did.
+public struct ReloadOutcome: Sendable, CustomStringConvertible {
+    public enum Status: Sendable, Equatable {
+        /// The new configuration runs (possibly with nothing to change).
+        case applied
+        /// A new component could not be built; the running pipeline was kept as it was (or, for a
+        /// sink that could only be built after its old instance stopped, as `problem` says).
+        case failed
+        /// The pipeline is stopping or has stopped.
+        case rejected
+    }
+
+    public var status: Status
+    /// JSON paths of components restarted with a new configuration, added, removed.
+    public var restarted: [String] = []
+    public var added: [String] = []
+    public var removed: [String] = []
+    /// Components left running as they were.
+    public var unchanged = 0
+    /// Settings that changed but apply only at the next start.
+    public var needsRestart: [String] = []
+    public var problem: String?
+    /// From the supervisor taking the reload to the replacement sinks reading.
+    public var duration: Duration = .zero
+    /// Positions the sources emitted while the reload was applied.
+    public var positionsDuringReload = 0
+
+    public init(status: Status, problem: String? = nil, duration: Duration = .zero) {
+        self.status = status
+        self.problem = problem
+        self.duration = duration
+    }
+
+    var milliseconds: Int64 { duration.milliseconds }
+
+    /// `restarted sinks.file, added transforms.x, unchanged 3`.
+    public var summary: String {
+        var parts: [String] = []
+        if !restarted.isEmpty { parts.append("restarted \(restarted.joined(separator: ", "))") }
+        if !added.isEmpty { parts.append("added \(added.joined(separator: ", "))") }
+        if !removed.isEmpty { parts.append("removed \(removed.joined(separator: ", "))") }
+        if parts.isEmpty { parts.append("nothing changed") }
+        parts.append("unchanged \(unchanged)")
+        return parts.joined(separator: ", ")
+    }
+
+    public var description: String {
+        switch status {
+        case .applied: "reloaded: \(summary)"
+        case .failed: "reload failed: \(problem ?? "")"
+        case .rejected: "reload rejected: \(problem ?? "")"
         }
     }
 }

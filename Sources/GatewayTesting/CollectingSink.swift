@@ -69,4 +69,16 @@ public enum Poll {
             do { try await Task.sleep(for: interval) } catch { return await condition() }
         }
     }
+
+    /// `until` for a synchronous condition that reads state the test owns (a process, a file).
+    public static func until(timeout: Duration = .seconds(20), interval: Duration = .milliseconds(10),
+                             _ condition: () -> Bool) async -> Bool {
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        while true {
+            if condition() { return true }
+            if clock.now >= deadline { return false }
+            do { try await Task.sleep(for: interval) } catch { return condition() }
+        }
+    }
 }

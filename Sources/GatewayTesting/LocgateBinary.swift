@@ -1,5 +1,7 @@
+import Dispatch
 import Foundation
 import GatewayCore
+import Synchronization
 
 /// The built `locgate` binary and the package it belongs to, for tests that run it as a user
 /// would (crash tests with kill -9, examples run end to end).
@@ -20,6 +22,44 @@ public enum LocgateBinary {
             build.waitUntilExit()
         }
         return path
+    }
+
+    /// What a finished run of the binary printed.
+    public struct Result: Sendable {
+        public var status: Int32
+        public var stdout: String
+        public var stderr: String
+    }
+
+    /// Starts the binary with `arguments` (without the binary itself), stdout and stderr on pipes
+    /// the caller reads; the caller waits for or signals the process.
+    public static func start(_ arguments: [String], environment: [String: String] = [:]) throws -> (Process, Pipe, Pipe) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: try path())
+        p.arguments = arguments
+        if !environment.isEmpty { p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        return (p, out, err)
+    }
+
+    /// Runs the binary with `arguments` to completion and returns what it printed.
+    public static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
+        let (p, out, err) = try start(arguments, environment: environment)
+        // Both pipes are drained at once so neither can fill and block the child.
+        let stderrData = Mutex(Data())
+        let group = DispatchGroup()
+        DispatchQueue.global().async(group: group) {
+            let d = err.fileHandleForReading.readDataToEndOfFile()
+            stderrData.withLock { $0 = d }
+        }
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        group.wait()
+        p.waitUntilExit()
+        return Result(status: p.terminationStatus, stdout: String(decoding: o, as: UTF8.self),
+                      stderr: String(decoding: stderrData.withLock { $0 }, as: UTF8.self))
     }
 
     /// Starts `arguments[0]` with the rest as arguments, in the package root, stderr (and stdout

@@ -16,9 +16,11 @@ public enum LocgateCommand {
     Usage:
       locgate run [CONFIG] [--drain [TIMEOUT]]
                                   Run a pipeline. Without CONFIG, runs a demo: a bundled receiver
-                                  log replayed to stdout. --drain: once the sources end, wait until
-                                  every sink's queue is empty (exit 0) or TIMEOUT ("10m") passes
-                                  (exit 3); without TIMEOUT, for as long as it takes.
+                                  log replayed to stdout. SIGHUP re-reads CONFIG and restarts only
+                                  the components whose configuration changed. --drain: once the
+                                  sources end, wait until every sink's queue is empty (exit 0) or
+                                  TIMEOUT ("10m") passes (exit 3); without TIMEOUT, as long as it
+                                  takes.
       locgate validate CONFIG [--no-environment]
                                   Check a pipeline file and, unless --no-environment, what it needs
                                   from this machine: files, directories, queues (errors) and peers
@@ -95,17 +97,29 @@ public enum LocgateCommand {
     // MARK: - Configuration
 
     static func load(_ path: String, registry: PluginRegistry) -> PipelineConfiguration {
-        guard let data = FileManager.default.contents(atPath: path) else {
+        guard FileManager.default.isReadableFile(atPath: path) else {
             let reason = FileManager.default.fileExists(atPath: path) ? "cannot read it" : "no such file"
             fail("\(path): \(reason)", code: 2)
         }
+        switch read(path, registry: registry) {
+        case .success(let config): return config
+        case .failure(let error): fail("\(path): \(error)", code: 2)
+        }
+    }
+
+    /// Reads and validates a pipeline file: what `validate`, `run` and a reload share.
+    static func read(_ path: String, registry: PluginRegistry) -> Result<PipelineConfiguration, ConfigurationError> {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            let reason = FileManager.default.fileExists(atPath: path) ? "cannot read it" : "no such file"
+            return .failure(ConfigurationError(problems: [ConfigurationProblem(path: "$", message: reason)]))
+        }
         let base = (path as NSString).deletingLastPathComponent
         do {
-            return try PipelineConfiguration.load(json: [UInt8](data), registry: registry,
-                                                  environment: ProcessInfo.processInfo.environment,
-                                                  baseDirectory: base.isEmpty ? "." : base)
+            return .success(try PipelineConfiguration.load(json: [UInt8](data), registry: registry,
+                                                           environment: ProcessInfo.processInfo.environment,
+                                                           baseDirectory: base.isEmpty ? "." : base))
         } catch {
-            fail("\(path): \(error)", code: 2)
+            return .failure(error)
         }
     }
 
@@ -185,11 +199,46 @@ public enum LocgateCommand {
             if let demoFile { unlink(demoFile) }
             exit(1)
         }
-        let signalSources = SignalHandling.install(pipeline: pipeline, logger: Logger(label: "locgate", handler: handler))
-        let code = await pipeline.run()
+        let logger = Logger(label: "locgate", handler: handler)
+        let signalSources = SignalHandling.install(pipeline: pipeline, logger: logger)
+        let (hangups, hangupSource) = SignalHandling.hangups()
+        let code = await withTaskGroup(of: Int32?.self) { group in
+            group.addTask { await pipeline.run() }
+            group.addTask {
+                for await _ in hangups {
+                    guard let configPath else {
+                        logger.warning("SIGHUP: the demo has no configuration file to reload")
+                        continue
+                    }
+                    await reload(configPath, pipeline: pipeline, registry: registry, logger: logger)
+                }
+                return nil
+            }
+            var code: Int32 = 0
+            // The pipeline's end ends the SIGHUP loop too.
+            if let first = await group.next() { code = first ?? 0 }
+            group.cancelAll()
+            return code
+        }
+        hangupSource.cancel()
         signalSources.forEach { $0.cancel() }
         if let demoFile { unlink(demoFile) }
         exit(code)
+    }
+
+    /// SIGHUP: validates the file exactly as `validate` does; applies it only when it is valid,
+    /// else logs every problem (one line each, with its JSON path) and keeps the running pipeline.
+    static func reload(_ path: String, pipeline: Pipeline, registry: PluginRegistry, logger: Logger) async {
+        logger.info("SIGHUP: reloading \(path)")
+        switch read(path, registry: registry) {
+        case .failure(let error):
+            for problem in error.problems { logger.error("reload: \(path): \(problem)") }
+            logger.error("reload rejected: \(error.problems.count) problem(s) in \(path); the running pipeline is unchanged")
+        case .success(let config):
+            // A service manager is told about the reload around this call (RELOADING=1, then READY=1).
+            let outcome = await pipeline.reload(configuration: config)
+            if outcome.status == .rejected { logger.warning("\(outcome)") }
+        }
     }
 
     // MARK: - Plugins
@@ -254,6 +303,19 @@ enum SignalHandling {
             sources.append(source)
         }
         return sources
+    }
+}
+
+extension SignalHandling {
+    /// SIGHUP as a stream: one element per signal (several signals during a reload coalesce
+    /// into one more reload). The returned source must stay alive while the stream is read.
+    static func hangups() -> (AsyncStream<Void>, any DispatchSourceSignal) {
+        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        signal(SIGHUP, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())
+        source.setEventHandler { continuation.yield() }
+        source.resume()
+        return (stream, source)
     }
 }
 

@@ -10,6 +10,8 @@ public struct NMEADecoder: Sendable {
     private var assembler: EpochAssembler
     private var counts = NMEAStatistics()
     private let requireChecksum: Bool
+    /// Antenna statuses seen since the last ``takeAntennaReports()``, oldest first.
+    private var antennaReports: [AntennaStatus] = []
 
     /// Creates a decoder with the given options.
     public init(options: NMEAOptions) {
@@ -44,6 +46,14 @@ public struct NMEADecoder: Sendable {
         assembler.flush(into: &out)
     }
 
+    /// Antenna statuses the receiver reported (u-blox `TXT ANTSTATUS=`, MediaTek `PGTOP,11`) since
+    /// the last call, oldest first. The sentences still count as unknown / proprietary.
+    public mutating func takeAntennaReports() -> [AntennaStatus] {
+        guard !antennaReports.isEmpty else { return [] }
+        defer { antennaReports.removeAll(keepingCapacity: true) }
+        return antennaReports
+    }
+
     /// What was decoded and skipped so far.
     public var statistics: NMEAStatistics {
         var s = counts
@@ -69,6 +79,9 @@ public struct NMEADecoder: Sendable {
         case .invalidCharacter: counts.invalidCharacter += 1
         case .unknown: counts.unknown += 1
         case .proprietary: counts.proprietary += 1
+        case .antenna(let status, let proprietary):
+            if proprietary { counts.proprietary += 1 } else { counts.unknown += 1 }
+            antennaReports.append(status)
         case .badField: counts.badField += 1
         case .sentence(let s):
             counts.accepted += 1
@@ -79,6 +92,7 @@ public struct NMEADecoder: Sendable {
     private enum LineOutcome {
         case ais, badChecksum, missingChecksum, invalidCharacter, unknown, proprietary, badField
         case sentence(NMEASentence)
+        case antenna(AntennaStatus, proprietary: Bool)
     }
 
     /// `*` is reserved and anything outside printable ASCII means a damaged line.
@@ -148,10 +162,11 @@ public struct NMEADecoder: Sendable {
             for i in 1..<bodyEnd where !Self.isBodyCharacter(line[i]) { return .invalidCharacter }
         }
         guard bodyEnd > 1 else { return .unknown }
-        switch SentenceParser.parse(body: UnsafeRawBufferPointer(rebasing: line[1..<bodyEnd])) {
+        let body = UnsafeRawBufferPointer(rebasing: line[1..<bodyEnd])
+        switch SentenceParser.parse(body: body) {
         case .sentence(let s): return .sentence(s)
-        case .unknown: return .unknown
-        case .proprietary: return .proprietary
+        case .unknown: return AntennaSentence.status(body: body).map { .antenna($0, proprietary: false) } ?? .unknown
+        case .proprietary: return AntennaSentence.status(body: body).map { .antenna($0, proprietary: true) } ?? .proprietary
         case .badField: return .badField
         }
     }

@@ -31,6 +31,9 @@ public struct NMEAStatistics: Sendable, Equatable, CustomStringConvertible {
     /// Positions emitted (one per receiver epoch).
     public var epochs = 0
 
+    /// Sentences that passed the checksum, used or not: evidence the receiver is talking at the right rate.
+    public var wellFormed: Int { accepted + unknown + proprietary + ais + badField }
+
     /// Creates zeroed counters.
     public init() {}
 

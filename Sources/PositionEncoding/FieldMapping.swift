@@ -114,7 +114,7 @@ public enum PositionField: Sendable, Equatable {
         case .x: return num(p.x, 3)
         case .y: return num(p.y, 3)
         case .event: return p.event.map { .text($0.kind.rawValue) }
-        case .fence: return p.event.map { .text($0.fenceId) }
+        case .fence: return p.event?.fenceId.map { .text($0) }
         case .attribute(let key): return p.attributes[key].map { .text($0) }
         }
     }

@@ -15,7 +15,7 @@ public enum OwnTracks {
             switch e.kind {
             case .enter: transition = ("enter", e)
             case .exit: transition = ("leave", e)
-            case .dwell: break
+            default: break  // dwell and health events have no OwnTracks transition
             }
         }
         out.append(contentsOf: transition == nil ? #"{"_type":"location""#.utf8 : #"{"_type":"transition""#.utf8)
@@ -44,8 +44,9 @@ public enum OwnTracks {
         if let transition {
             if let seconds { key("wtst"); JSONWriter.appendInt(seconds, to: &out) }
             key("event"); JSONWriter.appendString(transition.event, to: &out)
-            key("desc"); JSONWriter.appendString(transition.fence.fenceName ?? transition.fence.fenceId, to: &out)
-            key("rid"); JSONWriter.appendString(transition.fence.fenceId, to: &out)
+            let fence = transition.fence.fenceId ?? ""
+            key("desc"); JSONWriter.appendString(transition.fence.fenceName ?? fence, to: &out)
+            key("rid"); JSONWriter.appendString(fence, to: &out)
         }
         key("_id"); JSONWriter.appendString(p.id, to: &out)
         out.append(UInt8(ascii: "}"))

@@ -25,8 +25,9 @@ func optionTable(_ info: PluginInfo) -> String {
     return lines.joined(separator: "\n")
 }
 
-/// Option names in every markdown table of `text` whose first column header is `option`
-/// (one list per table, in order), with backticks stripped.
+/// Rows of every markdown table of `text` whose first column header is `option` (one list per
+/// table, in order), each as "name = default" with backticks stripped, so a default changed in
+/// the code and not in the README (or the other way round) fails the table test.
 func optionTables(in text: String) -> [[String]] {
     var tables: [[String]] = []
     var current: [String]?
@@ -43,7 +44,12 @@ func optionTables(in text: String) -> [[String]] {
             continue
         }
         if first.allSatisfy({ $0 == "-" || $0 == ":" }) { continue }
-        current?.append(first.replacingOccurrences(of: "`", with: ""))
+        // Cells split on unescaped pipes only: a default such as "a|b" is written `a\|b`.
+        let row = line.replacingOccurrences(of: "\\|", with: "\u{1}").dropFirst()
+            .split(separator: "|", omittingEmptySubsequences: false)
+            .map { $0.trimmingCharacters(in: .whitespaces).replacingOccurrences(of: "\u{1}", with: "|") }
+        let name = first.replacingOccurrences(of: "`", with: "")
+        current?.append(row.count > 2 ? "\(name) = \(row[2].replacingOccurrences(of: "`", with: ""))" : name)
     }
     if let c = current { tables.append(c) }
     return tables
@@ -120,7 +126,7 @@ func optionTables(in text: String) -> [[String]] {
         }
         let path = "\(packageRoot)/Plugins/\(info.folder)/README.md"
         let text = try String(contentsOfFile: path, encoding: .utf8)
-        let names = info.options.map(\.name)
+        let names = info.options.map { "\($0.name) = \($0.required ? "required" : $0.defaultValue ?? "none")" }
         let tables = optionTables(in: text)
         #expect(tables.contains(names), """
             Plugins/\(info.folder)/README.md has no option table for \(info.kind.rawValue) "\(info.type)" listing exactly \(names); \
@@ -130,4 +136,68 @@ func optionTables(in text: String) -> [[String]] {
         #expect(text.contains("## Troubleshooting"), "Plugins/\(info.folder)/README.md has no Troubleshooting section")
         #expect(text.contains(info.sample), "Plugins/\(info.folder)/README.md does not show the sample configuration verbatim")
     }
+}
+
+/// Documented defaults against the code: an option's default is written in its `OptionSpec`
+/// (which generates the README table) and in the configuration struct's initial value; this
+/// checks, option by option, that writing the documented default changes nothing.
+@Suite struct DocumentedDefaultsTests {
+    /// `object` with `value` at a dotted `name` ("batch.interval"), or the member removed when nil.
+    static func setting(_ name: String, to value: JSONValue?, in object: JSONObject) -> JSONObject {
+        var copy = object
+        let parts = name.split(separator: ".", maxSplits: 1).map(String.init)
+        if parts.count == 2 {
+            let inner = copy[parts[0]]?.objectValue ?? JSONObject()
+            let updated = setting(parts[1], to: value, in: inner)
+            // Removing the last member of a nested object the sample did not have leaves it out.
+            copy[parts[0]] = updated.isEmpty && copy[parts[0]] == nil ? nil : .object(updated)
+        } else {
+            copy[name] = value
+        }
+        return copy
+    }
+
+    /// The configuration a plugin reads from `object`, as text (every stored property, nested),
+    /// and the problems reported.
+    static func configuration(_ plugin: RegisteredPlugin, _ object: JSONObject) -> (String, [String]) {
+        let diagnostics = ConfigurationDiagnostics()
+        var reader = OptionReader(object: object, path: "x", diagnostics: diagnostics, environment: ["HOME": "/root"], baseDirectory: "/tmp")
+        reader.markKnown(PipelineConfiguration.commonKeys)
+        let prepared = plugin.prepare(&reader)
+        var text = ""
+        if let c = prepared.configuration { dump(c, to: &text) }
+        return (text, diagnostics.problems.map { "\($0.path): \($0.message)" })
+    }
+
+    @Test(arguments: BuiltinPlugins.registry.all.map(\.info.type).indices)
+    func writingTheDocumentedDefaultChangesNothing(index: Int) throws {
+        let plugin = BuiltinPluginsTests.plugins[index]
+        let info = plugin.info
+        let sample = try #require(try JSONValue.parse(string: info.sample).objectValue)
+        for option in info.options where !option.required {
+            // Defaults that describe a rule ("<host>:<port>", "locgate-<host name>-<source id>")
+            // are not values to write.
+            guard let text = option.defaultValue, !text.contains("<"), let value = try? JSONValue.parse(string: text) else { continue }
+            // A member of an optional object ("tls.verify", "stream.replicas") has its default only
+            // once the object is there: writing it alone would turn the object on.
+            if let dot = option.name.firstIndex(of: "."), sample[String(option.name[..<dot])] == nil { continue }
+            let (left, leftProblems) = Self.configuration(plugin, sample.removing(option.name))
+            let (written, writtenProblems) = Self.configuration(plugin, Self.setting(option.name, to: value, in: sample))
+            // An option that applies only with another's value ("body.template" with format
+            // "template") says so when written alone; its default is checked by the plugin's tests.
+            if writtenProblems.contains(where: { $0.contains("only used with") }) { continue }
+            #expect(!left.isEmpty, "\(info.type): the plugin keeps no configuration value to compare")
+            #expect(writtenProblems == leftProblems, "\(info.type).\(option.name): writing the documented default \(text) is reported: \(writtenProblems)")
+            // Lines compared as a multiset: sets dump their members in per-instance order.
+            let l = left.split(separator: "\n").sorted(), w = written.split(separator: "\n").sorted()
+            let onlyLeft = l.filter { !w.contains($0) }.map { $0.trimmingCharacters(in: .whitespaces) }
+            let onlyWritten = w.filter { !l.contains($0) }.map { $0.trimmingCharacters(in: .whitespaces) }
+            #expect(l == w, "\(info.type).\(option.name): documented default \(text) differs from leaving it out: \(onlyLeft.prefix(3)) ≠ \(onlyWritten.prefix(3))")
+        }
+    }
+}
+
+extension JSONObject {
+    /// A copy without the member at a dotted `name`.
+    func removing(_ name: String) -> JSONObject { DocumentedDefaultsTests.setting(name, to: nil, in: self) }
 }

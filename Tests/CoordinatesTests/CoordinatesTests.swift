@@ -47,7 +47,7 @@ func metres(_ a: (Double, Double), _ b: (Double, Double)) -> Double {
     Geodesic.distance(from: GeoPoint(latitude: a.1, longitude: a.0), to: GeoPoint(latitude: b.1, longitude: b.0))
 }
 
-@Suite struct ProjectionTests {
+@Suite(.timeLimit(.minutes(3))) struct ProjectionTests {
     /// Points inside UTM zone 50N's useful area and across the world for Web Mercator.
     static let utmPoints: [(lon: Double, lat: Double)] = [(116.4, 39.9), (114.0579, 22.5431), (117.2, 31.8), (119.3, 26.08), (120.0, 0.5), (113.1, 55.0), (117.0, 84.0)]
     static let mercatorPoints: [(lon: Double, lat: Double)] = [(116.4, 39.9), (0, 0), (-122.4194, 37.7749), (151.2093, -33.8688), (-179.9, 84.9), (2.3522, 48.8566)]
@@ -129,7 +129,7 @@ func metres(_ a: (Double, Double), _ b: (Double, Double)) -> Double {
     }
 }
 
-@Suite struct ChinaDatumPathTests {
+@Suite(.timeLimit(.minutes(3))) struct ChinaDatumPathTests {
     struct Vector: Sendable, CustomTestStringConvertible {
         let from: String, to: String
         let input: (Double, Double), expected: (Double, Double)
@@ -178,7 +178,7 @@ func metres(_ a: (Double, Double), _ b: (Double, Double)) -> Double {
     }
 }
 
-@Suite struct UnexpectedDatumTests {
+@Suite(.timeLimit(.minutes(3))) struct UnexpectedDatumTests {
     @Test func isReportedOncePerSourceAndConvertedFromWhatThePositionSays() throws {
         var (t, stats, log) = try makeTransform(#"{"from": "wgs84", "to": "gcj02"}"#)
         let gcj = (121.531541859215, 31.17530398364597)
@@ -214,7 +214,7 @@ func metres(_ a: (Double, Double), _ b: (Double, Double)) -> Double {
     }
 }
 
-@Suite struct CoordinatesDocumentationTests {
+@Suite(.timeLimit(.minutes(3))) struct CoordinatesDocumentationTests {
     @Test func readmeTableMatchesTheOptions() throws {
         let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Plugins/Coordinates/README.md").standardized
         let lines = try String(contentsOf: url, encoding: .utf8).split(separator: "\n").map(String.init)

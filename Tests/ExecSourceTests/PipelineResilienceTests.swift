@@ -15,7 +15,7 @@ enum CollectSinkPlugin: SinkPlugin {
     }
 }
 
-@Suite struct PipelineResilienceTests {
+@Suite(.timeLimit(.minutes(3))) struct PipelineResilienceTests {
     @Test func garbageCrashingAndHangingPluginsDoNotHurtTheOthers() async throws {
         var registry = BuiltinPlugins.registry
         registry.register(sink: CollectSinkPlugin.self)

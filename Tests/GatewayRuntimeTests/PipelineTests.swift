@@ -1,8 +1,9 @@
 import GatewayCore
 import GatewayRuntime
+import GatewayTesting
 import Testing
 
-@Suite struct PipelineTests {
+@Suite(.timeLimit(.minutes(3))) struct PipelineTests {
     func source(_ id: String, _ s: some PositionSource) -> PipelineConfiguration.Component {
         .init(id: id, kind: .source, type: "test", prepared: PreparedComponent { _ in .source(s) })
     }
@@ -64,7 +65,7 @@ import Testing
             settings: quiet)
         let p = try Pipeline(configuration: config, logHandler: SilentLogHandler())
         async let code = p.run()
-        while r.all.count < 20 { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(await Poll.until { r.all.count >= 20 })
         p.shutdown(reason: "test")
         #expect(await code == 0)
         #expect(r.all.count == 20)

@@ -3,7 +3,7 @@ import GatewayRuntime
 import Synchronization
 import Testing
 
-@Suite struct SinkBufferStressTests {
+@Suite(.timeLimit(.minutes(3))) struct SinkBufferStressTests {
     /// Batches larger than the capacity: a sender that is told to wait, then finds the buffer
     /// emptied before it registers, never wakes.
     @Test func batchLargerThanCapacityNeverDeadlocks() async throws {

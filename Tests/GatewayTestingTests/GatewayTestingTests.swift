@@ -27,7 +27,7 @@ enum Collect: SinkPlugin {
     static func makeSink(_ c: Void, context: ComponentContext) throws -> any PositionSink { CollectingSink(collector: collector) }
 }
 
-@Suite struct ManualClockTests {
+@Suite(.timeLimit(.minutes(3))) struct ManualClockTests {
     @Test func nowMovesOnlyWhenAdvanced() {
         let clock = ManualClock(start: Timestamp(milliseconds: 1000))
         #expect(clock.now().milliseconds == 1000)
@@ -65,7 +65,7 @@ enum Collect: SinkPlugin {
     }
 }
 
-@Suite struct ScriptedSourceTests {
+@Suite(.timeLimit(.minutes(3))) struct ScriptedSourceTests {
     @Test func playsItsScriptOnTheInjectedClock() async throws {
         let clock = ManualClock()
         let collector = PositionCollector()
@@ -107,7 +107,7 @@ enum Collect: SinkPlugin {
     }
 }
 
-@Suite struct SourceConformanceTests {
+@Suite(.timeLimit(.minutes(3))) struct SourceConformanceTests {
     /// Ignores cancellation for a minute (without using a CPU): the check must fail rather than hang.
     struct Stubborn: PositionSource {
         func run(output: SourceOutput) async throws {
@@ -150,7 +150,7 @@ enum Collect: SinkPlugin {
     }
 }
 
-@Suite struct RecordingLogHandlerTests {
+@Suite(.timeLimit(.minutes(3))) struct RecordingLogHandlerTests {
     @Test func recordsLinesAtOrAboveItsLevel() {
         let log = RecordingLogHandler(minimumLevel: .info)
         let logger = log.logger(label: "sources.rx")

@@ -1,3 +1,4 @@
+import GatewayTesting
 import Testing
 @testable import Geodesy
 

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayTesting
 import Testing
 @testable import Geodesy
 

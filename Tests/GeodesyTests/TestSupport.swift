@@ -79,19 +79,6 @@ func degrees(_ p: GeoPoint, _ q: GeoPoint) -> Double {
     max(abs(p.latitude - q.latitude), abs(p.longitude - q.longitude))
 }
 
-/// SplitMix64: a tiny seeded generator so randomized tests are reproducible.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// Records a measured number (accuracy maxima) with the test, without printing: the text is
 /// attached to the test and saved when `swift test --attachments-path DIR` is given.
 func report(_ text: String, sourceLocation: SourceLocation = #_sourceLocation) {

@@ -1,27 +1,12 @@
 import Foundation
+import GatewayTesting
 import Testing
 
 /// Runs the built `locgate` binary: replay a receiver log → geofence keep_inside → file.
-@Suite(.serialized) struct GeofenceEndToEndTests {
-    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
-    /// The debug binary, built first when missing (the README's test command builds it before `swift test`).
-    static let binary: URL = {
-        let url = packageRoot.appendingPathComponent(".build/debug/locgate")
-        if !FileManager.default.isExecutableFile(atPath: url.path) {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            p.arguments = ["swift", "build", "--product", "locgate"]
-            p.currentDirectoryURL = packageRoot
-            try? p.run()
-            p.waitUntilExit()
-        }
-        return url
-    }()
-
+@Suite(.timeLimit(.minutes(3)), .serialized) struct GeofenceEndToEndTests {
     func run(_ config: URL) throws -> (Int32, String) {
         let p = Process()
-        p.executableURL = Self.binary
+        p.executableURL = URL(fileURLWithPath: try LocgateBinary.path())
         p.arguments = ["run", config.path]
         let err = Pipe()
         p.standardError = err
@@ -43,7 +28,7 @@ import Testing
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         // The drive in this log runs from the north-east corner to the south-west; the fence holds its western half.
-        let log = Self.packageRoot.appendingPathComponent("Tests/NMEATests/Fixtures/gpsd/bundg_zeus_9.log").path
+        let log = LocgateBinary.packageRoot.appendingPathComponent("Tests/NMEATests/Fixtures/gpsd/bundg_zeus_9.log").path
         let (west, east, south, north) = (5.3084, 5.3110, 52.8470, 52.8510)
         let fences = #"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"id":"west","name":"West half"},"geometry":{"type":"Polygon","coordinates":[[[\#(west),\#(south)],[\#(east),\#(south)],[\#(east),\#(north)],[\#(west),\#(north)],[\#(west),\#(south)]]]}}]}"#
         try Data(fences.utf8).write(to: dir.appendingPathComponent("fences.geojson"))

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import GatewayTesting
 import Geodesy
 @testable import Geofence
 import Testing
@@ -128,7 +129,7 @@ import Testing
     }
 
     @Test func aReloadMidTrackKeepsState() throws {
-        let dir = try Support.temporaryDirectory()
+        let dir = try makeTemporaryDirectoryURL()
         defer { try? FileManager.default.removeItem(at: dir) }
         let file = dir.appendingPathComponent("fences.geojson")
         try Data(Support.collection([Support.squareFeature(id: "yard", centre: centre, half: 100)]).utf8).write(to: file)

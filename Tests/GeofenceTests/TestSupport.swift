@@ -58,12 +58,6 @@ enum Support {
     }
 
     static func events(_ out: [Position]) -> [String] {
-        out.compactMap { p in p.event.map { "\($0.kind.rawValue):\($0.fenceId)" } }
-    }
-
-    static func temporaryDirectory() throws -> URL {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("geofence-test-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        return dir
+        out.compactMap { p in p.event.map { "\($0.kind.rawValue):\($0.fenceId ?? "")" } }
     }
 }

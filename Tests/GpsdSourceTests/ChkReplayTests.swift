@@ -4,7 +4,7 @@ import Testing
 
 /// gpsd 3.22's own reports for each log (the JSON lines of its `.chk`), fed to the stream as if
 /// gpsd sent them: one position per epoch, equal to gpsd's last TPV of that epoch.
-@Suite struct ChkReplayTests {
+@Suite(.timeLimit(.minutes(3))) struct ChkReplayTests {
     /// Logs where the README's "last TPV per time" differs from us, with why.
     static let explained: [String: (count: Int, reason: String)] = [
         "humminbird-M37.log": (9, """

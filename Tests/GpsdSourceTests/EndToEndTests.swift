@@ -1,23 +1,11 @@
 import Foundation
 import GatewayCore
+import GatewayTesting
 import Testing
 
 /// The built `locgate` binary with a gpsd source and a file sink, against gpsfake.
-@Suite(.serialized, .enabled(if: Peers.gpsfakeAvailable, "needs Debian's gpsd and gpsd-clients"))
+@Suite(.timeLimit(.minutes(3)), .serialized, .enabled(if: Peers.gpsfakeAvailable, "needs Debian's gpsd and gpsd-clients"))
 struct EndToEndTests {
-    static func locgateBinary() throws -> URL {
-        let binary = TestSupport.packageRoot.appendingPathComponent(".build/debug/locgate")
-        if !FileManager.default.isExecutableFile(atPath: binary.path) {
-            let build = Process()
-            build.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            build.arguments = ["swift", "build", "--product", "locgate"]
-            build.currentDirectoryURL = TestSupport.packageRoot
-            try build.run()
-            build.waitUntilExit()
-        }
-        return binary
-    }
-
     /// Times (ms) of the positions in a JSON Lines file, in file order.
     static func times(in file: URL) -> [Int64] {
         guard let data = try? Data(contentsOf: file) else { return [] }
@@ -41,7 +29,7 @@ struct EndToEndTests {
         let stderrFile = directory.appendingPathComponent("stderr.log")
         try Data(config.utf8).write(to: configFile)
         let locgate = try ChildProcess(
-            try Self.locgateBinary().path, ["run", configFile.path, "--log-level", "debug"],
+            try LocgateBinary.path(), ["run", configFile.path, "--log-level", "debug"],
             environment: ProcessInfo.processInfo.environment, stderr: stderrFile.path)
 
         let first = GpsdChk.epochs(chk: try TestSupport.chk("rst39.log"))
@@ -51,13 +39,13 @@ struct EndToEndTests {
 
         // gpsd #1 serves part of one log and is killed mid-stream.
         let gpsd1 = try GpsFake(logs: ["rst39.log"], port: port)
-        await TestSupport.waitUntil { Self.times(in: output).filter(firstTimes.contains).count >= 10 }
+        #expect(await Poll.until(timeout: .seconds(60)) { Self.times(in: output).filter(firstTimes.contains).count >= 10 })
         gpsd1.stop()
         let beforeRestart = Self.times(in: output).count
         // gpsd #2 on the same port with another log: locgate must find it by itself.
         let gpsd2 = try GpsFake(logs: ["nmea-rtk.log"], port: port)
         defer { gpsd2.stop() }
-        await TestSupport.waitUntil { Self.times(in: output).filter(secondTimes.contains).count >= second.count }
+        #expect(await Poll.until(timeout: .seconds(60)) { Self.times(in: output).filter(secondTimes.contains).count >= second.count })
         gpsd2.stop()
 
         locgate.signal(SIGINT)

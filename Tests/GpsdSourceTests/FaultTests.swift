@@ -1,10 +1,11 @@
 import Foundation
 import GatewayCore
 @testable import GpsdSource
+import GatewayTesting
 import Testing
 
 /// Faults a real gpsd does not produce on demand, from a scripted peer on loopback.
-@Suite struct FaultTests {
+@Suite(.timeLimit(.minutes(3))) struct FaultTests {
     static func tpv(_ second: Int, device: String = "/dev/fake") -> String {
         #"{"class":"TPV","device":"\#(device)","mode":3,"time":"2024-05-01T10:00:\#(String(format: "%02d", second)).000Z","lat":48.1,"lon":11.5,"altMSL":520.5,"speed":1.5,"track":90.0,"eph":3.2}"# + "\r\n"
     }
@@ -30,7 +31,7 @@ import Testing
         let source = GpsdPositionSource(configuration: TestSupport.configuration(port: server.port) { $0.device = "/dev/fake" }, context: context)
         try await TestSupport.running(source, into: collector) {
             // The second epoch is released by the idle flush.
-            await TestSupport.waitUntil { collector.count >= 2 }
+            #expect(await Poll.until(timeout: .seconds(60)) { collector.count >= 2 })
         }
         let ours = collector.all
         #expect(ours.count == 2)
@@ -51,7 +52,7 @@ import Testing
         let config = TestSupport.configuration(port: server.port) { $0.stallTimeout = .milliseconds(600); $0.idleFlush = .milliseconds(100) }
         let source = GpsdPositionSource(configuration: config, context: context)
         let reconnected = try await TestSupport.running(source, into: Collector()) {
-            await TestSupport.waitUntil { server.connections >= 3 }
+            await Poll.until(timeout: .seconds(60)) { server.connections >= 3 }
         }
         #expect(reconnected)
         #expect(logs.contains("no data for 600ms"))
@@ -66,7 +67,7 @@ import Testing
         let context = TestSupport.context(logs: logs)
         let source = GpsdPositionSource(configuration: TestSupport.configuration(port: server.port), context: context)
         try await TestSupport.running(source, into: collector) {
-            await TestSupport.waitUntil { collector.count >= 6 }
+            #expect(await Poll.until(timeout: .seconds(60)) { collector.count >= 6 })
         }
         let seconds = collector.all.compactMap { $0.time.map { Int(($0.milliseconds / 1000) % 60) } }
         #expect(Array(seconds.prefix(6)) == [2, 3, 4, 5, 6, 7])
@@ -78,7 +79,7 @@ import Testing
         defer { server.stop() }
         let source = GpsdPositionSource(configuration: TestSupport.configuration(port: server.port) { $0.mode = .nmea }, context: TestSupport.context())
         try await TestSupport.running(source, into: Collector()) {
-            await TestSupport.waitUntil { server.received.contains("\n") }
+            #expect(await Poll.until(timeout: .seconds(60)) { server.received.contains("\n") })
         }
         #expect(server.received == "?WATCH={\"enable\":true,\"nmea\":true};\n")
     }
@@ -89,7 +90,7 @@ import Testing
         let source = GpsdPositionSource(configuration: TestSupport.configuration(port: server.port), context: TestSupport.context())
         // `running` cancels the source and waits for it to return: this test ends only if it does.
         try await TestSupport.running(source, into: Collector()) {
-            await TestSupport.waitUntil { server.connections >= 1 }
+            #expect(await Poll.until(timeout: .seconds(60)) { server.connections >= 1 })
         }
     }
 }

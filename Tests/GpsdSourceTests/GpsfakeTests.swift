@@ -1,11 +1,12 @@
 import Foundation
 import GatewayCore
 @testable import GpsdSource
+import GatewayTesting
 import Testing
 
 /// The real gpsd (Debian's 3.22, run by gpsfake) replaying logs; positions are checked against
 /// the same gpsd version's expected output.
-@Suite(.serialized, .enabled(if: Peers.gpsfakeAvailable, "needs Debian's gpsd and gpsd-clients"))
+@Suite(.timeLimit(.minutes(3)), .serialized, .enabled(if: Peers.gpsfakeAvailable, "needs Debian's gpsd and gpsd-clients"))
 struct GpsfakeTests {
     @Test(arguments: ["neo-m8n.log", "nmea-rtk.log", "bu353-glonass.log", "rst39.log"])
     func positionsMatchGpsdsReports(log: String) async throws {
@@ -17,7 +18,7 @@ struct GpsfakeTests {
             // The source starts first and retries until gpsd is up.
             let gpsd = try GpsFake(logs: [log], port: port)
             defer { gpsd.stop() }
-            await TestSupport.waitUntil { collector.count >= expected.count }
+            #expect(await Poll.until(timeout: .seconds(60)) { collector.count >= expected.count })
         }
         let ours = collector.all
         var problems = GpsdChk.problems(ours: ours, gpsd: expected)
@@ -42,7 +43,7 @@ struct GpsfakeTests {
         try await TestSupport.running(source, into: collector) {
             let gpsd = try GpsFake(logs: logs, port: port)
             defer { gpsd.stop() }
-            await TestSupport.waitUntil { collector.count >= expected[0].count + expected[1].count }
+            #expect(await Poll.until(timeout: .seconds(60)) { collector.count >= expected[0].count + expected[1].count })
         }
         let byDevice = Dictionary(grouping: collector.all) { $0.device ?? "" }
         #expect(byDevice.count == 2)
@@ -60,10 +61,10 @@ struct GpsfakeTests {
         let context = TestSupport.context(logs: logs)
         let source = GpsdPositionSource(configuration: TestSupport.configuration(port: port), context: context)
         let failedFirst = try await TestSupport.running(source, into: collector) {
-            let failed = await TestSupport.waitUntil { context.stats.value("gpsd.reconnects") >= 3 }
+            let failed = await Poll.until(timeout: .seconds(60)) { context.stats.value("gpsd.reconnects") >= 3 }
             let gpsd = try GpsFake(logs: ["bu353-glonass.log"], port: port)
             defer { gpsd.stop() }
-            await TestSupport.waitUntil { collector.count >= 5 }
+            #expect(await Poll.until(timeout: .seconds(60)) { collector.count >= 5 })
             return failed
         }
         #expect(failedFirst)
@@ -83,7 +84,7 @@ struct GpsfakeTests {
         try await TestSupport.running(source, into: collector) {
             let gpsd = try GpsFake(logs: [log], port: port)
             defer { gpsd.stop() }
-            await TestSupport.waitUntil { collector.count >= expected.count }
+            #expect(await Poll.until(timeout: .seconds(60)) { collector.count >= expected.count })
             // The last epoch comes from the idle flush.
             try await Task.sleep(for: .milliseconds(1500))
         }

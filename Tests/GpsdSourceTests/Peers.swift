@@ -98,7 +98,8 @@ final class GpsFake {
     static let paddingLines = 400
 
     /// Starts gpsfake serving `logs` (fixture names; several logs make several devices), one line every `cycle` seconds.
-    init(logs: [String], port: Int, cycle: Double = 0.01) throws {
+    /// `once: false` replays the logs in a loop; `debug` passes gpsd a debug level (its client commands appear in ``log`` from 4 up).
+    init(logs: [String], port: Int, cycle: Double = 0.01, once: Bool = true, debug: Int? = nil) throws {
         self.port = port
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("locgate-gpsfake-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -114,9 +115,12 @@ final class GpsFake {
         environment["PATH"] = "/usr/sbin:/usr/bin:/bin"
         environment["TMPDIR"] = directory.path
         process = try ChildProcess(
-            "/usr/bin/gpsfake", ["-q", "-1", "-P", String(port), "-c", String(cycle)] + paths,
+            "/usr/bin/gpsfake", ["-q"] + (once ? ["-1"] : []) + (debug.map { ["-D", String($0)] } ?? []) + ["-P", String(port), "-c", String(cycle)] + paths,
             environment: environment, stderr: directory.appendingPathComponent("gpsfake.log").path)
     }
+
+    /// What gpsfake and its gpsd wrote to stderr.
+    var log: String { (try? String(contentsOf: directory.appendingPathComponent("gpsfake.log"), encoding: .utf8)) ?? "" }
 
     /// Stops gpsfake and its gpsd with SIGKILL (gpsfake does not exit on SIGTERM while it waits
     /// for its daemon) and waits for gpsfake to exit.

@@ -50,17 +50,6 @@ enum TestSupport {
             return try await body()
         }
     }
-
-    /// Polls `condition` every 50 ms until it holds or `timeout` passes; returns whether it held.
-    @discardableResult
-    static func waitUntil(timeout: Duration = .seconds(60), _ condition: () -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(50))
-        }
-        return condition()
-    }
 }
 
 /// Collects emitted positions.

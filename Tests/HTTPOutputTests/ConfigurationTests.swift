@@ -2,6 +2,7 @@ import Foundation
 import GatewayCore
 @testable import HTTPOutput
 import Outbox
+import GatewayTesting
 import Testing
 
 @Suite struct ConfigurationTests {
@@ -25,7 +26,7 @@ import Testing
     }
 
     @Test func everyTopLevelKeyAskedForIsDocumented() throws {
-        guard case .object(let o) = try JSONValue.parse(string: #"{"url":"http://127.0.0.1:1/x","queue":null}"#) else { return }
+        let o = try #require(try JSONValue.parse(string: #"{"url":"http://127.0.0.1:1/x","queue":null}"#).objectValue)
         var reader = OptionReader(object: o, path: "sinks.up", diagnostics: ConfigurationDiagnostics())
         _ = HTTPSinkPlugin.configure(&reader)
         let documented = Set(HTTPSinkPlugin.info.options.map { String($0.name.prefix { $0 != "." }) })

@@ -4,7 +4,7 @@ import GatewayTesting
 import Testing
 
 /// `kill -9` of the real binary in the middle of an upload, then a restart on the same queue.
-@Suite struct CrashTests {
+@Suite(.timeLimit(.minutes(5))) struct CrashTests {
 
 
     static func writeConfig(_ path: String, log: String, url: String, queue: String) throws {
@@ -35,7 +35,7 @@ import Testing
         let first = try Receiver(directory: dir, arguments: ["--delay", "0.2"], name: "run1.jsonl")
         try CrashTests.writeConfig(dir + "/run1.json", log: dir + "/long.nmea", url: first.url, queue: dir + "/queue.sqlite")
         let run1 = try LocgateBinary.launch([binary, "run", dir + "/run1.json"], stderr: dir + "/run1.log")
-        let queued = await eventually(120) {
+        let queued = await Poll.until(timeout: .seconds(120)) {
             let log = (try? String(contentsOfFile: dir + "/run1.log", encoding: .utf8)) ?? ""
             return log.contains("input ended") && first.accepted().count >= 3
         }
@@ -52,7 +52,7 @@ import Testing
         defer { second.stop() }
         try CrashTests.writeConfig(dir + "/run2.json", log: dir + "/empty.nmea", url: second.url, queue: dir + "/queue.sqlite")
         let run2 = try LocgateBinary.launch([binary, "run", dir + "/run2.json"], stderr: dir + "/run2.log")
-        #expect(await eventually(120) { !run2.isRunning })
+        #expect(await Poll.until(timeout: .seconds(120)) { !run2.isRunning })
         #expect(run2.terminationStatus == 0)
         let ids2 = second.accepted().flatMap(\.ids).compactMap(ordinal)
 

@@ -3,10 +3,11 @@ import GatewayCore
 import GatewayRuntime
 @testable import HTTPOutput
 import Outbox
+import GatewayTesting
 import Testing
 
 /// The sink against the real receiver script, in process.
-@Suite(.serialized) struct DeliveryTests {
+@Suite(.timeLimit(.minutes(3)), .serialized) struct DeliveryTests {
     func config(_ receiver: Receiver, _ dir: String?, _ extra: String = "", batch: String = #"{"max_positions":100,"interval":"1h"}"#) -> String {
         let queue = dir.map { #"{"path":"\#($0)/queue.sqlite"}"# } ?? "null"
         return #"{"url":"\#(receiver.url)","batch":\#(batch),"retry":{"initial":"20ms","max":"200ms"},"queue":\#(queue)\#(extra)}"#
@@ -21,7 +22,7 @@ import Testing
         try await harness.run { buffer in
             await buffer.send(positions(0..<250))
             // Two full batches go before the input ends; the rest waits for the (long) interval or the end.
-            #expect(await eventually { receiver.accepted().count == 2 })
+            #expect(await Poll.until(timeout: .seconds(30)) { receiver.accepted().count == 2 })
         }
         let sizes = receiver.accepted().map { $0.ids.count }
         #expect(sizes == [100, 100, 50])
@@ -39,7 +40,7 @@ import Testing
         try await harness.run { buffer in
             await buffer.send(positions(0..<40))
             // The byte limit alone triggers sending before the end.
-            #expect(await eventually { receiver.accepted().count >= 2 })
+            #expect(await Poll.until(timeout: .seconds(30)) { receiver.accepted().count >= 2 })
         }
         let accepted = receiver.accepted()
         #expect(accepted.allSatisfy { $0.body.utf8.count <= 2048 })
@@ -54,9 +55,9 @@ import Testing
         let harness = try SinkHarness(try configuration(config(receiver, nil, batch: #"{"max_positions":100,"interval":"200ms"}"#)))
         try await harness.run { buffer in
             await buffer.send(positions(0..<3))
-            #expect(await eventually { receiver.accepted().count == 1 })
+            #expect(await Poll.until(timeout: .seconds(30)) { receiver.accepted().count == 1 })
             await buffer.send(positions(3..<5))
-            #expect(await eventually { receiver.accepted().count == 2 })
+            #expect(await Poll.until(timeout: .seconds(30)) { receiver.accepted().count == 2 })
         }
         #expect(receiver.accepted().map { $0.ids.count } == [3, 2])
     }
@@ -76,7 +77,7 @@ import Testing
             await buffer.send(positions(3..<4))
             try await Task.sleep(for: .milliseconds(500))
             await buffer.send(positions(4..<5))
-            #expect(await eventually { receiver.accepted().count >= 2 })
+            #expect(await Poll.until(timeout: .seconds(30)) { receiver.accepted().count >= 2 })
         }
         #expect(receiver.accepted().map { $0.ids.count } == [3, 2])
     }
@@ -107,10 +108,10 @@ import Testing
         let harness = try SinkHarness(try configuration(config(receiver, dir, batch: #"{"max_positions":100,"interval":"100ms"}"#)))
         try await harness.run { buffer in
             await buffer.send(positions(0..<150))
-            #expect(await eventually { receiver.accepted().count >= 1 })
+            #expect(await Poll.until(timeout: .seconds(30)) { receiver.accepted().count >= 1 })
             receiver.stop()
             for k in 0..<10 { await buffer.send(positions((150 + k * 100)..<(250 + k * 100))) }
-            #expect(await eventually { harness.stats.value("http.retried") >= 3 })
+            #expect(await Poll.until(timeout: .seconds(30)) { harness.stats.value("http.retried") >= 3 })
             try receiver.start()
         }
         let ids = receiver.accepted().flatMap(\.ids)
@@ -189,7 +190,7 @@ import Testing
         let c = try configuration(config(receiver, dir))
         let first = try SinkHarness(c)
         let task = Task { try await first.run { buffer in await buffer.send(positions(0..<120)) } }
-        #expect(await eventually { first.stats.value("http.retried") >= 2 })
+        #expect(await Poll.until(timeout: .seconds(30)) { first.stats.value("http.retried") >= 2 })
         task.cancel()
         _ = await task.result
         try receiver.start()

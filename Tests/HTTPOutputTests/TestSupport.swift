@@ -10,13 +10,6 @@ import Testing
 /// The package root, found from this file's path.
 let packageRoot: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-/// A fresh temporary directory, removed by the caller with `cleanUp`.
-func makeTemporaryDirectory() throws -> String {
-    let path = NSTemporaryDirectory() + "locgate-http-\(UUID().uuidString)"
-    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    return path
-}
-
 /// One request the receiver recorded.
 struct RecordedRequest {
     var status: Int
@@ -107,16 +100,6 @@ final class Receiver: @unchecked Sendable {
 
     /// Requests answered 2xx, in order.
     func accepted() -> [RecordedRequest] { requests().filter { (200..<300).contains($0.status) } }
-}
-
-/// Polls `condition` every 20 ms until it holds or `seconds` pass; returns whether it held.
-func eventually(_ seconds: Double = 30, _ condition: () -> Bool) async -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return condition()
 }
 
 /// Reads a sink configuration from JSON text; problems fail the test.

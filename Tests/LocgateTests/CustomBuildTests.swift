@@ -7,7 +7,7 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(15)))
 struct CustomBuildTests {
     @Test func anOutOfTreePackageBuildsItsOwnBinaryWithAnExtraPlugin() throws {
-        let example = BinaryRunner.packageRoot.appendingPathComponent("Examples/CustomBuild").path
+        let example = LocgateBinary.packageRoot.appendingPathComponent("Examples/CustomBuild").path
         let log = NSTemporaryDirectory() + "locgate-custom-build-\(UUID().uuidString).log"
         defer { try? FileManager.default.removeItem(atPath: log) }
         #expect(Tmpfs.sh("cd '\(example)' && swift build --product locgate-custom > '\(log)' 2>&1") == 0,
@@ -19,7 +19,7 @@ struct CustomBuildTests {
         #expect(plugins.stdout.contains("source beacon — "))
         #expect(plugins.stdout.contains("source serial — "), "the built-in plugins are all there")
 
-        let dir = try BinaryRunner.temporaryDirectory()
+        let dir = try makeTemporaryDirectoryURL()
         defer { try? FileManager.default.removeItem(at: dir) }
         let config = dir.appendingPathComponent("beacon.json")
         try #"{"sources":{"b":{"type":"beacon","lat":31.2304,"lon":121.4737,"interval":"10ms","count":2}},"sinks":{"o":{"type":"stdout","inputs":["b"],"format":"jsonl"}}}"#

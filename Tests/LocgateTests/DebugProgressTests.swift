@@ -7,7 +7,7 @@ import Testing
 @Suite struct DebugProgressTests {
     @Test(.timeLimit(.minutes(1)))
     func debugLevelLogsEachSourcesProgress() throws {
-        let dir = try BinaryRunner.temporaryDirectory().path
+        let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         try NMEASamples.writeLog(epochs: 8, to: "\(dir)/drive.nmea")
         try Data().write(to: URL(fileURLWithPath: "\(dir)/empty.nmea"))
@@ -17,7 +17,7 @@ import Testing
          "sinks":{"o":{"type":"file","inputs":["drive","silent"],"path":"out.jsonl"}}}
         """#
         try Data(config.utf8).write(to: URL(fileURLWithPath: "\(dir)/p.json"))
-        let r = try BinaryRunner.run(["run", "\(dir)/p.json", "--log-level", "debug"])
+        let r = try LocgateBinary.run(["run", "\(dir)/p.json", "--log-level", "debug"])
         #expect(r.status == 0, "\(r.stderr)")
         // 8 epochs one second apart: 7 s of replay, one progress line at 5 s.
         let drive = r.stderr.split(separator: "\n").filter { $0.contains("debug sources.drive: progress: ") }

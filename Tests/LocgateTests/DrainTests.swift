@@ -10,7 +10,7 @@ struct DrainTests {
     /// A 40-epoch log replayed at full speed to an http sink on `port`, with a durable queue and a
     /// 1 s shutdown timeout (without --drain the run would stop 1 s after the replay).
     static func pipeline(port: Int) throws -> (dir: String, config: String) {
-        let dir = try BinaryRunner.temporaryDirectory().path
+        let dir = try makeTemporaryDirectory()
         try NMEASamples.writeLog(epochs: 40, to: "\(dir)/drive.nmea")
         let config = """
         {"settings":{"shutdown_timeout":"1s","stats_interval":false},
@@ -69,7 +69,7 @@ struct DrainTests {
     func aDrainThatTimesOutExitsThreeAndSaysHowManyRemainAndWhere() throws {
         let (dir, config) = try Self.pipeline(port: LoopbackTCPServer.freePort())
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let r = try BinaryRunner.run(["run", config, "--drain", "1s"])
+        let r = try LocgateBinary.run(["run", config, "--drain", "1s"])
         #expect(r.status == 3, "\(r.stderr)")
         #expect(r.stderr.contains("warning pipeline: drain timeout of 1s passed with 40 position(s) still queued in 1 sink(s)"), "\(r.stderr)")
         #expect(r.stderr.contains("40 position(s) stay queued in \(dir)/upload.sqlite for the next start"), "\(r.stderr)")
@@ -77,7 +77,7 @@ struct DrainTests {
     }
 
     @Test func aDrainTimeoutMustBeADuration() throws {
-        let r = try BinaryRunner.run(["run", "--drain=soon", "x.json"])
+        let r = try LocgateBinary.run(["run", "--drain=soon", "x.json"])
         #expect(r.status == 2)
         #expect(r.stderr.contains(#"--drain expects a timeout such as "30s" or "10m", got "soon""#), "\(r.stderr)")
     }

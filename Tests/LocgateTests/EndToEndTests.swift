@@ -1,10 +1,11 @@
 import Foundation
+import GatewayTesting
 #if canImport(FoundationXML)
 import FoundationXML
 #endif
 import Testing
 
-@Suite(.serialized) struct EndToEndTests {
+@Suite(.timeLimit(.minutes(5)), .serialized) struct EndToEndTests {
     func write(_ text: String, to url: URL) throws {
         try Data(text.utf8).write(to: url)
     }
@@ -17,8 +18,8 @@ import Testing
     }
 
     @Test func replayingALogWritesOnePositionPerEpochToEveryFormat() throws {
-        let dir = try BinaryRunner.temporaryDirectory()
-        let log = BinaryRunner.fixture("ublox-neo-m9n-nmea.log").path
+        let dir = try makeTemporaryDirectoryURL()
+        let log = gpsdFixture("ublox-neo-m9n-nmea.log").path
         let config = dir.appendingPathComponent("p.json")
         try write("""
         {"settings":{"stats_interval":false},
@@ -28,7 +29,7 @@ import Testing
                   "g":{"type":"file","inputs":["rx"],"path":"out.geojson"},
                   "x":{"type":"file","inputs":["rx"],"path":"out.gpx"}}}
         """, to: config)
-        let r = try BinaryRunner.run(["run", config.path])
+        let r = try LocgateBinary.run(["run", config.path])
         #expect(r.status == 0, "\(r.stderr)")
         let lines = try jsonLines(dir.appendingPathComponent("out.jsonl"))
         let fixes = lines.filter { ($0["mode"] as? Int ?? 0) >= 2 }
@@ -51,15 +52,15 @@ import Testing
     }
 
     @Test func appendingContinuesGeoJSONAndTheReplayIsDeterministic() throws {
-        let dir = try BinaryRunner.temporaryDirectory()
-        let log = BinaryRunner.fixture("bu353-glonass.log").path
+        let dir = try makeTemporaryDirectoryURL()
+        let log = gpsdFixture("bu353-glonass.log").path
         let config = dir.appendingPathComponent("p.json")
         try write("""
         {"settings":{"stats_interval":false},"sources":{"rx":{"type":"file","path":"\(log)"}},
          "sinks":{"g":{"type":"file","inputs":["rx"],"path":"out.geojson","mode":"append"},"j":{"type":"file","inputs":["rx"],"path":"out.jsonl"}}}
         """, to: config)
-        #expect(try BinaryRunner.run(["run", config.path]).status == 0)
-        #expect(try BinaryRunner.run(["run", config.path]).status == 0)
+        #expect(try LocgateBinary.run(["run", config.path]).status == 0)
+        #expect(try LocgateBinary.run(["run", config.path]).status == 0)
         let geo = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: dir.appendingPathComponent("out.geojson"))) as? [String: Any])
         let features = try #require(geo["features"] as? [[String: Any]])
         let lines = try jsonLines(dir.appendingPathComponent("out.jsonl"))
@@ -70,14 +71,14 @@ import Testing
     }
 
     @Test func rotatedGeoJSONFilesAreEachValidAndTogetherHoldEveryPosition() throws {
-        let dir = try BinaryRunner.temporaryDirectory()
-        let log = BinaryRunner.fixture("bu353-glonass.log").path
+        let dir = try makeTemporaryDirectoryURL()
+        let log = gpsdFixture("bu353-glonass.log").path
         try write("""
         {"settings":{"stats_interval":false},"sources":{"rx":{"type":"file","path":"\(log)","rate":"50x"}},
          "sinks":{"g":{"type":"file","inputs":["rx"],"path":"out.geojson","rotate_bytes":2048,"keep_files":50},
                   "j":{"type":"file","inputs":["rx"],"path":"out.jsonl"}}}
         """, to: dir.appendingPathComponent("p.json"))
-        let r = try BinaryRunner.run(["run", dir.appendingPathComponent("p.json").path])
+        let r = try LocgateBinary.run(["run", dir.appendingPathComponent("p.json").path])
         #expect(r.status == 0, "\(r.stderr)")
         let files = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasPrefix("out.geojson") }
         #expect(files.count > 2)
@@ -90,12 +91,12 @@ import Testing
     }
 
     @Test func appendingToALineCutShortKeepsTheNewRecordsWhole() throws {
-        let dir = try BinaryRunner.temporaryDirectory()
+        let dir = try makeTemporaryDirectoryURL()
         try write(#"{"class":"TPV","id":"x-1","mode":1}"# + "\n" + #"{"class":"TPV","id":"x-2","la"#, to: dir.appendingPathComponent("out.jsonl"))
-        let log = BinaryRunner.fixture("bu353-glonass.log").path
+        let log = gpsdFixture("bu353-glonass.log").path
         try write(#"{"settings":{"stats_interval":false},"sources":{"rx":{"type":"file","path":"\#(log)"}},"sinks":{"j":{"type":"file","inputs":["rx"],"path":"out.jsonl"}}}"#,
                   to: dir.appendingPathComponent("p.json"))
-        let r = try BinaryRunner.run(["run", dir.appendingPathComponent("p.json").path])
+        let r = try LocgateBinary.run(["run", dir.appendingPathComponent("p.json").path])
         #expect(r.status == 0)
         #expect(r.stderr.contains("ended in the middle of a line"))
         let lines = try String(contentsOf: dir.appendingPathComponent("out.jsonl"), encoding: .utf8).split(separator: "\n")
@@ -104,23 +105,21 @@ import Testing
         #expect(lines.count > 10)
     }
 
-    @Test func sigtermDuringARealtimeReplayLeavesValidFilesAndExitsZero() throws {
-        let dir = try BinaryRunner.temporaryDirectory()
-        let log = BinaryRunner.fixture("ericsson-gru04-02-70sec.log").path
+    @Test func sigtermDuringARealtimeReplayLeavesValidFilesAndExitsZero() async throws {
+        let dir = try makeTemporaryDirectoryURL()
+        let log = gpsdFixture("ericsson-gru04-02-70sec.log").path
         let config = dir.appendingPathComponent("p.json")
         try write("""
         {"sources":{"rx":{"type":"file","path":"\(log)","rate":"realtime"}},
          "sinks":{"g":{"type":"file","inputs":["rx"],"path":"out.geojson"},"x":{"type":"file","inputs":["rx"],"path":"out.gpx"}}}
         """, to: config)
-        let (p, _, err) = try BinaryRunner.start(["run", config.path])
+        let (p, _, err) = try LocgateBinary.start(["run", config.path])
         let geoURL = dir.appendingPathComponent("out.geojson")
-        var waited = 0
-        while waited < 300 {
-            if let d = try? Data(contentsOf: geoURL), let g = try? JSONSerialization.jsonObject(with: d) as? [String: Any],
-               ((g["features"] as? [Any])?.count ?? 0) >= 2 { break }
-            Thread.sleep(forTimeInterval: 0.1)
-            waited += 1
+        let twoFeatures = await Poll.until(timeout: .seconds(30)) {
+            guard let d = try? Data(contentsOf: geoURL), let g = try? JSONSerialization.jsonObject(with: d) as? [String: Any] else { return false }
+            return ((g["features"] as? [Any])?.count ?? 0) >= 2
         }
+        #expect(twoFeatures)
         kill(p.processIdentifier, SIGTERM)
         let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         p.waitUntilExit()
@@ -133,14 +132,14 @@ import Testing
     }
 
     @Test func aBrokenConfigExitsTwoNamingEveryProblem() throws {
-        let dir = try BinaryRunner.temporaryDirectory()
+        let dir = try makeTemporaryDirectoryURL()
         let config = dir.appendingPathComponent("bad.json")
         try write("""
         {"sources":{"rx":{"type":"file","rate":"warp"}},
          "sinks":{"o":{"type":"stdout","inputs":["rx","ghost"],"format":"xml"},"p":{"type":"nope","inputs":["rx"]}}}
         """, to: config)
         for command in ["validate", "run"] {
-            let r = try BinaryRunner.run([command, config.path])
+            let r = try LocgateBinary.run([command, config.path])
             #expect(r.status == 2)
             #expect(r.stderr.contains("sources.rx.path: required option is missing"))
             #expect(r.stderr.contains("sources.rx.rate: expected \"max\""))
@@ -148,23 +147,23 @@ import Testing
             #expect(r.stderr.contains("sinks.o.format: expected one of \"jsonl\", \"text\", got \"xml\""))
             #expect(r.stderr.contains("sinks.p.type: unknown sink type \"nope\""))
         }
-        let ok = try BinaryRunner.run(["validate", BinaryRunner.packageRoot.appendingPathComponent("Docs/examples/replay-to-files.json").path])
+        let ok = try LocgateBinary.run(["validate", LocgateBinary.packageRoot.appendingPathComponent("Docs/examples/replay-to-files.json").path])
         #expect(ok.status == 0, "\(ok.stderr)")
     }
 
     @Test func aMissingInputFileIsARuntimeFailure() throws {
-        let dir = try BinaryRunner.temporaryDirectory()
+        let dir = try makeTemporaryDirectoryURL()
         let config = dir.appendingPathComponent("p.json")
         try write(#"{"sources":{"rx":{"type":"file","path":"/nonexistent/x.nmea"}},"sinks":{"o":{"type":"stdout","inputs":["rx"]}}}"#, to: config)
-        let r = try BinaryRunner.run(["run", config.path])
+        let r = try LocgateBinary.run(["run", config.path])
         #expect(r.status == 1)
         #expect(r.stderr.contains("/nonexistent/x.nmea: cannot open for reading: No such file or directory"), "\(r.stderr)")
     }
 
     @Test func corruptAndTruncatedLogsNeverCrashIt() throws {
-        let dir = try BinaryRunner.temporaryDirectory()
-        var rng = SystemRandomNumberGenerator()
-        var bytes = [UInt8](try Data(contentsOf: BinaryRunner.fixture("quectel-eg25-g.log")))
+        let dir = try makeTemporaryDirectoryURL()
+        var rng = SeededGenerator(seed: 20240501)
+        var bytes = [UInt8](try Data(contentsOf: gpsdFixture("quectel-eg25-g.log")))
         // Flip bits, insert NULs and noise, cut it mid-sentence.
         for _ in 0..<400 { bytes[Int.random(in: 0..<bytes.count, using: &rng)] ^= UInt8.random(in: 1...255, using: &rng) }
         for _ in 0..<50 { bytes.insert(contentsOf: [0, 0, 0x24, 0x24, 0xff], at: Int.random(in: 0..<bytes.count, using: &rng)) }
@@ -172,14 +171,14 @@ import Testing
         try Data(bytes).write(to: dir.appendingPathComponent("bad.nmea"))
         try write(#"{"settings":{"stats_interval":false},"sources":{"rx":{"type":"file","path":"bad.nmea"}},"sinks":{"o":{"type":"file","inputs":["rx"],"path":"o.jsonl"}}}"#,
                   to: dir.appendingPathComponent("p.json"))
-        let r = try BinaryRunner.run(["run", dir.appendingPathComponent("p.json").path])
+        let r = try LocgateBinary.run(["run", dir.appendingPathComponent("p.json").path])
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stderr.contains("rejected="))
         #expect(try jsonLines(dir.appendingPathComponent("o.jsonl")).count > 10)
     }
 
     @Test func theDemoPrintsPositionsWithNoArguments() throws {
-        let (p, out, _) = try BinaryRunner.start([])
+        let (p, out, _) = try LocgateBinary.start([])
         var text = ""
         let handle = out.fileHandleForReading
         while text.split(separator: "\n").count < 3 {
@@ -194,7 +193,7 @@ import Testing
     }
 
     @Test func pluginsListsEveryOptionWithDefaults() throws {
-        let r = try BinaryRunner.run(["plugins"])
+        let r = try LocgateBinary.run(["plugins"])
         #expect(r.status == 0)
         #expect(r.stdout.contains("source file —"))
         #expect(r.stdout.contains("rate (\"max\" | \"realtime\" | \"<N>x\"; default \"max\")"))

@@ -18,7 +18,7 @@ struct HangingServerTests {
     }
 
     @Test func aSilentServerCostsNoCPUAndTheDeadlineEndsTheRequestWithTheBatchQueued() async throws {
-        let dir = try BinaryRunner.temporaryDirectory()
+        let dir = try makeTemporaryDirectoryURL()
         defer { try? FileManager.default.removeItem(at: dir) }
         let accepted = dir.appendingPathComponent("accepted").path
         // Accepts, records each connection, and never answers.
@@ -52,7 +52,7 @@ struct HangingServerTests {
                                  "timeout": "60s", "batch": { "max_positions": 1, "interval": "100ms" },
                                  "queue": { "path": "\#(dir.path)/q.sqlite" } } } }
             """#.write(to: config, atomically: true, encoding: .utf8)
-        let (p, _, _) = try BinaryRunner.start(["run", config.path])
+        let (p, _, _) = try LocgateBinary.start(["run", config.path])
         defer { if p.isRunning { kill(p.processIdentifier, SIGKILL) } }
         #expect(await Poll.until(timeout: .seconds(30)) { FileManager.default.fileExists(atPath: accepted) })
 

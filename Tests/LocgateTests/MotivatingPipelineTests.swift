@@ -1,11 +1,12 @@
 import Foundation
+import GatewayTesting
 import Geodesy
 import Testing
 
 /// The job locgate was born for, end to end with the built binary: track a receiver; upload
 /// batches only while inside a park fenced on a Baidu map; in BD-09; skip fixes that did not move
 /// 10 m but still report while standing still; drop the queue only after the server acknowledged.
-@Suite(.serialized) struct MotivatingPipelineTests {
+@Suite(.timeLimit(.minutes(5)), .serialized) struct MotivatingPipelineTests {
     /// A scripted drive in Shanghai, 1 Hz: 120 s parked at `start` (with ±0.5 m jitter), then
     /// 200 s driving east at 6 m/s (12 m in two fixes, clear of the 10 m threshold).
     struct Drive {
@@ -62,13 +63,13 @@ import Testing
     }
 
     @Test func onlyInsideMovedOrHeartbeatPositionsArriveInBD09AndTheQueueEmpties() throws {
-        let dir = try BinaryRunner.temporaryDirectory()
+        let dir = try makeTemporaryDirectoryURL()
         try Data(Drive.nmea().utf8).write(to: dir.appendingPathComponent("drive.nmea"))
         try Data(Drive.parkGeoJSON().utf8).write(to: dir.appendingPathComponent("park.geojson"))
         let received = dir.appendingPathComponent("received.jsonl")
         let receiver = Process()
         receiver.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        receiver.arguments = ["python3", BinaryRunner.packageRoot.appendingPathComponent("Tests/HTTPOutputTests/Support/receiver.py").path,
+        receiver.arguments = ["python3", LocgateBinary.packageRoot.appendingPathComponent("Tests/HTTPOutputTests/Support/receiver.py").path,
                               "--record", received.path, "--port", "0"]
         let out = Pipe()
         receiver.standardOutput = out
@@ -95,7 +96,7 @@ import Testing
              "queue":{"path":"upload.sqlite"}},
            "copy":{"type":"file","inputs":["baidu"],"path":"sent.jsonl"}}}
         """.utf8).write(to: dir.appendingPathComponent("pipeline.json"))
-        let run = try BinaryRunner.run(["run", dir.appendingPathComponent("pipeline.json").path])
+        let run = try LocgateBinary.run(["run", dir.appendingPathComponent("pipeline.json").path])
         #expect(run.status == 0, "\(run.stderr)")
 
         // Every request body is the classic payload.

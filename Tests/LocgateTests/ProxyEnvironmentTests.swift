@@ -7,10 +7,10 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(2)))
 struct ProxyEnvironmentTests {
     @Test func httpsProxyFromTheEnvironmentIsUsed() async throws {
-        let dir = try BinaryRunner.temporaryDirectory()
+        let dir = try makeTemporaryDirectoryURL()
         defer { try? FileManager.default.removeItem(at: dir) }
         let certs = try TestCertificates(in: dir.path)
-        let support = BinaryRunner.packageRoot.appendingPathComponent("Tests/HTTPOutputTests/Support")
+        let support = LocgateBinary.packageRoot.appendingPathComponent("Tests/HTTPOutputTests/Support")
         let received = dir.appendingPathComponent("received.jsonl").path
         let receiver = try ScriptPeer(script: support.appendingPathComponent("receiver.py").path,
                                       arguments: ["--record", received, "--tls-cert", certs.serverCert, "--tls-key", certs.serverKey])
@@ -28,7 +28,7 @@ struct ProxyEnvironmentTests {
                                  "tls": { "ca_file": "\#(certs.ca)" }, "batch": { "max_positions": 10, "interval": "100ms" },
                                  "queue": { "path": "\#(dir.path)/q.sqlite" } } } }
             """#.write(to: config, atomically: true, encoding: .utf8)
-        let r = try BinaryRunner.run(["run", config.path], environment: ["https_proxy": "http://127.0.0.1:\(proxy.port)", "no_proxy": ""])
+        let r = try LocgateBinary.run(["run", config.path], environment: ["https_proxy": "http://127.0.0.1:\(proxy.port)", "no_proxy": ""])
         #expect(r.status == 0, "\(r.stderr)")
         let lines = ((try? String(contentsOfFile: proxied, encoding: .utf8)) ?? "").split(separator: "\n")
         #expect(lines.first == "CONNECT 127.0.0.1:\(receiver.port) HTTP/1.1", "\(lines)")

@@ -3,17 +3,17 @@ import GatewayCore
 import GatewayTesting
 import Testing
 
-/// Every example of locgate's output in the documentation is the output of a real run: a block
+/// Every example of locgate's output in a README is the output of a real run: a block
 /// after `<!-- output: NAME -->` must equal what scenario NAME prints, and output JSON anywhere
-/// else in the docs fails the check. `LOCGATE_UPDATE_DOCS=1` rewrites the blocks instead.
+/// else in a README fails the check. `LOCGATE_UPDATE_DOCS=1` rewrites the blocks instead.
 @Suite(.serialized)
 struct ReadmeExamplesTests {
     static let root = LocgateBinary.packageRoot.path
 
+    /// The READMEs: the top-level one and every plugin's.
     static var documents: [String] {
         let plugins = (try? FileManager.default.contentsOfDirectory(atPath: "\(root)/Plugins")) ?? []
-        let docs = ((try? FileManager.default.contentsOfDirectory(atPath: "\(root)/Docs")) ?? []).filter { $0.hasSuffix(".md") }
-        return ["README.md"] + plugins.sorted().map { "Plugins/\($0)/README.md" } + docs.sorted().map { "Docs/\($0)" }
+        return ["README.md"] + plugins.sorted().map { "Plugins/\($0)/README.md" }
     }
 
     /// A track across the "North depot" fence: outside, inside twice, outside.
@@ -28,13 +28,13 @@ struct ReadmeExamplesTests {
     /// Runs `locgate run` on `config` in a fresh directory holding the track, the fences and
     /// gpsd's RTK log; returns the file `output` (or stdout when nil).
     static func run(_ config: String, output: String? = nil) throws -> String {
-        let dir = try BinaryRunner.temporaryDirectory().path
+        let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         try Data(track.utf8).write(to: URL(fileURLWithPath: "\(dir)/track.jsonl"))
         try Data(fences.utf8).write(to: URL(fileURLWithPath: "\(dir)/depots.geojson"))
-        try FileManager.default.copyItem(atPath: BinaryRunner.fixture("nmea-rtk.log").path, toPath: "\(dir)/drive.nmea")
+        try FileManager.default.copyItem(atPath: gpsdFixture("nmea-rtk.log").path, toPath: "\(dir)/drive.nmea")
         try Data(config.utf8).write(to: URL(fileURLWithPath: "\(dir)/pipeline.json"))
-        let r = try BinaryRunner.run(["run", "\(dir)/pipeline.json", "--log-level", "warning"])
+        let r = try LocgateBinary.run(["run", "\(dir)/pipeline.json", "--log-level", "warning"])
         guard r.status == 0 else { throw PeerError(description: "run failed: \(r.stderr)") }
         guard let output else { return r.stdout }
         return try String(contentsOfFile: "\(dir)/\(output)", encoding: .utf8)

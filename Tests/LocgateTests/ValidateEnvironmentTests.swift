@@ -81,7 +81,7 @@ struct ValidateEnvironmentTests {
 
     /// A directory with a valid one-epoch NMEA log `x.nmea`, and the pipeline file.
     static func prepare(_ config: String, setup: @Sendable (String) throws -> Void = { _ in }) throws -> (dir: String, file: String) {
-        let dir = try BinaryRunner.temporaryDirectory().path
+        let dir = try makeTemporaryDirectory()
         try NMEASamples.writeLog(epochs: 3, to: "\(dir)/x.nmea")
         try setup(dir)
         let file = "\(dir)/pipeline.json"
@@ -93,7 +93,7 @@ struct ValidateEnvironmentTests {
     func aBrokenEnvironmentFailsValidationWithThePathAndTheReason(_ c: Broken) throws {
         let (dir, file) = try Self.prepare(c.config, setup: c.setup)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let r = try BinaryRunner.run(["validate", file])
+        let r = try LocgateBinary.run(["validate", file])
         #expect(r.status == 2, "\(r.stdout)\(r.stderr)")
         let line = r.stderr.split(separator: "\n").first { $0.contains("\(c.path): ") }.map(String.init) ?? ""
         #expect(!line.isEmpty, "no problem at \(c.path): \(r.stderr)")
@@ -101,8 +101,8 @@ struct ValidateEnvironmentTests {
             #expect(line.contains(text), "\(text) missing from: \(line)")
         }
         // Skipping the checks passes it, and `run` then fails as validate said it would.
-        #expect(try BinaryRunner.run(["validate", file, "--no-environment"]).status == 0)
-        let run = try BinaryRunner.run(["run", file])
+        #expect(try LocgateBinary.run(["validate", file, "--no-environment"]).status == 0)
+        let run = try LocgateBinary.run(["run", file])
         #expect(run.status == 1, "run: \(run.stderr)")
     }
 
@@ -112,7 +112,7 @@ struct ValidateEnvironmentTests {
         let (dir, file) = try Self.prepare(Self.fence("park.geojson"), setup: Self.write("{}", "park.geojson"))
         defer { try? FileManager.default.removeItem(atPath: dir) }
         #expect(chmod("\(dir)/park.geojson", 0) == 0)
-        let r = try BinaryRunner.run(["validate", file])
+        let r = try LocgateBinary.run(["validate", file])
         #expect(r.status == 2)
         #expect(r.stderr.contains("transforms.f.fences: fence file: cannot read \(dir)/park.geojson: Permission denied"), "\(r.stderr)")
     }
@@ -133,7 +133,7 @@ struct ValidateEnvironmentTests {
             try Self.mkdir("out")(dir)
         }
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let first = try BinaryRunner.run(["validate", file])
+        let first = try LocgateBinary.run(["validate", file])
         #expect(first.status == 0, "\(first.stderr)")
         // A server that is down is a warning: the queue keeps the positions until it is up.
         #expect(first.stdout.contains("sinks.u.url: warning: the server is not reachable now"), "\(first.stdout)")
@@ -142,22 +142,22 @@ struct ValidateEnvironmentTests {
         // Validation created nothing.
         #expect(!FileManager.default.fileExists(atPath: "\(dir)/out/upload.sqlite"))
         #expect(!FileManager.default.fileExists(atPath: "\(dir)/out/track.jsonl"))
-        let run = try BinaryRunner.run(["run", file])
+        let run = try LocgateBinary.run(["run", file])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stderr.contains("3 position(s) stay queued in \(dir)/out/upload.sqlite"), "\(run.stderr)")
 
         // Now the queue and the output exist: they validate as they are, unchanged.
         let queueBefore = try Data(contentsOf: URL(fileURLWithPath: "\(dir)/out/upload.sqlite"))
-        let second = try BinaryRunner.run(["validate", file])
+        let second = try LocgateBinary.run(["validate", file])
         #expect(second.status == 0, "\(second.stderr)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: "\(dir)/out/upload.sqlite")) == queueBefore)
-        #expect(try BinaryRunner.run(["run", file]).status == 0)
+        #expect(try LocgateBinary.run(["run", file]).status == 0)
     }
 
     @Test func aSerialPortThatIsNotPluggedInIsOnlyAWarning() throws {
         let (dir, file) = try Self.prepare(#"{"sources":{"gps":{"type":"serial","port":"/dev/ttyLOCGATE-absent"}},"sinks":{"o":{"type":"stdout","inputs":["gps"]}}}"#)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let r = try BinaryRunner.run(["validate", file])
+        let r = try LocgateBinary.run(["validate", file])
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout.contains("sources.gps.port: warning: /dev/ttyLOCGATE-absent: No such file or directory; the source waits for it to appear"), "\(r.stdout)")
     }
@@ -165,11 +165,11 @@ struct ValidateEnvironmentTests {
     @Test func typosGetSuggestions() throws {
         let (dir, file) = try Self.prepare(#"{"sources":{"log":{"type":"file","path":"x.nmea","rte":"max"}},"sink":{"o":{"type":"stdout","inputs":["log"]}}}"#)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let r = try BinaryRunner.run(["validate", file])
+        let r = try LocgateBinary.run(["validate", file])
         #expect(r.status == 2)
         #expect(r.stderr.contains(#"sources.log.rte: unknown option; did you mean "rate"?"#), "\(r.stderr)")
         #expect(r.stderr.contains(#"sink: unknown top-level key; did you mean "sinks"?"#), "\(r.stderr)")
-        let plugins = try BinaryRunner.run(["plugins", "gpds"])
+        let plugins = try LocgateBinary.run(["plugins", "gpds"])
         #expect(plugins.status == 2)
         #expect(plugins.stderr.contains(#"no plugin of type "gpds"; did you mean "gpsd"? types: coordinates,"#), "\(plugins.stderr)")
     }

@@ -56,9 +56,3 @@ func positionID(_ payload: String) -> String? {
     (try? JSONValue.parse(string: payload))?["id"]?.stringValue
 }
 
-/// A fresh temporary directory.
-func makeTemporaryDirectory() throws -> String {
-    let path = NSTemporaryDirectory() + "locgate-mqtt-test-\(UUID().uuidString)"
-    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    return path
-}

@@ -9,13 +9,6 @@ import Testing
 /// The package root, found from this file's path.
 let packageRoot: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-/// A fresh temporary directory; the caller removes it.
-func makeTemporaryDirectory() throws -> String {
-    let path = NSTemporaryDirectory() + "locgate-nats-test-\(UUID().uuidString)"
-    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    return path
-}
-
 /// Positions `<prefix><from>` … one second apart, over `devices` devices in turn.
 func positions(_ range: Range<Int>, devices: Int = 5, prefix: String = "t-") -> [Position] {
     range.map { i in

@@ -6,16 +6,6 @@ import NATSTesting
 import Synchronization
 import Testing
 
-/// The package root, found from this file's path.
-let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
-/// `.build/debug/locgate`, built when missing.
-func locgateBinary() throws -> String { try LocgateBinary.path() }
-
-func launch(_ arguments: [String], stderr: String, stdout: String? = nil, environment: [String: String] = [:]) throws -> Process {
-    try LocgateBinary.launch(arguments, stderr: stderr, stdout: stdout, environment: environment)
-}
-
 /// Position ids in a JSON Lines file, with how often each appears; a line cut by kill -9 is skipped
 /// (its message was never acknowledged, so it comes again).
 func idsInFile(_ path: String) -> [String: Int] {
@@ -31,7 +21,7 @@ func idsInFile(_ path: String) -> [String: Int] {
 @Suite(.serialized) struct BinaryTests {
     @Test(.timeLimit(.minutes(5)))
     func killNineWhileConsumingLosesNothingAndLeavesNothingPending() async throws {
-        let binary = try locgateBinary()
+        let binary = try LocgateBinary.path()
         let cluster = try NATSCluster()
         defer { cluster.stop() }
         try await cluster.start()
@@ -66,7 +56,7 @@ func idsInFile(_ path: String) -> [String: Int] {
         // (its size is cheap to poll; a position is about 200 bytes).
         @Sendable func size() -> Int { ((try? FileManager.default.attributesOfItem(atPath: out))?[.size] as? Int) ?? 0 }
         for round in 1...3 {
-            let p = try launch([binary, "run", dir + "/run.json"], stderr: dir + "/run\(round).log")
+            let p = try LocgateBinary.launch([binary, "run", dir + "/run.json"], stderr: dir + "/run\(round).log")
             let before = size()
             let grew = await Poll.until(timeout: .seconds(90), interval: .milliseconds(2)) { size() >= before + 300_000 }
             kill(p.processIdentifier, SIGKILL)
@@ -77,7 +67,7 @@ func idsInFile(_ path: String) -> [String: Int] {
         #expect(idsInFile(out).count < total, "the kills came after everything was consumed; the test proves nothing")
 
         // The last run consumes the rest; the consumer ends with nothing pending.
-        let last = try launch([binary, "run", dir + "/run.json"], stderr: dir + "/run-last.log")
+        let last = try LocgateBinary.launch([binary, "run", dir + "/run.json"], stderr: dir + "/run-last.log")
         defer { if last.isRunning { kill(last.processIdentifier, SIGKILL); last.waitUntilExit() } }
         #expect(await Poll.until(timeout: .seconds(120)) { idsInFile(out).count == total })
         #expect(await Poll.until(timeout: .seconds(60)) {
@@ -97,11 +87,11 @@ func idsInFile(_ path: String) -> [String: Int] {
 
     @Test(.timeLimit(.minutes(6)))
     func fleetExampleRunsAndPartitionsMatchOneAggregator() async throws {
-        let binary = try locgateBinary()
+        let binary = try LocgateBinary.path()
         let dir = NSTemporaryDirectory() + "locgate-fleet-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let script = packageRoot.appendingPathComponent("Docs/examples/fleet/fleet.sh").path
-        let p = try launch(["/bin/bash", script, binary], stderr: dir + ".log", stdout: dir + ".out", environment: ["FLEET_EPOCHS": "400"])
+        let script = LocgateBinary.packageRoot.appendingPathComponent("Docs/examples/fleet/fleet.sh").path
+        let p = try LocgateBinary.launch(["/bin/bash", script, binary], stderr: dir + ".log", stdout: dir + ".out", environment: ["FLEET_EPOCHS": "400"])
         let ended = await Poll.until(timeout: .seconds(300), interval: .milliseconds(200)) { !p.isRunning }
         if !ended { kill(p.processIdentifier, SIGTERM); p.waitUntilExit() }
         let summary = (try? String(contentsOfFile: dir + ".out", encoding: .utf8)) ?? ""

@@ -163,3 +163,24 @@ import Testing
         #expect(out.last?.id.hasSuffix("-1") == true)
     }
 }
+
+@Suite struct AntennaSentenceTests {
+    @Test(arguments: [
+        ("$GPTXT,01,01,02,ANTSTATUS=OPEN*2B\r\n", AntennaStatus?.some(.open)),
+        ("$GNTXT,01,01,02,ANTSTATUS=OK*25\r\n", .ok),
+        ("$GPTXT,01,01,02,ANTSTATUS=SHORT*6D\r\n", .short),
+        ("$GNTXT,01,01,02,ANTSTATUS=INIT*3B\r\n", nil),
+        ("$PGTOP,11,3*6F\r\n", .ok),
+        ("$PGTOP,11,2*6E\r\n", .open),
+        ("$PGTOP,11,1*6D\r\n", .short),
+        ("$GPTXT,01,01,02,locgate test padding*5D\r\n", nil),
+    ])
+    func antennaStatusSentencesAreReported(line: String, expected: AntennaStatus?) {
+        var decoder = NMEADecoder(options: NMEAOptions())
+        var out: [Position] = []
+        Array(line.utf8).withUnsafeBytes { decoder.decode($0, into: &out) }
+        #expect(decoder.takeAntennaReports() == (expected.map { [$0] } ?? []))
+        #expect(decoder.statistics.wellFormed == 1, "the checksum is right and the sentence still counts")
+        #expect(decoder.takeAntennaReports().isEmpty)
+    }
+}

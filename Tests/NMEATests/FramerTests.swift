@@ -1,5 +1,6 @@
 import GatewayCore
 import NMEA
+import GatewayTesting
 import Testing
 
 @Suite struct FramerTests {
@@ -28,7 +29,7 @@ import Testing
     @Test func randomChunkSizesGiveTheSameOutput() throws {
         let bytes = try Self.messyInput()
         let whole = TestSupport.decode(bytes)
-        var rng = SplitMix64(seed: 42)
+        var rng = SeededGenerator(seed: 42)
         for _ in 0..<5 {
             let sizes = (0..<200).map { _ in Int.random(in: 1...90, using: &rng) }
             let chunked = TestSupport.decode(bytes, chunks: sizes)
@@ -122,7 +123,7 @@ import Testing
     }
 
     @Test func binaryNoiseIsSkipped() {
-        var rng = SplitMix64(seed: 7)
+        var rng = SeededGenerator(seed: 7)
         var bytes: [UInt8] = (0..<5000).map { _ in UInt8.random(in: 0...255, using: &rng) }
         bytes += [0x0A] + Array(Self.rmc.utf8)
         let r = TestSupport.decode(bytes)

@@ -58,7 +58,7 @@ enum GpsdDifferences {
     static let noFixExtrasReason = "gpsd drops the time of invalid (status V) sentences"
 }
 
-@Suite struct GpsdComparisonTests {
+@Suite(.timeLimit(.minutes(3))) struct GpsdComparisonTests {
     @Test(arguments: TestSupport.gpsdLogs)
     func eachLogMatchesGpsdEpochsOrTheDifferenceIsExplained(log: String) throws {
         let r = try GpsdChk.run(log: log)

@@ -13,7 +13,7 @@ func configureTCP(_ json: String, diagnostics: ConfigurationDiagnostics = Config
     return c
 }
 
-@Suite struct TCPSourceTests {
+@Suite(.timeLimit(.minutes(3))) struct TCPSourceTests {
     func source(port: Int, _ extra: String = "") throws -> (ComponentContext) throws -> any PositionSource {
         let c = try configureTCP(#"{ "host": "127.0.0.1", "port": \#(port), "reconnect_initial": "50ms", "reconnect_max": "200ms"\#(extra) }"#)
         return { ctx in try TCPNMEAPlugin.makeSource(c, context: ctx) }
@@ -65,10 +65,12 @@ func configureTCP(_ json: String, diagnostics: ConfigurationDiagnostics = Config
         let port = LoopbackTCPServer.freePort()
         let server = LoopbackTCPServer(port: port) { n in Array(NMEASamples.epoch(n).utf8) }
         // The server appears only after the source has failed to connect a few times.
+        var stats: ComponentStats?
         try await SourceConformance.checkReconnects(
             peerDown: {},
             peerUp: {},
             make: { ctx in
+                stats = ctx.stats
                 let s = try source(port: port)(ctx)
                 return ScriptedStart(source: s, before: {
                     _ = await Poll.until { ctx.stats.value("tcp.connect_failures") >= 2 }
@@ -76,6 +78,9 @@ func configureTCP(_ json: String, diagnostics: ConfigurationDiagnostics = Config
                 })
             })
         server.stop()
+        // The server was started only after two failed attempts, so a position proves a retry.
+        #expect((stats?.value("tcp.connect_failures") ?? 0) >= 2)
+        #expect(server.connections == 1)
     }
 
     @Test func honoursCancellationWhileConnectedAndWhileWaiting() async throws {

@@ -3,7 +3,7 @@ import GatewayTesting
 import NetworkNMEA
 import Testing
 
-@Suite struct UDPSourceTests {
+@Suite(.timeLimit(.minutes(3))) struct UDPSourceTests {
     func configure(_ json: String) throws -> UDPNMEAConfiguration {
         try PluginOptions.valid(UDPNMEAPlugin.self, json)
     }

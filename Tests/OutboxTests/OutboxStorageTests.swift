@@ -4,12 +4,6 @@ import GatewayTesting
 @testable import Outbox
 import Testing
 
-func makeTemporaryDirectory() throws -> String {
-    let path = NSTemporaryDirectory() + "locgate-outbox-\(UUID().uuidString)"
-    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    return path
-}
-
 func entries(_ range: Range<Int>, key: String = "", time: Int64? = nil) -> [OutboxEntry] {
     range.map { OutboxEntry(id: "p\($0)", key: key, payload: Array(#"{"class":"TPV","id":"p\#($0)","mode":1,"datum":"wgs84"}"#.utf8), time: time) }
 }

@@ -29,7 +29,7 @@ private final class TestPipe: Sendable {
     }
 }
 
-@Suite struct PollWakeupTests {
+@Suite(.timeLimit(.minutes(3))) struct PollWakeupTests {
     @Test func returnsTheReadyDescriptor() async throws {
         let wakeup = try Wakeup()
         let p = try TestPipe()

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayTesting
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -8,7 +9,7 @@ import Glibc
 /// (with the test-only pty shim preloaded), writing to a file sink.
 ///
 /// Serialized: each test runs socat and a locgate child, and the CPU measurement wants a quiet machine.
-@Suite(.serialized)
+@Suite(.timeLimit(.minutes(5)), .serialized)
 struct SerialEndToEndTests {
     @Test func positionsWrittenToThePtyArriveInOrderAndComplete() async throws {
         let dir = ScratchDirectory()
@@ -17,7 +18,7 @@ struct SerialEndToEndTests {
         let out = dir.path + "/out.jsonl"
         let locgate = try LocgateProcess(config: serialConfig(port: pty.reader, output: out), directory: dir.path)
         defer { locgate.stop(); pty.stop() }
-        #expect(await waitUntil { locgate.count("opened \(pty.reader)") == 1 }, "log: \(locgate.log)")
+        #expect(await Poll.until { locgate.count("opened \(pty.reader)") == 1 }, "log: \(locgate.log)")
         let n = 200
         // Varied write sizes: whole epochs, and epochs split mid-sentence.
         var pending: [UInt8] = []
@@ -32,7 +33,7 @@ struct SerialEndToEndTests {
             }
         }
         pty.write(pending)
-        #expect(await waitUntil { readPositions(out).count >= n }, "log: \(locgate.log)")
+        #expect(await Poll.until { readPositions(out).count >= n }, "log: \(locgate.log)")
         let positions = readPositions(out)
         #expect(positions.count == n)
         for (i, p) in positions.enumerated() {
@@ -48,20 +49,20 @@ struct SerialEndToEndTests {
         let out = dir.path + "/out.jsonl"
         let locgate = try LocgateProcess(config: serialConfig(port: pty.reader, output: out), directory: dir.path)
         defer { locgate.stop(); pty.stop() }
-        #expect(await waitUntil { locgate.count("opened \(pty.reader)") == 1 })
+        #expect(await Poll.until { locgate.count("opened \(pty.reader)") == 1 })
         for i in 0..<20 { pty.write(NMEAGenerator.epoch(i)) }
         // The last epoch is released by the idle flush, without a following epoch.
-        #expect(await waitUntil { readPositions(out).count == 20 }, "log: \(locgate.log)")
+        #expect(await Poll.until { readPositions(out).count == 20 }, "log: \(locgate.log)")
 
         pty.stop()  // unplug
-        #expect(await waitUntil { locgate.count("device disconnected") >= 1 || locgate.count("no such device") >= 1 }, "log: \(locgate.log)")
+        #expect(await Poll.until { locgate.count("device disconnected") >= 1 || locgate.count("no such device") >= 1 }, "log: \(locgate.log)")
         try await Task.sleep(for: .seconds(2))  // stays unplugged over a few retries
         let replugged = ContinuousClock.now
         try await pty.start()  // replug on the same link path
-        #expect(await waitUntil { locgate.count("opened \(pty.reader)") == 2 }, "log: \(locgate.log)")
+        #expect(await Poll.until { locgate.count("opened \(pty.reader)") == 2 }, "log: \(locgate.log)")
         print("serial replug: reopened \(ContinuousClock.now - replugged) after socat restarted (backoff_cap 1s)")
         for i in 20..<40 { pty.write(NMEAGenerator.epoch(i)) }
-        #expect(await waitUntil { readPositions(out).count == 40 }, "log: \(locgate.log)")
+        #expect(await Poll.until { readPositions(out).count == 40 }, "log: \(locgate.log)")
         let lats = readPositions(out).map(\.lat)
         #expect(lats == (0..<40).map(NMEAGenerator.latitude) || zip(lats, (0..<40).map(NMEAGenerator.latitude)).allSatisfy { abs($0 - $1) < 1e-9 })
         locgate.stop()
@@ -76,12 +77,12 @@ struct SerialEndToEndTests {
         let out = dir.path + "/out.jsonl"
         let locgate = try LocgateProcess(config: serialConfig(port: pty.reader, output: out, stallTimeout: "1s"), directory: dir.path)
         defer { locgate.stop(); pty.stop() }
-        #expect(await waitUntil { locgate.count("opened \(pty.reader)") == 1 })
+        #expect(await Poll.until { locgate.count("opened \(pty.reader)") == 1 })
         for i in 0..<5 { pty.write(NMEAGenerator.epoch(i)) }
-        #expect(await waitUntil { locgate.count("stall_timeout") >= 1 }, "log: \(locgate.log)")
-        #expect(await waitUntil { locgate.count("opened \(pty.reader)") >= 2 }, "log: \(locgate.log)")
+        #expect(await Poll.until { locgate.count("stall_timeout") >= 1 }, "log: \(locgate.log)")
+        #expect(await Poll.until { locgate.count("opened \(pty.reader)") >= 2 }, "log: \(locgate.log)")
         for i in 5..<10 { pty.write(NMEAGenerator.epoch(i)) }
-        #expect(await waitUntil { readPositions(out).count == 10 }, "log: \(locgate.log)")
+        #expect(await Poll.until { readPositions(out).count == 10 }, "log: \(locgate.log)")
         locgate.stop()
         #expect(locgate.log.contains("serial.stalls="), "log: \(locgate.log)")
     }
@@ -93,7 +94,7 @@ struct SerialEndToEndTests {
         let out = dir.path + "/out.jsonl"
         let locgate = try LocgateProcess(config: serialConfig(port: pty.reader, output: out), directory: dir.path)
         defer { locgate.stop(); pty.stop() }
-        #expect(await waitUntil { locgate.count("opened \(pty.reader)") == 1 })
+        #expect(await Poll.until { locgate.count("opened \(pty.reader)") == 1 })
         let noise: [UInt8] = [0, 0, 0, 0xFF, 0xFE, 0x13] + Array("line noise\r\n".utf8) + [0, 0]
         for i in 0..<30 {
             pty.write(noise)
@@ -104,7 +105,7 @@ struct SerialEndToEndTests {
             }
             pty.write(epoch)
         }
-        #expect(await waitUntil { readPositions(out).count == 30 }, "log: \(locgate.log)")
+        #expect(await Poll.until { readPositions(out).count == 30 }, "log: \(locgate.log)")
         locgate.stop()
         let stats = locgate.log.split(separator: "\n").last { $0.contains("pipeline.stats: sources.rx") } ?? ""
         print("serial garbage: \(stats)")
@@ -120,7 +121,7 @@ struct SerialEndToEndTests {
         let out = dir.path + "/out.jsonl"
         let locgate = try LocgateProcess(config: serialConfig(port: pty.reader, output: out), directory: dir.path)
         defer { locgate.stop(); pty.stop() }
-        #expect(await waitUntil { locgate.count("opened \(pty.reader)") == 1 })
+        #expect(await Poll.until { locgate.count("opened \(pty.reader)") == 1 })
         let cpu0 = locgate.cpuSeconds
         let start = ContinuousClock.now
         for i in 0..<100 {
@@ -130,7 +131,7 @@ struct SerialEndToEndTests {
         let elapsed = (ContinuousClock.now - start).secondsDouble
         let cpu = locgate.cpuSeconds - cpu0
         print("serial cpu at 10 Hz: \(String(format: "%.3f", cpu)) s CPU in \(String(format: "%.1f", elapsed)) s = \(String(format: "%.2f", 100 * cpu / elapsed))% of one core")
-        #expect(await waitUntil { readPositions(out).count == 100 })
+        #expect(await Poll.until { readPositions(out).count == 100 })
         #expect(cpu < 0.5 * elapsed, "sanity bound: a busy loop would use a whole core")
     }
 
@@ -141,10 +142,10 @@ struct SerialEndToEndTests {
         let extra = #""init": ["PMTK220,100", "PMTK314,0,1,0,1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0"], "init_checksum": true"#
         let locgate = try LocgateProcess(config: serialConfig(port: pty.reader, output: dir.path + "/out.jsonl", extra: extra), directory: dir.path)
         defer { locgate.stop(); pty.stop() }
-        #expect(await waitUntil { locgate.count("opened \(pty.reader)") == 1 }, "log: \(locgate.log)")
+        #expect(await Poll.until { locgate.count("opened \(pty.reader)") == 1 }, "log: \(locgate.log)")
         var received: [UInt8] = []
         let expected = Array("$PMTK220,100*2F\r\n$PMTK314,0,1,0,1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0*28\r\n".utf8)
-        #expect(await waitUntil {
+        #expect(await Poll.until {
             received += pty.readAvailable()
             return received.count >= expected.count
         })
@@ -161,7 +162,7 @@ struct SerialEndToEndTests {
         defer { locgate.stop(); pty.stop() }
         // Detection needs input: send epochs until the rate is settled (a pty takes any rate, so the first).
         var i = 0
-        let settled = await waitUntil {
+        let settled = await Poll.until {
             pty.write(NMEAGenerator.epoch(i))
             i += 1
             return locgate.count("opened \(pty.reader)") == 1
@@ -170,7 +171,7 @@ struct SerialEndToEndTests {
         #expect(locgate.log.contains("baud auto: 4800 yields NMEA"))
         let first = i
         for j in first..<(first + 20) { pty.write(NMEAGenerator.epoch(j)) }
-        #expect(await waitUntil { readPositions(out).last.map { abs($0.lat - NMEAGenerator.latitude(first + 19)) < 1e-9 } ?? false }, "log: \(locgate.log)")
+        #expect(await Poll.until { readPositions(out).last.map { abs($0.lat - NMEAGenerator.latitude(first + 19)) < 1e-9 } ?? false }, "log: \(locgate.log)")
         let lats = readPositions(out).map(\.lat)
         #expect(zip(lats, lats.dropFirst()).allSatisfy { $0 < $1 })
         #expect(Array(lats.suffix(20)).enumerated().allSatisfy { abs($1 - NMEAGenerator.latitude(first + $0)) < 1e-9 })
@@ -189,14 +190,14 @@ struct SerialEndToEndTests {
         try await Task.sleep(for: .milliseconds(300))
         let locgate = try LocgateProcess(config: serialConfig(port: pty.reader, output: dir.path + "/out.jsonl"), directory: dir.path)
         defer { locgate.stop() }
-        #expect(await waitUntil { locgate.count("another process holds it") >= 1 }, "log: \(locgate.log)")
+        #expect(await Poll.until { locgate.count("another process holds it") >= 1 }, "log: \(locgate.log)")
     }
 
     @Test func aMissingPortSaysNoSuchDevice() async throws {
         let dir = ScratchDirectory()
         let locgate = try LocgateProcess(config: serialConfig(port: dir.path + "/ttyNothing", output: dir.path + "/out.jsonl"), directory: dir.path)
         defer { locgate.stop() }
-        #expect(await waitUntil { locgate.count("no such device") >= 1 }, "log: \(locgate.log)")
+        #expect(await Poll.until { locgate.count("no such device") >= 1 }, "log: \(locgate.log)")
         // Repeats go to debug, not warning: an unplugged receiver must not flood the log.
         try await Task.sleep(for: .seconds(1.5))
         #expect(locgate.log.split(separator: "\n").filter { $0.contains("warning") && $0.contains("no such device") }.count == 1)
@@ -209,7 +210,7 @@ struct SerialEndToEndTests {
         defer { pty.stop() }
         let locgate = try LocgateProcess(config: serialConfig(port: pty.reader, output: dir.path + "/out.jsonl"), directory: dir.path, preload: false)
         defer { locgate.stop() }
-        #expect(await waitUntil { locgate.count("is a pseudo-terminal") >= 1 }, "log: \(locgate.log)")
+        #expect(await Poll.until { locgate.count("is a pseudo-terminal") >= 1 }, "log: \(locgate.log)")
     }
 
     @Test func locgatePortsPrintsATable() throws {

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayTesting
 import NMEA
 #if canImport(Glibc)
 import Glibc
@@ -44,16 +45,6 @@ enum Shell {
     }
 }
 
-/// Polls `condition` every 50 ms until it holds or `timeout` passes.
-func waitUntil(_ timeout: Duration = .seconds(20), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(50))
-    }
-    return condition()
-}
-
 /// A scratch directory removed at the end of a test.
 final class ScratchDirectory {
     let path: String
@@ -86,7 +77,7 @@ final class PtyPair {
         p.standardError = FileHandle.nullDevice
         try p.run()
         process = p
-        let ok = await waitUntil(.seconds(10)) { access(writer, F_OK) == 0 && access(reader, F_OK) == 0 }
+        let ok = await Poll.until(timeout: .seconds(10)) { access(writer, F_OK) == 0 && access(reader, F_OK) == 0 }
         guard ok else { throw TestFailure("socat did not create \(writer) and \(reader)") }
         fd = open(writer, O_RDWR | O_NOCTTY | O_NONBLOCK)
         guard fd >= 0 else { throw TestFailure("cannot open \(writer): \(String(cString: strerror(errno)))") }
