@@ -1,26 +1,41 @@
 # locgate — build, run, test and benchmark on Debian 12 with the Swift toolchain.
 # `make run` and `make test` install what they need first (apt, as root or through sudo).
 
-APT_PACKAGES := libserialport-dev libsqlite3-dev libproj-dev proj-bin proj-data zlib1g-dev libcurl4-openssl-dev openssl \
-                gpsd gpsd-clients socat python3 procps bc util-linux sqlite3 \
-                libnats-dev nats-server \
-                libmosquitto-dev mosquitto mosquitto-clients \
-                libmicrohttpd-dev prometheus curl
+# What building and running the binary needs: the -dev packages of every C library it links
+# (libserialport, SQLite, PROJ, zlib, libcurl, libnats, libmosquitto, libmicrohttpd), PROJ's CRS database, and
+# pkg-config to find them. `make run` installs only these.
+RUN_PACKAGES := pkg-config libserialport-dev libsqlite3-dev libproj-dev proj-data zlib1g-dev libcurl4-openssl-dev \
+                libnats-dev libmosquitto-dev libmicrohttpd-dev
+# The peers and tools the tests and benchmarks start: gpsd, and gpsd-clients for gpsfake and
+# gpsdecode (Debian 12's gpsd-clients depends on GTK and matplotlib; no smaller package has
+# gpsfake), socat pseudo-terminals, the brokers, openssl for test certificates, cs2cs, sqlite3.
+TEST_PACKAGES := proj-bin openssl gpsd gpsd-clients socat python3 procps bc util-linux sqlite3 \
+                 nats-server mosquitto mosquitto-clients prometheus curl
+# Everything `make test` installs (CI runs it on a fresh Debian 12).
+APT_PACKAGES := $(RUN_PACKAGES) $(TEST_PACKAGES)
 SWIFT_FLAGS ?=
 CONFIG ?=
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build release run test bench bench-nmea clean
+.PHONY: deps deps-run build release run test bench bench-nmea clean
 
-deps:
-	@missing=""; for p in $(APT_PACKAGES); do \
+# $(call install,PACKAGES): apt-get installs those not installed yet, without recommends.
+define install
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+endef
+
+deps-run:
+	$(call install,$(RUN_PACKAGES))
+
+deps:
+	$(call install,$(APT_PACKAGES))
 	@# gpsd's package enables a system service on a socket; the tests run their own gpsd through gpsfake.
 	@command -v systemctl >/dev/null 2>&1 && $(SUDO) systemctl disable --now gpsd.socket gpsd.service >/dev/null 2>&1 || true
 	@# nats-server's package enables a system service on port 4222; the tests run their own cluster on free ports.
@@ -30,10 +45,10 @@ deps:
 	@# And for prometheus (port 9090): the operator API's tests start their own on a free port.
 	@command -v systemctl >/dev/null 2>&1 && $(SUDO) systemctl disable --now prometheus.service >/dev/null 2>&1 || true
 
-build: deps
+build: deps-run
 	swift build $(SWIFT_FLAGS)
 
-release: deps
+release: deps-run
 	swift build -c release --product locgate
 
 run: build
@@ -41,7 +56,7 @@ run: build
 
 # Suites run one after another: many start real peers (gpsd, socat, HTTP receivers, child
 # processes) whose timing a 2-core machine cannot keep when they all run at once. ~2.5 minutes.
-test: build
+test: deps build
 	swift test --disable-xctest --no-parallel $(SWIFT_FLAGS)
 
 # Each benchmark prints its figures beside a reference run in the same process tree

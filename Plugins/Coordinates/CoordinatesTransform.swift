@@ -18,8 +18,9 @@ public struct CoordinatesTransform: PositionTransform {
     private let target: Datum
     private let logger: Logger
     private let stats: ComponentStats
-    /// Sources already warned about, so a wrong datum is reported once per source, not per fix.
-    private var reportedSources: Set<String> = []
+    /// (counter, source) pairs already warned about, so each kind of surprise is reported once
+    /// per source, not per fix.
+    private var reported: Set<[String]> = []
 
     public init(configuration: CoordinatesConfiguration, context: ComponentContext) throws {
         self.configuration = configuration
@@ -56,6 +57,15 @@ public struct CoordinatesTransform: PositionTransform {
             report(position, "is in \(position.datum.name), expected \(CoordinatesTransform.datum(of: from).name); converting from \(position.datum.name)", counter: "unexpected_datum")
         }
         let point = GeoPoint(latitude: latitude, longitude: longitude)
+        // GCJ-02 is defined in China only: a WGS84 ↔ GCJ-02 step leaves a point outside unshifted.
+        let gcjStep: Bool
+        switch configuration.to {
+        case .geographic(let to): gcjStep = own != to && (own == .wgs84 || to == .wgs84)
+        case .projected: gcjStep = own != .wgs84
+        }
+        if gcjStep && !configuration.chinaBounds.applies(latitude: latitude, longitude: longitude) {
+            report(position, "is outside China (\(latitude), \(longitude)): GCJ-02 leaves it unshifted (china_bounds \"box\"); its \(CoordinatesTransform.datum(of: own).name) coordinates pass on as they are", counter: "coordinates.outside_china")
+        }
         var p = position
         switch configuration.to {
         case .geographic(let to):
@@ -91,7 +101,7 @@ public struct CoordinatesTransform: PositionTransform {
     /// Logs a warning the first time a source sends such a position; counts every one.
     private mutating func report(_ position: Position, _ message: String, counter: String) {
         stats.count(counter)
-        if reportedSources.insert(position.source).inserted {
+        if reported.insert([counter, position.source]).inserted {
             let from = position.source.isEmpty ? "a position" : "a position from \(position.source)"
             logger.warning("\(from) \(message) (reported once per source; counter \(counter))")
         }

@@ -1,4 +1,5 @@
 import GatewayCore
+import Preflight
 
 /// The `file` sink: positions to a file as JSON Lines, CSV, GeoJSON or GPX.
 public enum FileSinkPlugin: SinkPlugin {
@@ -47,5 +48,15 @@ public enum FileSinkPlugin: SinkPlugin {
 
     public static func makeSink(_ configuration: FileSinkConfiguration, context: ComponentContext) throws -> any PositionSink {
         FileSink(configuration: configuration, context: context)
+    }
+}
+
+extension FileSinkPlugin {
+    /// The file can be written where `run` will open it: an existing one opens for writing, or
+    /// its directory exists and is writable. Nothing is created or truncated.
+    public static func checkEnvironment(_ configuration: FileSinkConfiguration, context: EnvironmentContext) -> [EnvironmentFinding] {
+        if let problem = FileCheck.writeProblem(configuration.path) { return [context.error("path", problem)] }
+        guard let free = FileCheck.freeBytes(FileCheck.directory(of: configuration.path)) else { return [] }
+        return [context.info("path", "\(FileCheck.formatBytes(free)) free for \(FileCheck.absolute(configuration.path))")]
     }
 }

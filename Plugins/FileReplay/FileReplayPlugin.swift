@@ -1,4 +1,5 @@
 import GatewayCore
+import Preflight
 
 /// The `file` source: replays NMEA logs, JSON Lines and GPX tracks.
 public enum FileReplayPlugin: SourcePlugin {
@@ -13,7 +14,7 @@ public enum FileReplayPlugin: SourcePlugin {
             OptionSpec("loop", "boolean", default: "false", "Start again at the end of the file (ids get a pass number so they stay unique)."),
             OptionSpec("device", "string", default: "none", "Device id given to every position."),
             OptionSpec("require_checksum", "boolean", default: "true", "NMEA only: reject sentences without a *HH checksum."),
-            OptionSpec("progress", "boolean", default: "true", "Show progress on stderr when it is a terminal and the rate is max."),
+            OptionSpec("progress", "boolean", default: "true", "Show progress: on a terminal, a line redrawn on stderr (rate max, files over 1 MiB); otherwise an info log line every 10 s with bytes read, % and positions/s."),
         ],
         sample: #"{ "type": "file", "path": "drive.nmea", "rate": "10x", "loop": false, "device": "test-receiver" }"#
     )
@@ -53,5 +54,18 @@ public enum FileReplayPlugin: SourcePlugin {
 
     public static func makeSource(_ configuration: FileReplayConfiguration, context: ComponentContext) throws -> any PositionSource {
         FileReplaySource(configuration: configuration, context: context)
+    }
+}
+
+extension FileReplayPlugin {
+    /// The file opens for reading as the replay will open it.
+    public static func checkEnvironment(_ configuration: FileReplayConfiguration, context: EnvironmentContext) -> [EnvironmentFinding] {
+        do {
+            var file = try ChunkedFile(path: configuration.path)
+            file.close()
+            return []
+        } catch {
+            return [context.error("path", "\(error)")]
+        }
     }
 }

@@ -1,4 +1,5 @@
 import GatewayCore
+import Preflight
 import NMEA
 #if canImport(Glibc)
 import Glibc
@@ -26,10 +27,22 @@ public struct FileReplayConfiguration: Sendable {
 public struct FileReplaySource: PositionSource {
     let configuration: FileReplayConfiguration
     let context: ComponentContext
+    /// Whether stderr is a terminal (progress is drawn there) or not (progress is logged).
+    let terminal: Bool
 
     public init(configuration: FileReplayConfiguration, context: ComponentContext) {
+        self.init(configuration: configuration, context: context, terminal: isatty(2) == 1)
+    }
+
+    init(configuration: FileReplayConfiguration, context: ComponentContext, terminal: Bool) {
         self.configuration = configuration
         self.context = context
+        self.terminal = terminal
+    }
+
+    func progress(total: Int) -> Progress {
+        Progress(enabled: configuration.progress, rateIsMax: configuration.rate == .max, terminal: terminal,
+                 path: configuration.path, total: total, logger: context.logger, clock: context.clock)
     }
 
     public func run(output: SourceOutput) async throws {
@@ -87,12 +100,12 @@ public struct FileReplaySource: PositionSource {
         var positions: [Position] = []
         var file = try ChunkedFile(path: configuration.path)
         defer { file.close() }
-        var progress = Progress(enabled: configuration.progress && configuration.rate == .max, path: configuration.path, total: file.size)
+        var progress = progress(total: file.size)
         while let chunk = try file.read() {
             try Task.checkCancellation()
             chunk.withUnsafeBytes { decoder.decode($0, into: &positions) }
             try await deliver(&positions, output: output, pacer: &pacer)
-            progress.update(file.offset)
+            progress.update(file.offset, positions: pacer.emitted)
             decoder.statistics.publish(to: context.stats)
         }
         decoder.flush(into: &positions)
@@ -105,7 +118,7 @@ public struct FileReplaySource: PositionSource {
     private func replayJSONL(output: SourceOutput, idPrefix: String, pass: Int, pacer: inout Pacer) async throws {
         var file = try ChunkedFile(path: configuration.path)
         defer { file.close() }
-        var progress = Progress(enabled: configuration.progress && configuration.rate == .max, path: configuration.path, total: file.size)
+        var progress = progress(total: file.size)
         // An over-long line cannot be a position: the framer skips it to its newline.
         let maxLine = 1 << 20
         var lines = LineFramer(maxLineLength: maxLine)
@@ -126,7 +139,11 @@ public struct FileReplaySource: PositionSource {
             } catch {
                 bad += 1
                 context.stats.count("jsonl.bad_lines")
-                if bad <= 5 { context.logger.warning("\(configuration.path):\(lineNumber): skipped: \(error)") }
+                if bad <= 5 {
+                    // One line is parsed at a time: the parser's own "line 1" would number it twice.
+                    let reason = (error as? JSONParseError).map { "column \($0.column): \($0.message)" } ?? "\(error)"
+                    context.logger.warning("\(configuration.path):\(lineNumber): skipped: \(LogText.escaped(reason))")
+                }
             }
         }
         while let chunk = try file.read() {
@@ -140,7 +157,7 @@ public struct FileReplaySource: PositionSource {
                 })
             }
             try await deliver(&positions, output: output, pacer: &pacer)
-            progress.update(file.offset)
+            progress.update(file.offset, positions: pacer.emitted)
         }
         lines.finish { handle($0) }
         try await deliver(&positions, output: output, pacer: &pacer)
@@ -222,12 +239,12 @@ struct ChunkedFile {
     init(path: String) throws {
         self.path = path
         fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw FileReplayError(path: path, message: "cannot open: \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw FileReplayError(path: FileCheck.absolute(path), message: "cannot open for reading: \(FileCheck.reason(errno))") }
         var st = stat()
         size = fstat(fd, &st) == 0 ? Int(st.st_size) : 0
         if (st.st_mode & S_IFMT) == S_IFDIR {
             close()
-            throw FileReplayError(path: path, message: "is a directory")
+            throw FileReplayError(path: FileCheck.absolute(path), message: "cannot replay: \(FileCheck.reason(EISDIR))")
         }
     }
 
@@ -250,34 +267,62 @@ struct ChunkedFile {
     }
 }
 
-/// Progress on stderr for long replays at full speed, only when stderr is a terminal.
+/// Progress of a long replay. On a terminal (at `rate: max`), a line redrawn in place; without
+/// one (a service, a CI log, a pipe), an info log line every 10 s with the bytes read, the share
+/// of the file and the positions per second since the last line.
 struct Progress {
-    let enabled: Bool
+    enum Mode { case off, terminal, log }
+    let mode: Mode
     let path: String
     let total: Int
+    let logger: Logger
+    let clock: any GatewayClock
     var lastDraw: Int64 = 0
     let started = SystemClock().now()
+    private var lastLog: (milliseconds: Int64, positions: Int)
 
-    init(enabled: Bool, path: String, total: Int) {
-        self.enabled = enabled && isatty(2) == 1 && total > 1 << 20
+    /// How often the log line is written.
+    static let logInterval: Int64 = 10_000
+
+    init(enabled: Bool, rateIsMax: Bool, terminal: Bool, path: String, total: Int, logger: Logger, clock: any GatewayClock) {
+        if !enabled { mode = .off } else if terminal { mode = rateIsMax && total > 1 << 20 ? .terminal : .off } else { mode = .log }
         self.path = path
         self.total = total
+        self.logger = logger
+        self.clock = clock
+        lastLog = (clock.now().milliseconds, 0)
     }
 
-    mutating func update(_ done: Int) {
-        guard enabled else { return }
-        let now = SystemClock().now().milliseconds
-        guard now - lastDraw >= 250 else { return }
-        lastDraw = now
-        let pct = total > 0 ? done * 100 / total : 0
-        let secs = max(0.001, Double(now - started.milliseconds) / 1000)
-        let mbps = Double(done) / 1_048_576 / secs
-        let line = "\r\(path): \(pct)% \(done >> 20)/\(total >> 20) MiB \(Int(mbps)) MiB/s"
-        _ = line.withCString { write(2, $0, strlen($0)) }
+    /// After each chunk: `done` bytes read, `positions` emitted so far.
+    mutating func update(_ done: Int, positions: Int) {
+        switch mode {
+        case .off: return
+        case .log:
+            let now = clock.now().milliseconds
+            guard now - lastLog.milliseconds >= Progress.logInterval else { return }
+            let rate = Double(positions - lastLog.positions) * 1000 / Double(now - lastLog.milliseconds)
+            lastLog = (now, positions)
+            logger.info(Progress.line(path: path, done: done, total: total, positionsPerSecond: rate))
+        case .terminal:
+            let now = SystemClock().now().milliseconds
+            guard now - lastDraw >= 250 else { return }
+            lastDraw = now
+            let pct = total > 0 ? done * 100 / total : 0
+            let secs = max(0.001, Double(now - started.milliseconds) / 1000)
+            let mbps = Double(done) / 1_048_576 / secs
+            let line = "\r\(path): \(pct)% \(done >> 20)/\(total >> 20) MiB \(Int(mbps)) MiB/s"
+            _ = line.withCString { write(2, $0, strlen($0)) }
+        }
+    }
+
+    /// `drive.nmea: 42% (120.3 MiB of 286.0 MiB), 85123 positions/s`.
+    static func line(path: String, done: Int, total: Int, positionsPerSecond: Double) -> String {
+        let pct = total > 0 ? done * 100 / total : 100
+        return "\(path): \(pct)% (\(FileCheck.formatBytes(UInt64(done))) of \(FileCheck.formatBytes(UInt64(total)))), \(Int(positionsPerSecond.rounded())) positions/s"
     }
 
     func finish() {
-        guard enabled else { return }
+        guard mode == .terminal else { return }
         _ = "\r\u{1B}[K".withCString { write(2, $0, strlen($0)) }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import GatewayCore
 import Geodesy
+import Preflight
 
 /// One fence as loaded: its id, optional name and shape (in the fence datum).
 public struct Fence: Sendable, Hashable {
@@ -62,17 +63,23 @@ public struct FenceLoader: Sendable {
         self.nameProperty = nameProperty
     }
 
-    /// Reads and parses a GeoJSON file.
+    /// Reads and parses a GeoJSON file; errors name its absolute path and the system's reason.
+    ///
+    /// `locgate validate` and the transform's start both load through here, so they agree.
     public func load(file path: String) throws(FenceLoadError) -> [Fence] {
+        let shown = FileCheck.absolute(path)
+        if let problem = FileCheck.readProblem(path) {
+            throw FenceLoadError(path: "", message: "fence file: \(problem)")
+        }
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw FenceLoadError(path: "", message: "cannot read fence file \(path)")
+            throw FenceLoadError(path: "", message: "fence file: cannot read \(shown): \(FileCheck.reason(errno))")
         }
         let value: JSONValue
         do { value = try JSONValue.parse([UInt8](data)) } catch {
-            throw FenceLoadError(path: "", message: "\(path) is not valid JSON: \(error)")
+            throw FenceLoadError(path: "", message: "fence file \(shown) is not valid JSON (GeoJSON expected): \(error)")
         }
         do { return try load(value) } catch {
-            throw FenceLoadError(path: error.path, message: "\(error.message) (in \(path))")
+            throw FenceLoadError(path: error.path, message: "\(error.message) (in \(shown))")
         }
     }
 

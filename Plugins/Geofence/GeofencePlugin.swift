@@ -1,5 +1,6 @@
 import GatewayCore
 import Geodesy
+import Preflight
 
 /// What the geofence does with positions.
 public enum GeofenceAction: String, Sendable, Hashable, CaseIterable {
@@ -134,6 +135,24 @@ public enum GeofencePlugin: TransformPlugin {
         case let other?:
             options.report(key, "expected a number of positions or a duration string such as \"30s\", got \(other.kindName)")
             return .positions(1)
+        }
+    }
+
+    /// The fence file loads exactly as it will at start: it exists, is readable, is GeoJSON, and
+    /// every fence has a unique id and a valid shape.
+    public static func checkEnvironment(_ configuration: GeofenceConfiguration, context: EnvironmentContext) -> [EnvironmentFinding] {
+        guard case .file(let path) = configuration.source else { return [] }
+        do {
+            let fences = try FenceLoader(idProperty: configuration.idProperty, nameProperty: configuration.nameProperty).load(file: path)
+            if let only = configuration.only {
+                let missing = only.subtracting(fences.map(\.id)).sorted()
+                if !missing.isEmpty {
+                    return [context.warning("only", "no fence in \(FileCheck.absolute(path)) has the id(s) \(missing.map { "\"\($0)\"" }.joined(separator: ", "))")]
+                }
+            }
+            return [context.info("fences", "\(fences.count) fence(s) in \(FileCheck.absolute(path))")]
+        } catch {
+            return [context.error("fences", error.description)]
         }
     }
 

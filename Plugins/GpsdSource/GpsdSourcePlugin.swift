@@ -1,4 +1,5 @@
 import GatewayCore
+import Preflight
 
 /// Configuration of the `gpsd` source.
 public struct GpsdSourceConfiguration: Sendable {
@@ -66,5 +67,13 @@ public enum GpsdSourcePlugin: SourcePlugin {
 
     public static func makeSource(_ configuration: GpsdSourceConfiguration, context: ComponentContext) throws -> any PositionSource {
         GpsdPositionSource(configuration: configuration, context: context)
+    }
+}
+
+extension GpsdSourcePlugin {
+    /// gpsd should accept a connection; only a warning, since the source reconnects until it does.
+    public static func checkEnvironment(_ configuration: GpsdSourceConfiguration, context: EnvironmentContext) -> [EnvironmentFinding] {
+        guard let problem = PeerCheck.tcpProblem(host: configuration.host, port: configuration.port, timeout: context.peerTimeout) else { return [] }
+        return [context.warning("host", "gpsd is not reachable now: \(problem); the source retries until it is")]
     }
 }

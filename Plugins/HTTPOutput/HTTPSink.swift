@@ -38,7 +38,6 @@ public struct HTTPSink: PositionSink {
             writer.reportLeftOver()
             queue.close()
         }
-        writer.publishStats()
         if queue.depth > 0 {
             context.logger.info("resuming with \(queue.depth) queued position(s)")
         }
@@ -104,7 +103,6 @@ public struct HTTPSink: PositionSink {
             case .timeout:
                 intervalFlush()
                 try writer.dropExpired()
-                writer.publishStats()
             case .end:
                 signal.post(ended: true, flushAll: true)
                 return
@@ -144,7 +142,6 @@ public struct HTTPSink: PositionSink {
             if batch.isFull || flushRemaining > 0 || ended {
                 try await deliver(batch, transport: transport)
                 flushRemaining = max(0, flushRemaining - batch.records.count)
-                writer.publishStats()
                 continue
             }
             take(await signal.wait())

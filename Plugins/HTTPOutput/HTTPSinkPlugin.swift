@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import Preflight
 import PositionEncoding
 import Outbox
 
@@ -162,5 +163,27 @@ public enum HTTPSinkPlugin: SinkPlugin {
             context.logger.warning("tls.verify is false: any server certificate is accepted, so the positions may go to an impostor")
         }
         return HTTPSink(configuration: configuration, context: context, outbox: try OutboxOptions.open(configuration.queue, context: context))
+    }
+}
+
+extension HTTPSinkPlugin {
+    /// TLS files readable and the queue usable (errors: the sink would not start); the server,
+    /// or the proxy when one is set, accepting a TCP connection (a warning: the sink retries).
+    public static func checkEnvironment(_ configuration: HTTPSinkConfiguration, context: EnvironmentContext) -> [EnvironmentFinding] {
+        var findings: [EnvironmentFinding] = []
+        for (option, path) in [("tls.ca_file", configuration.caFile), ("tls.cert_file", configuration.certFile), ("tls.key_file", configuration.keyFile)] {
+            if let path, let problem = FileCheck.readProblem(path) { findings.append(context.error(option, problem)) }
+        }
+        findings += OutboxOptions.checkEnvironment(configuration.queue, context: context)
+        let viaProxy = configuration.proxy.map { !$0.isEmpty } ?? false
+        let target = viaProxy ? configuration.proxy ?? "" : configuration.url
+        if let url = URL(string: target), let host = url.host {
+            let scheme = url.scheme?.lowercased()
+            let port = url.port ?? (scheme == "https" ? 443 : scheme?.hasPrefix("socks") == true ? 1080 : 80)
+            if let problem = PeerCheck.tcpProblem(host: host, port: port, timeout: context.peerTimeout) {
+                findings.append(context.warning(viaProxy ? "proxy" : "url", "\(viaProxy ? "the proxy" : "the server") is not reachable now: \(problem); positions wait in the queue until it is"))
+            }
+        }
+        return findings
     }
 }

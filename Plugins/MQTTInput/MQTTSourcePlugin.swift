@@ -1,4 +1,5 @@
 import GatewayCore
+import Preflight
 import MQTTClient
 
 /// The `mqtt` source: topic filters at QoS 1 in a persistent session, OwnTracks or locgate JSON.
@@ -57,5 +58,16 @@ public enum MQTTSourcePlugin: SourcePlugin {
 
     public static func makeSource(_ configuration: MQTTSourceConfiguration, context: ComponentContext) throws -> any PositionSource {
         MQTTSource(configuration: configuration, context: context)
+    }
+}
+
+extension MQTTSourcePlugin {
+    /// The broker should accept a TCP connection: a warning only, since the client reconnects.
+    public static func checkEnvironment(_ configuration: MQTTSourceConfiguration, context: EnvironmentContext) -> [EnvironmentFinding] {
+        var findings: [EnvironmentFinding] = []
+        if let problem = PeerCheck.tcpProblem(host: configuration.broker.host, port: configuration.broker.port, timeout: context.peerTimeout) {
+            findings.append(context.warning("url", "the broker is not reachable now: \(problem); the client reconnects until it is"))
+        }
+        return findings
     }
 }

@@ -1,4 +1,5 @@
 import GatewayCore
+import Preflight
 import MQTTClient
 import Outbox
 import PositionEncoding
@@ -81,5 +82,17 @@ public enum MQTTSinkPlugin: SinkPlugin {
 
     public static func makeSink(_ configuration: MQTTSinkConfiguration, context: ComponentContext) throws -> any PositionSink {
         try MQTTSink(configuration: configuration, context: context)
+    }
+}
+
+extension MQTTSinkPlugin {
+    /// The broker should accept a TCP connection: a warning only, since the client reconnects.
+    public static func checkEnvironment(_ configuration: MQTTSinkConfiguration, context: EnvironmentContext) -> [EnvironmentFinding] {
+        var findings: [EnvironmentFinding] = []
+        findings += OutboxOptions.checkEnvironment(configuration.queue, context: context)
+        if let problem = PeerCheck.tcpProblem(host: configuration.broker.host, port: configuration.broker.port, timeout: context.peerTimeout) {
+            findings.append(context.warning("url", "the broker is not reachable now: \(problem); the client reconnects until it is"))
+        }
+        return findings
     }
 }

@@ -1,4 +1,5 @@
 import GatewayCore
+import Preflight
 import NATSClient
 import Outbox
 
@@ -85,5 +86,21 @@ public enum NATSSinkPlugin: SinkPlugin {
     public static func makeSink(_ configuration: NATSSinkConfiguration, context: ComponentContext) throws -> any PositionSink {
         let outbox = try OutboxOptions.open(configuration.queue, context: context)
         return NATSSink(configuration: configuration, context: context, outbox: outbox)
+    }
+}
+
+extension NATSSinkPlugin {
+    /// At least one server should accept a TCP connection: a warning only, since the client
+    /// reconnects to any of them.
+    public static func checkEnvironment(_ configuration: NATSSinkConfiguration, context: EnvironmentContext) -> [EnvironmentFinding] {
+        var findings: [EnvironmentFinding] = []
+        findings += OutboxOptions.checkEnvironment(configuration.queue, context: context)
+        let problems = configuration.connection.serverAddresses.compactMap { s in
+            PeerCheck.tcpProblem(host: s.host, port: s.port, timeout: context.peerTimeout).map { "\(s.url): \($0)" }
+        }
+        if !problems.isEmpty && problems.count == configuration.connection.serverAddresses.count {
+            findings.append(context.warning("servers", "no server is reachable now (\(problems.joined(separator: "; "))); the client reconnects until one is"))
+        }
+        return findings
     }
 }

@@ -1,4 +1,5 @@
 import GatewayCore
+import Preflight
 import NATSClient
 
 /// Configuration of the `nats` source (see the README for every option with its default).
@@ -125,5 +126,20 @@ public enum NATSSourcePlugin: SourcePlugin {
 
     public static func makeSource(_ configuration: NATSSourceConfiguration, context: ComponentContext) throws -> any PositionSource {
         NATSPositionSource(configuration: configuration, context: context)
+    }
+}
+
+extension NATSSourcePlugin {
+    /// At least one server should accept a TCP connection: a warning only, since the client
+    /// reconnects to any of them.
+    public static func checkEnvironment(_ configuration: NATSSourceConfiguration, context: EnvironmentContext) -> [EnvironmentFinding] {
+        var findings: [EnvironmentFinding] = []
+        let problems = configuration.connection.serverAddresses.compactMap { s in
+            PeerCheck.tcpProblem(host: s.host, port: s.port, timeout: context.peerTimeout).map { "\(s.url): \($0)" }
+        }
+        if !problems.isEmpty && problems.count == configuration.connection.serverAddresses.count {
+            findings.append(context.warning("servers", "no server is reachable now (\(problems.joined(separator: "; "))); the client reconnects until one is"))
+        }
+        return findings
     }
 }

@@ -1,4 +1,5 @@
 import GatewayCore
+import Preflight
 
 /// Configuration of the `tcp` source.
 public struct TCPNMEAConfiguration: Sendable {
@@ -56,5 +57,13 @@ public enum TCPNMEAPlugin: SourcePlugin {
 
     public static func makeSource(_ configuration: TCPNMEAConfiguration, context: ComponentContext) throws -> any PositionSource {
         TCPNMEASource(configuration: configuration, context: context)
+    }
+}
+
+extension TCPNMEAPlugin {
+    /// The NMEA server should accept a connection; only a warning, since the source reconnects.
+    public static func checkEnvironment(_ configuration: TCPNMEAConfiguration, context: EnvironmentContext) -> [EnvironmentFinding] {
+        guard let problem = PeerCheck.tcpProblem(host: configuration.host, port: configuration.port, timeout: min(context.peerTimeout, configuration.connectTimeout)) else { return [] }
+        return [context.warning("host", "the NMEA server is not reachable now: \(problem); the source retries until it is")]
     }
 }

@@ -1,4 +1,5 @@
 import GatewayCore
+import Preflight
 import NMEA
 
 /// Configuration of the `serial` source.
@@ -212,5 +213,15 @@ public enum SerialSourcePlugin: SourcePlugin {
 
     public static func makeSource(_ configuration: SerialSourceConfiguration, context: ComponentContext) throws -> any PositionSource {
         SerialNMEASource(configuration: configuration, context: context)
+    }
+}
+
+extension SerialSourcePlugin {
+    /// A port named by path should exist; only a warning, since receivers are plugged in later
+    /// and the source waits for them.
+    public static func checkEnvironment(_ configuration: SerialSourceConfiguration, context: EnvironmentContext) -> [EnvironmentFinding] {
+        guard case .path(let path) = configuration.selector else { return [] }
+        guard let problem = FileCheck.existenceProblem(path) else { return [] }
+        return [context.warning("port", "\(problem); the source waits for it to appear (hot-plug)")]
     }
 }

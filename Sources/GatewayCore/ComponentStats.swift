@@ -17,6 +17,7 @@ public final class ComponentStats: Sendable {
     private let emittedCount = Atomic<Int>(0)
     private let droppedCount = Atomic<Int>(0)
     private let named = Mutex<[(name: String, value: Int, kind: Kind)]>([])
+    private let gauges = Mutex<[(name: String, read: @Sendable () -> Int)]>([])
 
     public init(id: String) { self.id = id }
 
@@ -42,14 +43,29 @@ public final class ComponentStats: Sendable {
         }
     }
 
-    /// The value of a named counter or gauge, 0 if never set.
-    public func value(_ name: String) -> Int {
-        named.withLock { list in list.first(where: { $0.name == name })?.value ?? 0 }
+    /// Registers a gauge read when the stats are read (a queue's depth and age), so it is
+    /// current in every stats line, not as of the last time the component thought to set it.
+    /// `read` must be quick and must not read these stats.
+    public func gauge(_ name: String, read: @escaping @Sendable () -> Int) {
+        gauges.withLock { list in
+            if let i = list.firstIndex(where: { $0.name == name }) { list[i].read = read } else { list.append((name, read)) }
+        }
     }
 
-    /// Named counters and gauges in the order they first appeared.
-    public var namedValues: [(name: String, value: Int)] { named.withLock { $0.map { ($0.name, $0.value) } } }
+    /// The value of a named counter or gauge, 0 if never set.
+    public func value(_ name: String) -> Int {
+        if let read = gauges.withLock({ $0.first(where: { $0.name == name })?.read }) { return read() }
+        return named.withLock { list in list.first(where: { $0.name == name })?.value ?? 0 }
+    }
 
-    /// Named counters and gauges with their kind, in the order they first appeared.
-    public var namedValuesWithKind: [(name: String, value: Int, kind: Kind)] { named.withLock { $0 } }
+    /// Named counters and gauges: registered gauges first, then the others in the order they
+    /// first appeared.
+    public var namedValues: [(name: String, value: Int)] { namedValuesWithKind.map { ($0.name, $0.value) } }
+
+    /// Named counters and gauges with their kind: registered gauges first, then the others in
+    /// the order they first appeared.
+    public var namedValuesWithKind: [(name: String, value: Int, kind: Kind)] {
+        let live = gauges.withLock { $0 }
+        return live.map { ($0.name, $0.read(), Kind.gauge) } + named.withLock { $0 }.filter { v in !live.contains { $0.name == v.name } }
+    }
 }

@@ -51,9 +51,10 @@ public struct OptionReader {
                 diagnostics.report(path(of: m.key), hint)
                 continue
             }
-            var message = "unknown option"
+            let topLevel = path.isEmpty
+            var message = topLevel ? "unknown top-level key" : "unknown option"
             if let guess = Suggestion.closest(to: m.key, among: options) { message += "; did you mean \"\(guess)\"?" }
-            if !options.isEmpty { message += " options: \(options.joined(separator: ", "))" }
+            if !options.isEmpty { message += " \(topLevel ? "keys" : "options"): \(options.joined(separator: ", "))" }
             diagnostics.report(path(of: m.key), message)
         }
     }

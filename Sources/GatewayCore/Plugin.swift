@@ -57,10 +57,25 @@ public protocol GatewayPlugin: SendableMetatype {
     /// Resources the component claims exclusively (a device path, a listening port): two
     /// components claiming one resource is a configuration error.
     static func claims(of configuration: Configuration) -> [String]
+    /// Checks what the component needs from the machine before anything starts (`locgate
+    /// validate`): files it reads exist and parse, directories it writes are writable, peers
+    /// answer. It has no side effects (it creates, truncates and locks nothing).
+    ///
+    /// Implementation requirements:
+    /// - Use the same code the component uses when it is built or started (the fence loader, the
+    ///   queue's directory check), so `validate` and `run` cannot disagree: what `run` would
+    ///   refuse is an `.error`; what may fix itself (a peer that is down, a port not plugged in)
+    ///   is a `.warning`.
+    /// - A file finding names the resolved absolute path and the system's reason (`strerror`).
+    /// - Probe peers within `context.peerTimeout`.
+    static func checkEnvironment(_ configuration: Configuration, context: EnvironmentContext) -> [EnvironmentFinding]
 }
+
+// MARK: - Default implementations
 
 extension GatewayPlugin {
     public static func claims(of configuration: Configuration) -> [String] { [] }
+    public static func checkEnvironment(_ configuration: Configuration, context: EnvironmentContext) -> [EnvironmentFinding] { [] }
 }
 
 public protocol SourcePlugin: GatewayPlugin {
@@ -98,11 +113,16 @@ public struct PreparedComponent: Sendable {
     /// documented default does with what leaving the option out does.
     public let configuration: (any Sendable)?
 
+    /// The plugin's environment check (``GatewayPlugin/checkEnvironment(_:context:)``).
+    public let checkEnvironment: @Sendable (EnvironmentContext) -> [EnvironmentFinding]
+
     public init(claims: [String] = [], durable: Bool = false, configuration: (any Sendable)? = nil,
+                checkEnvironment: @escaping @Sendable (EnvironmentContext) -> [EnvironmentFinding] = { _ in [] },
                 build: @escaping @Sendable (ComponentContext) throws -> BuiltComponent) {
         self.claims = claims
         self.durable = durable
         self.configuration = configuration
+        self.checkEnvironment = checkEnvironment
         self.build = build
     }
 }
@@ -124,21 +144,21 @@ public struct PluginRegistry: Sendable {
     public mutating func register<P: SourcePlugin>(source plugin: P.Type) {
         add(P.info) { reader in
             let c = P.configure(&reader)
-            return PreparedComponent(claims: P.claims(of: c), durable: false, configuration: c) { ctx in .source(try P.makeSource(c, context: ctx)) }
+            return PreparedComponent(claims: P.claims(of: c), durable: false, configuration: c, checkEnvironment: { P.checkEnvironment(c, context: $0) }) { ctx in .source(try P.makeSource(c, context: ctx)) }
         }
     }
 
     public mutating func register<P: TransformPlugin>(transform plugin: P.Type) {
         add(P.info) { reader in
             let c = P.configure(&reader)
-            return PreparedComponent(claims: P.claims(of: c), durable: false, configuration: c) { ctx in .transform(try P.makeTransform(c, context: ctx)) }
+            return PreparedComponent(claims: P.claims(of: c), durable: false, configuration: c, checkEnvironment: { P.checkEnvironment(c, context: $0) }) { ctx in .transform(try P.makeTransform(c, context: ctx)) }
         }
     }
 
     public mutating func register<P: SinkPlugin>(sink plugin: P.Type) {
         add(P.info) { reader in
             let c = P.configure(&reader)
-            return PreparedComponent(claims: P.claims(of: c), durable: P.isDurable(c), configuration: c) { ctx in .sink(try P.makeSink(c, context: ctx)) }
+            return PreparedComponent(claims: P.claims(of: c), durable: P.isDurable(c), configuration: c, checkEnvironment: { P.checkEnvironment(c, context: $0) }) { ctx in .sink(try P.makeSink(c, context: ctx)) }
         }
     }
 

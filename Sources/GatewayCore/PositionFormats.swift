@@ -59,10 +59,16 @@ public enum PositionFormat: String, Sendable, CaseIterable {
         }
     }
 
+    /// The CSV header. `event`, `fence`, `fence_name`: a geofence event (its type, fence id and
+    /// name); `fences`, `fence_names`: the geofence annotation; `attributes`: every other
+    /// attribute as a JSON object (empty when there is none).
     public static let csvColumns = [
         "time", "lat", "lon", "altMSL", "speed", "track", "mode", "status", "uSat", "hdop", "eph",
-        "datum", "x", "y", "device", "source", "id", "event", "fence",
+        "datum", "x", "y", "device", "source", "id", "event", "fence", "fence_name", "fences", "fence_names", "attributes",
     ]
+
+    /// Attributes with columns of their own in CSV.
+    static let csvAttributeColumns: Set<String> = ["fences", "fence_names"]
 
     /// Appends one record (without separator; `jsonl` and `csv` records end with a newline).
     public func appendRecord(_ p: Position, to out: inout [UInt8]) {
@@ -125,6 +131,22 @@ public enum PositionFormat: String, Sendable, CaseIterable {
         comma(); field(p.id)
         comma(); field(p.event?.kind.rawValue ?? "")
         comma(); field(p.event?.fenceId ?? "")
+        comma(); field(p.event?.fenceName ?? "")
+        comma(); field(p.attributes["fences"] ?? "")
+        comma(); field(p.attributes["fence_names"] ?? "")
+        comma()
+        let others = p.attributes.filter { !csvAttributeColumns.contains($0.key) }
+        if !others.isEmpty {
+            var json: [UInt8] = [UInt8(ascii: "{")]
+            for (i, k) in others.keys.sorted().enumerated() {
+                if i > 0 { json.append(UInt8(ascii: ",")) }
+                JSONWriter.appendString(k, to: &json)
+                json.append(UInt8(ascii: ":"))
+                JSONWriter.appendString(others[k] ?? "", to: &json)
+            }
+            json.append(UInt8(ascii: "}"))
+            field(String(decoding: json, as: UTF8.self))
+        }
         out.append(10)
     }
 

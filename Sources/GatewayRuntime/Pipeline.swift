@@ -159,6 +159,20 @@ public final class Pipeline: Sendable {
     private let trigger = ShutdownTrigger()
     private let failed = Atomic<Bool>(false)
     private let observer: (any PipelineObserver)?
+    private let drain: Drain
+    private let drainTimedOut = Atomic<Bool>(false)
+
+    /// What happens once every source has ended on its own (a finite replay).
+    public enum Drain: Sendable, Equatable {
+        /// Sinks get `shutdown_timeout` to deliver what they hold; the rest stays queued.
+        case off
+        /// Sinks get until their queues are empty (`run --drain`): at most `timeout`, or for as
+        /// long as it takes when nil. A signal falls back to `shutdown_timeout`.
+        case untilEmpty(timeout: Duration?)
+    }
+
+    /// The exit status of a `run --drain` whose timeout passed with positions still queued.
+    public static let drainTimeoutStatus: Int32 = 3
     /// The handle of the current stats reporter and tick loop (restarted when a reload changes them).
     private let auxiliary = Mutex<(stats: ShutdownTrigger, ticks: ShutdownTrigger)>((ShutdownTrigger(), ShutdownTrigger()))
 
@@ -173,8 +187,9 @@ public final class Pipeline: Sendable {
 
     /// Builds every component; throws the first component that cannot be built (exit 1).
     public init(configuration: PipelineConfiguration, logHandler: any LogHandler, clock: any GatewayClock = SystemClock(),
-                observer: (any PipelineObserver)? = nil) throws {
+                drain: Drain = .off, observer: (any PipelineObserver)? = nil) throws {
         self.settings = Mutex(configuration.settings)
+        self.drain = drain
         self.observer = observer
         self.clock = clock
         self.logHandler = logHandler
@@ -303,6 +318,7 @@ public final class Pipeline: Sendable {
             for c in t.configuration.sources { if let h = t.sources[c.id] { start(h, in: &group) } }
             restartTicks(in: &group)
             restartStats(in: &group)
+            if logger.isEnabled(.debug) { group.addTask { await self.reportSourceProgress() } }
             var phase = Phase.running
             if t.sources.isEmpty { phase = stopSinks(in: &group) }
             while !(phase == .stoppingSinks && topology.withLock({ $0.sinks.values.allSatisfy { $0.ended.isFired } })) {
@@ -340,8 +356,8 @@ public final class Pipeline: Sendable {
             if case .reload(_, let reply) = command { reply.resume(returning: ReloadOutcome(status: .rejected, problem: "the pipeline has stopped")) }
         }
         logStats()
-        let code: Int32 = failed.load(ordering: .relaxed) ? 1 : 0
-        logger.info("stopped\(code == 0 ? "" : " after a failure")")
+        let code: Int32 = failed.load(ordering: .relaxed) ? 1 : drainTimedOut.load(ordering: .relaxed) ? Pipeline.drainTimeoutStatus : 0
+        logger.info("stopped\(code == 1 ? " after a failure" : code == Pipeline.drainTimeoutStatus ? " with positions still queued" : "")")
         return code
     }
 
@@ -359,7 +375,23 @@ public final class Pipeline: Sendable {
         let sinks = topology.withLock { $0.sinks.values.filter { !$0.ended.isFired } }
         for h in sinks { h.buffer.close() }
         let timeout = settings.withLock { $0.shutdownTimeout }
+        // `run --drain` applies only when the sources ended on their own, not after a signal or a failure.
+        let drainLimit: Duration?? = if case .untilEmpty(let limit) = drain, !trigger.isFired { .some(limit) } else { nil }
         group.addTask { [logger] in
+            if let limit = drainLimit {
+                logger.info("sources ended; draining: waiting until every queue is empty\(limit.map { " (at most \(DurationText.format($0)))" } ?? "")")
+                if await self.waitForSignal(atMost: limit) == false {
+                    let late = sinks.filter { !$0.ended.isFired }
+                    guard !Task.isCancelled, !late.isEmpty else { return }
+                    let queued = late.reduce(0) { $0 + $1.stats.value("queue.depth") + $1.buffer.depth }
+                    logger.warning("drain timeout of \(limit.map { DurationText.format($0) } ?? "") passed with \(queued) position(s) still queued in \(late.count) sink(s)")
+                    self.drainTimedOut.store(true, ordering: .relaxed)
+                    for h in late { h.cancel.fire(reason: "drain timeout") }
+                    return
+                }
+                guard !Task.isCancelled else { return }
+                logger.info("\(self.trigger.reason ?? "signal") while draining: sinks get \(DurationText.format(timeout)) to stop")
+            }
             do { try await Task.sleep(for: timeout) } catch { return }
             let late = sinks.filter { !$0.ended.isFired }
             guard !late.isEmpty else { return }
@@ -508,6 +540,40 @@ public final class Pipeline: Sendable {
                     do { try await Task.sleep(for: interval) } catch { return }
                     self.logStats()
                 }
+            }
+        }
+    }
+
+    /// Waits for a shutdown signal for at most `limit` (nil: no limit); true when it came (or
+    /// the wait was cancelled).
+    private func waitForSignal(atMost limit: Duration?) async -> Bool {
+        guard let limit else {
+            await trigger.wait()
+            return true
+        }
+        return await withTaskGroup(of: Bool.self) { group in
+            group.addTask { await self.trigger.wait(); return true }
+            group.addTask { (try? await Task.sleep(for: limit)) != nil ? false : true }
+            let first = await group.next() ?? true
+            group.cancelAll()
+            return first
+        }
+    }
+
+    /// How often `--log-level debug` shows each source's progress.
+    static let sourceProgressInterval: Duration = .seconds(5)
+
+    /// At debug level: every few seconds, what each source has emitted so far and lately, so a
+    /// pipeline that prints nothing shows which source is silent.
+    private func reportSourceProgress() async {
+        var last: [String: Int] = [:]
+        while !Task.isCancelled {
+            do { try await Task.sleep(for: Pipeline.sourceProgressInterval) } catch { return }
+            let sources = topology.withLock { t in t.configuration.sources.compactMap { t.sources[$0.id] } }
+            for h in sources {
+                let emitted = h.stats.emitted
+                h.logger.debug("progress: \(emitted) position(s) emitted, \(emitted - (last[h.component.id] ?? 0)) in the last \(DurationText.format(Pipeline.sourceProgressInterval))")
+                last[h.component.id] = emitted
             }
         }
     }

@@ -15,10 +15,17 @@ public enum LocgateCommand {
     locgate \(version) — a plugin-based location gateway: GNSS sources → transforms → sinks.
 
     Usage:
-      locgate run [CONFIG]        Run a pipeline. Without CONFIG, runs a demo: a bundled receiver
+      locgate run [CONFIG] [--drain [TIMEOUT]]
+                                  Run a pipeline. Without CONFIG, runs a demo: a bundled receiver
                                   log replayed to stdout. SIGHUP re-reads CONFIG and restarts only
-                                  the components whose configuration changed.
-      locgate validate CONFIG     Check a pipeline file; exit 0, or 2 listing every problem.
+                                  the components whose configuration changed. --drain: once the
+                                  sources end, wait until every sink's queue is empty (exit 0) or
+                                  TIMEOUT ("10m") passes (exit 3); without TIMEOUT, as long as it
+                                  takes.
+      locgate validate CONFIG [--no-environment]
+                                  Check a pipeline file and, unless --no-environment, what it needs
+                                  from this machine: files, directories, queues (errors) and peers
+                                  (warnings); exit 0, or 2 listing every problem.
       locgate plugins [TYPE]      List every plugin type with its options, defaults and a sample.
       locgate ports               List serial ports: path, transport (native/usb/bluetooth), USB
                                   vid:pid, manufacturer, product, serial number, description.
@@ -29,7 +36,8 @@ public enum LocgateCommand {
       -h, --help                  Show this help.
       --version                   Print the version.
 
-    Exit status: 0 success, 1 runtime failure, 2 invalid configuration or usage.
+    Exit status: 0 success, 1 runtime failure, 2 invalid configuration or usage,
+    3 run --drain timed out with positions still queued.
     Docs: Docs/Configuration.md, and `locgate plugins` for every option.
     """
 
@@ -61,11 +69,15 @@ public enum LocgateCommand {
         let rest = Array(args.dropFirst())
         switch command {
         case "run":
-            guard rest.count <= 1 else { fail("usage: locgate run [CONFIG]", code: 2) }
-            await run(configPath: rest.first, logLevel: logLevel, registry: registry)
+            var rest = rest
+            let drain = parseDrain(&rest)
+            guard rest.count <= 1, !(rest.first ?? "").hasPrefix("-") else { fail("usage: locgate run [CONFIG] [--drain [TIMEOUT]]", code: 2) }
+            await run(configPath: rest.first, logLevel: logLevel, drain: drain, registry: registry)
         case "validate":
-            guard rest.count == 1 else { fail("usage: locgate validate CONFIG", code: 2) }
-            validate(rest[0], registry: registry)
+            let environment = !rest.contains("--no-environment")
+            let files = rest.filter { $0 != "--no-environment" }
+            guard files.count == 1, !files[0].hasPrefix("-") else { fail("usage: locgate validate CONFIG [--no-environment]", code: 2) }
+            validate(files[0], checkEnvironment: environment, registry: registry)
         case "plugins":
             listPlugins(filter: rest.first, registry: registry)
         case "ports":
@@ -112,14 +124,43 @@ public enum LocgateCommand {
         }
     }
 
-    static func validate(_ path: String, registry: PluginRegistry) {
+    static func validate(_ path: String, checkEnvironment: Bool, registry: PluginRegistry) {
         let config = load(path, registry: registry)
-        print("\(path): valid — \(config.sources.count) source(s), \(config.transforms.count) transform(s), \(config.sinks.count) sink(s)")
+        let findings = checkEnvironment ? EnvironmentCheck.run(config) : []
+        let errors = findings.filter { $0.severity == .error }
+        let notes = findings.filter { $0.severity != .error }.map { "  \($0)" }
+        guard errors.isEmpty else {
+            let n = errors.count
+            let lines = errors.map { "  \($0.path): \($0.message)" } + notes
+            fail("\(path): the environment is not ready (\(n) problem\(n == 1 ? "" : "s")); `run` would fail:\n" + lines.joined(separator: "\n"), code: 2)
+        }
+        let checked = checkEnvironment ? "" : " (environment not checked)"
+        print("\(path): valid\(checked) — \(config.sources.count) source(s), \(config.transforms.count) transform(s), \(config.sinks.count) sink(s)")
+        if !notes.isEmpty { print(notes.joined(separator: "\n")) }
+    }
+
+    /// Takes `--drain [TIMEOUT]` (or `--drain=TIMEOUT`) out of `args`.
+    static func parseDrain(_ args: inout [String]) -> Pipeline.Drain {
+        guard let i = args.firstIndex(where: { $0 == "--drain" || $0.hasPrefix("--drain=") }) else { return .off }
+        var text: String?
+        if args[i].hasPrefix("--drain=") {
+            text = String(args[i].dropFirst("--drain=".count))
+            args.remove(at: i)
+        } else {
+            // The next word is a timeout when it reads as one; otherwise it is the config file.
+            if i + 1 < args.count, DurationText.parse(args[i + 1]) != nil { text = args[i + 1]; args.remove(at: i + 1) }
+            args.remove(at: i)
+        }
+        guard let text else { return .untilEmpty(timeout: nil) }
+        guard let timeout = DurationText.parse(text), timeout > .zero else {
+            fail("--drain expects a timeout such as \"30s\" or \"10m\", got \"\(text)\"", code: 2)
+        }
+        return .untilEmpty(timeout: timeout)
     }
 
     // MARK: - Run
 
-    static func run(configPath: String?, logLevel: LogLevel?, registry: PluginRegistry) async {
+    static func run(configPath: String?, logLevel: LogLevel?, drain: Pipeline.Drain, registry: PluginRegistry) async {
         var demoFile: String?
         let config: PipelineConfiguration
         if let configPath {
@@ -154,7 +195,7 @@ public enum LocgateCommand {
         let pipeline: Pipeline
         let monitor = config.api.map { _ in PipelineMonitor() }
         do {
-            pipeline = try Pipeline(configuration: config, logHandler: handler, observer: monitor)
+            pipeline = try Pipeline(configuration: config, logHandler: handler, drain: drain, observer: monitor)
         } catch {
             Logger(label: "locgate", handler: handler).error("\(error)")
             if let demoFile { unlink(demoFile) }
@@ -225,7 +266,11 @@ public enum LocgateCommand {
     static func listPlugins(filter: String?, registry: PluginRegistry) {
         var out = ""
         let plugins = registry.all.filter { filter == nil || $0.info.type == filter }
-        if plugins.isEmpty { fail("no plugin of type \"\(filter ?? "")\"", code: 2) }
+        if plugins.isEmpty {
+            let types = Array(Set(registry.all.map(\.info.type))).sorted()
+            let guess = Suggestion.closest(to: filter ?? "", among: types).map { " did you mean \"\($0)\"?" } ?? ""
+            fail("no plugin of type \"\(filter ?? "")\";\(guess) types: \(types.joined(separator: ", "))", code: 2)
+        }
         for p in plugins {
             let i = p.info
             out += "\(i.kind.rawValue) \(i.type) — \(i.summary)\n"

@@ -150,6 +150,27 @@ public struct NATSConnectionOptions: Sendable, Hashable {
 }
 
 /// Checks a server URL the way the client will read it, so a typo is a configuration error.
+extension NATSConnectionOptions {
+    /// Host and port of every server URL (4222 when the URL has none), for reachability checks.
+    public var serverAddresses: [(url: String, host: String, port: Int)] {
+        servers.compactMap { url in
+            var rest = Substring(url)
+            if let r = rest.range(of: "://") { rest = rest[r.upperBound...] }
+            if let at = rest.lastIndex(of: "@") { rest = rest[rest.index(after: at)...] }
+            if let slash = rest.firstIndex(of: "/") { rest = rest[..<slash] }
+            var host = rest
+            var port = 4222
+            if let colon = rest.lastIndex(of: ":"), !rest.hasSuffix("]") {
+                host = rest[..<colon]
+                guard let n = Int(rest[rest.index(after: colon)...]) else { return nil }
+                port = n
+            }
+            if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
+            return host.isEmpty ? nil : (url, String(host), port)
+        }
+    }
+}
+
 enum NATSServerURL {
     struct Problem: Error { var message: String }
 

@@ -1,4 +1,5 @@
 import GatewayCore
+import Preflight
 
 /// Where a sink's undelivered messages wait: the `queue` option every delivering sink shares.
 public enum OutboxMode: Sendable, Equatable {
@@ -61,6 +62,18 @@ public enum OutboxOptions {
         case .memory(let maxRecords):
             context.logger.warning("queue is null: positions are kept in memory only and are lost on exit or crash")
             return MemoryOutbox(capacity: maxRecords)
+        }
+    }
+
+    /// The queue's environment, for `locgate validate`: the checks its opening makes, without
+    /// creating the file; the free space as info.
+    public static func checkEnvironment(_ mode: OutboxMode, context: EnvironmentContext) -> [EnvironmentFinding] {
+        guard case .disk(let path, _, _, _) = mode else { return [] }
+        do {
+            let free = try SQLiteOutbox.inspect(path: path)
+            return free.map { [context.info("queue.path", "\(FileCheck.formatBytes($0)) free for \(FileCheck.absolute(path))")] } ?? []
+        } catch {
+            return [context.error("queue.path", error.description)]
         }
     }
 

@@ -69,7 +69,6 @@ public struct OutboxSinkLoop: Sendable {
     public func run(input: any SinkInput, transport: any OutboxTransport, encode: @escaping @Sendable (Position) -> OutboxEntry) async throws {
         let signal = OutboxSignal()
         let acks = AckInbox(signal: signal)
-        writer.publishStats()
         if outbox.depth > 0 { context.logger.info("resuming with \(outbox.depth) queued position(s)") }
         defer { writer.reportLeftOver() }
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -148,7 +147,6 @@ public struct OutboxSinkLoop: Sendable {
             guard try tolerantWrite("delete \(toDelete.count) acknowledged message(s)", { try outbox.remove(toDelete) }) else { return }
             toDelete.removeAll(keepingCapacity: true)
             firstPendingDelete = nil
-            writer.publishStats()
         }
 
         func settle() throws {
@@ -186,7 +184,6 @@ public struct OutboxSinkLoop: Sendable {
                 context.stats.count("\(statsPrefix).retried", by: retried)
                 noteFailure("\(retried) message(s) not acknowledged: \(lastReason)")
             }
-            if retried > 0 { writer.publishStats() }
         }
 
         func noteFailure(_ reason: String) {
@@ -268,7 +265,6 @@ public struct OutboxSinkLoop: Sendable {
                 if clock.now - lastExpiryCheck >= .seconds(1) {
                     lastExpiryCheck = clock.now
                     _ = try tolerantWrite("drop expired messages") { try writer.dropExpired() }
-                    writer.publishStats()
                 }
             }
         }

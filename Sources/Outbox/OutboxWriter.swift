@@ -19,6 +19,13 @@ public struct OutboxWriter: Sendable {
         self.mode = mode
         self.context = context
         self.retryInterval = retryInterval
+        // Read at every stats line: a queue that only drains (a server that is down after a
+        // replay at full speed) commits nothing more, yet its oldest record keeps ageing.
+        context.stats.gauge("queue.depth") { outbox.depth }
+        let clock = context.clock
+        context.stats.gauge("queue.oldest_age_s") {
+            outbox.oldestEnqueuedAt.map { max(0, Int((clock.now().milliseconds - $0) / 1000)) } ?? 0
+        }
     }
 
     /// Commits `entries` (retrying while the disk is full), acknowledges `input`, applies the caps.
@@ -51,7 +58,6 @@ public struct OutboxWriter: Sendable {
         }
         if dropped > 0 { countDropped(dropped, reason: "queue.max_records") }
         try dropExpired()
-        publishStats()
     }
 
     /// Applies `queue.max_age`.
@@ -66,13 +72,6 @@ public struct OutboxWriter: Sendable {
         context.stats.addDropped(n)
         context.stats.count("queue.dropped", by: n)
         context.logger.warning("dropped the \(n) oldest queued position(s): \(reason) reached")
-    }
-
-    /// Sets `queue.depth` and `queue.oldest_age_s`.
-    public func publishStats() {
-        context.stats.set("queue.depth", outbox.depth)
-        let age = outbox.oldestEnqueuedAt.map { max(0, Int((context.clock.now().milliseconds - $0) / 1000)) } ?? 0
-        context.stats.set("queue.oldest_age_s", age)
     }
 
     /// At the end of a run: says how many positions stay queued, and where, for the next start
@@ -91,6 +90,5 @@ public struct OutboxWriter: Sendable {
     public func deadLetter(_ records: [OutboxRecord], status: Int, answer: String) throws {
         try outbox.deadLetter(records, status: status, answer: answer, at: context.clock.now())
         context.stats.count("queue.dead_lettered", by: records.count)
-        publishStats()
     }
 }

@@ -1,5 +1,6 @@
 import CSQLite
 import GatewayCore
+import Preflight
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -35,6 +36,7 @@ public final class SQLiteOutbox: Outbox {
         try SQLiteOutbox.checkDirectory(of: path)
         do {
             let c = try SQLiteConnection(path: path)
+            try SQLiteOutbox.checkSchema(c, path: FileCheck.absolute(path))
             try c.execute("PRAGMA journal_mode=WAL")
             try c.execute("PRAGMA synchronous=\(synchronousFull ? "FULL" : "NORMAL")")
             // After a checkpoint, a WAL that grew past this is truncated back (a burst or a long outage).
@@ -74,7 +76,7 @@ public final class SQLiteOutbox: Outbox {
             cachedInFlight.withLock { $0 = inFlight }
             connection = c
         } catch let e as SQLiteError {
-            throw OutboxError(path: path, message: e.message, isDiskFull: e.isDiskFull)
+            throw OutboxError(path: FileCheck.absolute(path), message: e.message, isDiskFull: e.isDiskFull)
         }
     }
 
@@ -112,30 +114,56 @@ public final class SQLiteOutbox: Outbox {
         cachedInFlight.withLock { $0 = nil }
     }
 
-    /// Reports a missing or unwritable directory, or a full disk, with a clear message.
-    private static func checkDirectory(of path: String) throws {
-        let dir: String
-        if let slash = path.lastIndex(of: "/") {
-            dir = slash == path.startIndex ? "/" : String(path[..<slash])
-        } else {
-            dir = "."
-        }
+    /// Reports a path that is a directory, a missing or unwritable directory, a filesystem that
+    /// cannot hold files (`/proc`), or a full disk, with the absolute path and the reason.
+    private static func checkDirectory(of path: String) throws(OutboxError) {
         var st = stat()
-        guard stat(dir, &st) == 0 else {
-            throw OutboxError(path: path, message: "directory \(dir) is not usable: \(String(cString: strerror(errno)))")
+        if stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR {
+            throw OutboxError(path: FileCheck.absolute(path), message: "is a directory; give a file in it, such as \(FileCheck.absolute(path))/queue.sqlite")
         }
-        guard (st.st_mode & S_IFMT) == S_IFDIR else { throw OutboxError(path: path, message: "\(dir) is not a directory") }
-        guard access(dir, W_OK) == 0 else {
-            throw OutboxError(path: path, message: "directory \(dir) is not writable: \(String(cString: strerror(errno)))")
-        }
-        var fs = statvfs()
-        if statvfs(dir, &fs) == 0 {
-            let free = UInt64(fs.f_bavail) * UInt64(fs.f_frsize)
+        let dir = FileCheck.directory(of: path)
+        if let problem = FileCheck.directoryProblem(dir) { throw OutboxError(path: FileCheck.absolute(path), message: problem) }
+        if let free = FileCheck.freeBytes(dir), free < 1 << 20 {
             // Below 1 MiB SQLite's journal cannot grow; fail at start rather than at the first batch.
-            if free < 1 << 20 {
-                throw OutboxError(path: path, message: "disk full: \(free) bytes free in \(dir)", isDiskFull: true)
+            throw OutboxError(path: FileCheck.absolute(path), message: "disk full: \(FileCheck.formatBytes(free)) free in \(FileCheck.absolute(dir))", isDiskFull: true)
+        }
+    }
+
+    /// Refuses a database that holds tables of another program (writing a queue into it would
+    /// change that program's file); an empty database is fine.
+    static func checkSchema(_ c: SQLiteConnection, path: String) throws {
+        let tables = try c.queryTexts("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+        guard !tables.isEmpty else { return }
+        if !tables.contains("pending") {
+            throw OutboxError(path: path, message: "is an SQLite database but not a locgate queue (no table \"pending\"; tables: \(tables.joined(separator: ", "))); give another file")
+        }
+        for column in ["seq", "id", "position", "enqueued_ms"] where try !c.columnExists(table: "pending", column: column) {
+            throw OutboxError(path: path, message: "is not a locgate queue: table \"pending\" has no column \"\(column)\"")
+        }
+    }
+
+    /// Checks, without creating or changing anything, that `path` can hold a queue: its directory
+    /// (as ``init(path:maxRecords:synchronousFull:)`` checks it), and an existing file is
+    /// writable and opens read-only as a locgate queue. Returns the bytes free in the directory.
+    public static func inspect(path: String) throws(OutboxError) -> UInt64? {
+        try checkDirectory(of: path)
+        let shown = FileCheck.absolute(path)
+        var st = stat()
+        if stat(path, &st) == 0 && st.st_size > 0 {
+            if access(path, R_OK | W_OK) != 0 { throw OutboxError(path: shown, message: "cannot open for writing: \(FileCheck.reason(errno))") }
+            do {
+                let c = try SQLiteConnection(path: path, readOnly: true)
+                defer { c.close() }
+                try checkSchema(c, path: shown)
+            } catch let e as SQLiteError {
+                throw OutboxError(path: shown, message: "does not open as a locgate queue: \(e.message)")
+            } catch let e as OutboxError {
+                throw e
+            } catch {
+                throw OutboxError(path: shown, message: "\(error)")
             }
         }
+        return FileCheck.freeBytes(FileCheck.directory(of: path))
     }
 
     private func run<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
@@ -308,11 +336,14 @@ final class SQLiteConnection {
     private var db: OpaquePointer?
     private var statements: [String: SQLiteStatement] = [:]
 
-    init(path: String) throws {
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+    init(path: String, readOnly: Bool = false) throws {
+        let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
         let rc = sqlite3_open_v2(path, &db, flags, nil)
         if rc != SQLITE_OK {
-            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            var message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            // SQLite's text ("unable to open database file") does not say why; the system's does.
+            let system = db.map { sqlite3_system_errno($0) } ?? 0
+            if system != 0 { message += ": \(FileCheck.reason(system))" }
             sqlite3_close(db)
             db = nil
             throw SQLiteError(code: rc, message: "cannot open: \(message)")
@@ -364,6 +395,14 @@ final class SQLiteConnection {
         defer { s.release() }
         guard try s.step(), !s.isNull(0) else { return nil }
         return s.int(0)
+    }
+
+    /// The first column of every row as text.
+    func queryTexts(_ sql: String) throws -> [String] {
+        let s = try statement(sql)
+        var out: [String] = []
+        while try s.step() { out.append(s.text(0)) }
+        return out
     }
 
     func columnExists(table: String, column: String) throws -> Bool {

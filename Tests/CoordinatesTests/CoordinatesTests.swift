@@ -236,3 +236,31 @@ func metres(_ a: (Double, Double), _ b: (Double, Double)) -> Double {
         #expect(Set(reader.askedKeys) == Set(CoordinatesPlugin.info.options.map(\.name)))
     }
 }
+
+@Suite struct OutsideChinaTests {
+    @Test(arguments: [#"{"to": "gcj02"}"#, #"{"to": "bd09"}"#])
+    func aPositionOutsideChinaIsCountedAndWarnedOncePerSource(_ json: String) throws {
+        var (t, stats, log) = try makeTransform(json)
+        let amsterdam = (4.8897, 52.3740)
+        for source in ["a", "a", "b", "a"] {
+            let out = try #require(convert(&t, position(lon: amsterdam.0, lat: amsterdam.1, source: source)))
+            if json.contains("gcj02") { #expect(out.longitude == amsterdam.0 && out.latitude == amsterdam.1) }
+        }
+        // Inside China: shifted, not counted.
+        _ = convert(&t, position(lon: 121.5272106, lat: 31.1774276, source: "a"))
+        #expect(stats.value("coordinates.outside_china") == 4)
+        #expect(log.warnings.count == 2, "\(log.warnings)")
+        #expect(log.warnings.allSatisfy { $0.contains("is outside China (52.374, 4.8897): GCJ-02 leaves it unshifted") }, "\(log.warnings)")
+    }
+
+    @Test func withChinaBoundsNoneOrBetweenGCJ02AndBD09NothingIsCounted() throws {
+        var (everywhere, s1, _) = try makeTransform(#"{"to": "gcj02", "china_bounds": "none"}"#)
+        _ = convert(&everywhere, position(lon: 4.8897, lat: 52.3740))
+        #expect(s1.value("coordinates.outside_china") == 0)
+        // GCJ-02 → BD-09 applies everywhere: nothing is left unshifted.
+        var (baidu, s2, log) = try makeTransform(#"{"to": "bd09"}"#)
+        _ = convert(&baidu, position(lon: 4.8897, lat: 52.3740, datum: .gcj02))
+        #expect(s2.value("coordinates.outside_china") == 0)
+        #expect(log.warnings.isEmpty)
+    }
+}

@@ -63,7 +63,7 @@ import Testing
         #expect {
             _ = try SinkHarness(c)
         } throws: { error in
-            "\(error)".contains("q.sqlite") && "\(error)".contains("not a directory")
+            "\(error)".contains("q.sqlite") && "\(error)".contains("\(dir)/file: Not a directory")
         }
         let missing = try configuration(#"{"url":"http://127.0.0.1:1/x","queue":{"path":"\#(dir)/no/such/q.sqlite"}}"#)
         #expect(throws: OutboxError.self) { _ = try SinkHarness(missing) }

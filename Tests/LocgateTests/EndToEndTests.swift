@@ -157,7 +157,7 @@ import Testing
         try write(#"{"sources":{"rx":{"type":"file","path":"/nonexistent/x.nmea"}},"sinks":{"o":{"type":"stdout","inputs":["rx"]}}}"#, to: config)
         let r = try LocgateBinary.run(["run", config.path])
         #expect(r.status == 1)
-        #expect(r.stderr.contains("/nonexistent/x.nmea: cannot open: No such file or directory"))
+        #expect(r.stderr.contains("/nonexistent/x.nmea: cannot open for reading: No such file or directory"), "\(r.stderr)")
     }
 
     @Test func corruptAndTruncatedLogsNeverCrashIt() throws {
