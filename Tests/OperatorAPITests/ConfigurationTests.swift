@@ -91,7 +91,7 @@ import Testing
         do {
             _ = try PipelineConfiguration.load(json: Array(json.utf8), registry: BuiltinPlugins.registry)
         } catch {
-            #expect(error.problems.first?.description.hasPrefix(#"apii: unknown option; did you mean "api"?"#) == true, "\(error)")
+            #expect(error.problems.first?.description.hasPrefix(#"apii: unknown top-level key; did you mean "api"?"#) == true, "\(error)")
         }
     }
 
