@@ -4,7 +4,8 @@
 APT_PACKAGES := libserialport-dev libsqlite3-dev libproj-dev proj-bin proj-data zlib1g-dev libcurl4-openssl-dev openssl \
                 gpsd gpsd-clients socat python3 procps bc util-linux sqlite3 \
                 libnats-dev nats-server \
-                libmosquitto-dev mosquitto mosquitto-clients
+                libmosquitto-dev mosquitto mosquitto-clients \
+                libsystemd-dev systemd
 SWIFT_FLAGS ?=
 CONFIG ?=
 

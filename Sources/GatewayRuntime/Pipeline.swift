@@ -34,6 +34,8 @@ public final class Pipeline: Sendable {
         let stats: ComponentStats
         let routes: [Route]
         let tickInterval: Duration?
+        /// Calls in progress, for the heartbeat's wedge detection (PipelineHeartbeat.swift).
+        let activity = ActivityProbe()
         private let transform: Mutex<any PositionTransform>
 
         init(id: String, transform: sending any PositionTransform, stats: ComponentStats, routes: [Route]) {
@@ -48,6 +50,7 @@ public final class Pipeline: Sendable {
             stats.addReceived(batch.count)
             var out: [Position] = []
             out.reserveCapacity(batch.count)
+            activity.enter(); defer { activity.exit() }
             transform.withLock { t in
                 for p in batch { t.process(p, into: &out) }
             }
@@ -57,6 +60,7 @@ public final class Pipeline: Sendable {
 
         func tick(now: Timestamp) -> [Position] {
             var out: [Position] = []
+            activity.enter(); defer { activity.exit() }
             transform.withLock { t in t.tick(now: now, into: &out) }
             stats.addEmitted(out.count)
             return out
@@ -64,6 +68,7 @@ public final class Pipeline: Sendable {
 
         func finish() -> [Position] {
             var out: [Position] = []
+            activity.enter(); defer { activity.exit() }
             transform.withLock { t in t.finish(into: &out) }
             stats.addEmitted(out.count)
             return out
@@ -86,12 +91,12 @@ public final class Pipeline: Sendable {
         let logger: Logger
     }
 
-    private let sources: [SourceNode]
+    let sources: [SourceNode]
     /// Transforms in topological order (inputs before outputs).
-    private let transforms: [TransformNode]
-    private let sinks: [SinkNode]
+    let transforms: [TransformNode]
+    let sinks: [SinkNode]
     private let settings: PipelineConfiguration.Settings
-    private let logger: Logger
+    let logger: Logger
     private let clock: any GatewayClock
     private let trigger = ShutdownTrigger()
     private let failed = Atomic<Bool>(false)
@@ -172,14 +177,16 @@ public final class Pipeline: Sendable {
     }
 
     /// Runs until every source has ended or shutdown was requested; returns the exit status
-    /// (0, or 1 when a component failed).
-    public func run() async -> Int32 {
+    /// (0, or 1 when a component failed). A `monitor` hears that every component started, and
+    /// the heartbeat while the pipeline runs (see ``PipelineMonitor``).
+    public func run(monitor: (any PipelineMonitor)? = nil) async -> Int32 {
         logger.info("starting: \(sources.count) source(s), \(transforms.count) transform(s), \(sinks.count) sink(s)")
         let sinksClosed = ShutdownTrigger()
         enum Part: Sendable { case sinks, sources, stats }
         await withTaskGroup(of: Part.self) { group in
             group.addTask { await self.runSinks(closed: sinksClosed); return .sinks }
             group.addTask { await self.reportStatsPeriodically(); return .stats }
+            if let monitor { group.addTask { await self.runHeartbeat(monitor); return .stats } }
             group.addTask {
                 await self.runSources()
                 self.finishTransforms()

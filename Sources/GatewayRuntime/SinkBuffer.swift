@@ -62,6 +62,10 @@ public final class SinkBuffer: SinkInput, Sendable {
     /// Positions waiting in the buffer.
     public var depth: Int { state.withLock { $0.count } }
 
+    /// Positions waiting, and a count that grows each time the sink takes from the buffer: two
+    /// samples with positions waiting and the same count mean the sink took nothing in between.
+    var progressMark: (waiting: Int, taken: UInt64) { state.withLock { ($0.count, $0.deliveredSeq) } }
+
     // MARK: - Producer side
 
     /// Adds a batch; see the type's policies for when this waits.
