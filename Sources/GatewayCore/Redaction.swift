@@ -39,6 +39,13 @@ public enum Redaction {
         if let range = passwordRange(in: Substring(url), from: url.startIndex) { register(String(url[range])) }
     }
 
+    /// True for a header or variable name that usually holds a credential (`Authorization`,
+    /// `X-Api-Key`, `Cookie`, `DB_PASSWORD`, `ACCESS_TOKEN`…): its value is registered.
+    public static func isSecretName(_ name: String) -> Bool {
+        let n = name.lowercased()
+        return ["auth", "token", "secret", "password", "passwd", "key", "cookie", "credential"].contains { n.contains($0) }
+    }
+
     /// `text` with every registered secret and every URL password replaced by ``mask``.
     public static func redact(_ text: String) -> String {
         var out = text
