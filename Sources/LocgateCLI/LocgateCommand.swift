@@ -166,8 +166,9 @@ public enum LocgateCommand {
             if let demoFile { unlink(demoFile) }
             exit(1)
         }
-        let notifier = SystemdNotifier.fromEnvironment()
-        let signalSources = SignalHandling.install(pipeline: pipeline, notifier: notifier, logger: Logger(label: "locgate", handler: handler))
+        let logger = Logger(label: "locgate", handler: handler)
+        let notifier = SystemdNotifier.fromEnvironment(logger: logger.child("systemd"))
+        let signalSources = SignalHandling.install(pipeline: pipeline, notifier: notifier, logger: logger)
         let code = await pipeline.run(monitor: notifier)
         notifier?.stopping(reason: code == 0 ? "pipeline ended" : "a component failed")
         signalSources.forEach { $0.cancel() }

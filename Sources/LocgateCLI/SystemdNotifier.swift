@@ -1,6 +1,7 @@
 import CSystemd
-import Glibc
+import GatewayCore
 import GatewayRuntime
+import Glibc
 import Synchronization
 
 /// Tells systemd the service's state through `sd_notify` (a `Type=notify` unit) and feeds its
@@ -21,26 +22,29 @@ public final class SystemdNotifier: PipelineMonitor, Sendable {
     public let watchdog: Duration?
     public let heartbeatInterval: Duration
     public let stallLimit: Duration
+    private let logger: Logger
     private let stopped = Atomic<Bool>(false)
+    private let failureLogged = Atomic<Bool>(false)
 
     /// Without a watchdog the heartbeat still refreshes `STATUS=` this often.
     static let statusInterval: Duration = .seconds(10)
 
-    private init(watchdog: Duration?) {
+    private init(watchdog: Duration?, logger: Logger) {
         self.watchdog = watchdog
+        self.logger = logger
         // Half the watchdog interval, as sd_watchdog_enabled(3) recommends; STATUS= at least every 10 s.
         self.heartbeatInterval = watchdog.map { min($0 / 2, SystemdNotifier.statusInterval) } ?? SystemdNotifier.statusInterval
         self.stallLimit = watchdog ?? .seconds(30)
     }
 
     /// A notifier when the process runs under systemd with a notification socket, else nil.
-    public static func fromEnvironment() -> SystemdNotifier? {
+    public static func fromEnvironment(logger: Logger) -> SystemdNotifier? {
         guard let socket = getenv("NOTIFY_SOCKET"), socket.pointee != 0 else { return nil }
         var usec: UInt64 = 0
         // > 0: enabled for this process (WATCHDOG_PID, when set, names it); 0: no watchdog.
         let enabled = sd_watchdog_enabled(0, &usec)
         let watchdog: Duration? = enabled > 0 && usec > 0 ? .microseconds(Int64(clamping: usec)) : nil
-        return SystemdNotifier(watchdog: watchdog)
+        return SystemdNotifier(watchdog: watchdog, logger: logger)
     }
 
     public func pipelineStarted(_ heartbeat: PipelineHeartbeat) {
@@ -76,13 +80,17 @@ public final class SystemdNotifier: PipelineMonitor, Sendable {
         send("STOPPING=1\nSTATUS=stopping: \(reason)")
     }
 
-    /// One notification. A failure is ignored: a gateway does not stop because its supervisor went
-    /// away, and systemd notices missing keepalives on its own.
+    /// One notification. A failure does not stop the gateway (its supervisor may have gone away),
+    /// but the first one is logged: missed keepalives get the service killed, and the journal
+    /// should say why.
     private func send(_ state: String) {
-        _ = check(sd_notify(0, state))
+        check(sd_notify(0, state), state)
     }
 
-    /// Every libsystemd return code goes through here: negative is `-errno`, otherwise success.
-    @discardableResult
-    private func check(_ rc: Int32) -> Bool { rc >= 0 }
+    /// Every libsystemd return code goes through here: negative is `-errno`.
+    private func check(_ rc: Int32, _ state: String) {
+        guard rc < 0, !failureLogged.exchange(true, ordering: .relaxed) else { return }
+        let what = state.prefix { $0 != "\n" }
+        logger.warning("sd_notify(\(what)) failed: \(String(cString: strerror(-rc))); later failures are not logged")
+    }
 }

@@ -67,6 +67,18 @@ import Testing
         #expect(log.contains("error pipeline: no progress, watchdog keepalives withheld: sinks.out:"), "\(log)")
     }
 
+    @Test(.timeLimit(.minutes(1))) func aNotifySocketNobodyListensOnIsLoggedOnceAndTheRunGoesOn() throws {
+        let dir = try BinaryRunner.temporaryDirectory()
+        try NMEASamples.writeLog(epochs: 20, to: dir.path + "/track.nmea")
+        try Data(#"{"sources":{"rx":{"type":"file","path":"track.nmea"}},"sinks":{"o":{"type":"file","inputs":["rx"],"path":"o.jsonl"}}}"#.utf8)
+            .write(to: dir.appendingPathComponent("p.json"))
+        let r = try BinaryRunner.run(["run", dir.path + "/p.json"], environment: ["NOTIFY_SOCKET": dir.path + "/nobody.sock"])
+        #expect(r.status == 0, "\(r.stderr)")
+        let failures = r.stderr.split(separator: "\n").filter { $0.contains("warning locgate.systemd: sd_notify(") }
+        #expect(failures.count == 1, "\(r.stderr)")
+        #expect(failures.first?.contains("sd_notify(READY=1) failed: No such file or directory") == true, "\(r.stderr)")
+    }
+
     @Test(.timeLimit(.minutes(1))) func withoutNotifySocketNothingIsSentAndTheRunIsUnchanged() throws {
         let dir = try BinaryRunner.temporaryDirectory()
         try NMEASamples.writeLog(epochs: 20, to: dir.path + "/track.nmea")
