@@ -4,13 +4,23 @@
 APT_PACKAGES := libserialport-dev libsqlite3-dev libproj-dev proj-bin proj-data zlib1g-dev libcurl4-openssl-dev openssl \
                 gpsd gpsd-clients socat python3 procps bc util-linux sqlite3 \
                 libnats-dev nats-server \
-                libmosquitto-dev mosquitto mosquitto-clients
+                libmosquitto-dev mosquitto mosquitto-clients \
+                libsystemd-dev systemd
 SWIFT_FLAGS ?=
 CONFIG ?=
+# make install: PREFIX for the binary, units and docs; DESTDIR to stage into a directory;
+# BINARY to install a binary built elsewhere (else the release build, built when missing).
+PREFIX ?= /usr/local
+DESTDIR ?=
+SYSCONFDIR ?= /etc
+BINARY ?= .build/release/locgate
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+DOCDIR ?= $(PREFIX)/share/doc/locgate
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build release run test bench bench-nmea clean
+.PHONY: deps build release run test bench bench-nmea clean install
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -35,6 +45,25 @@ release: deps
 
 run: build
 	.build/debug/locgate run $(CONFIG)
+
+# Lays out the binary, the systemd unit, the sysusers.d entry, a default pipeline (kept if one
+# exists) and the docs; Docs/Operations.md, "Running as a service". Under DESTDIR nothing is
+# activated; installed for real on a systemd host, the user is created and systemd reloaded.
+install:
+	@[ -x "$(BINARY)" ] || $(MAKE) release
+	install -D -m 0755 "$(BINARY)" "$(DESTDIR)$(PREFIX)/bin/locgate"
+	install -d -m 0755 "$(DESTDIR)$(UNITDIR)" "$(DESTDIR)$(SYSUSERSDIR)" "$(DESTDIR)$(DOCDIR)" "$(DESTDIR)$(SYSCONFDIR)/locgate"
+	sed -e 's#@BINDIR@#$(PREFIX)/bin#g' -e 's#@DOCDIR@#$(DOCDIR)#g' -e 's#/etc/locgate#$(SYSCONFDIR)/locgate#g' \
+	  Packaging/locgate.service > "$(DESTDIR)$(UNITDIR)/locgate.service"
+	chmod 0644 "$(DESTDIR)$(UNITDIR)/locgate.service"
+	install -m 0644 Packaging/locgate.sysusers "$(DESTDIR)$(SYSUSERSDIR)/locgate.conf"
+	@# The operator's pipeline is theirs: never overwritten.
+	[ -e "$(DESTDIR)$(SYSCONFDIR)/locgate/pipeline.json" ] || install -m 0644 Packaging/pipeline.json "$(DESTDIR)$(SYSCONFDIR)/locgate/pipeline.json"
+	install -m 0644 README.md Docs/*.md "$(DESTDIR)$(DOCDIR)/"
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
+	  systemd-sysusers "$(SYSUSERSDIR)/locgate.conf" && systemctl daemon-reload && \
+	  echo "installed: edit $(SYSCONFDIR)/locgate/pipeline.json, then systemctl enable --now locgate"; \
+	fi
 
 # Suites run one after another: many start real peers (gpsd, socat, HTTP receivers, child
 # processes) whose timing a 2-core machine cannot keep when they all run at once. ~2.5 minutes.
