@@ -2,23 +2,32 @@
 # `make run` and `make test` install what they need first (apt, as root or through sudo).
 
 # What building and running the binary needs: the -dev packages of every C library it links
-# (libserialport, SQLite, PROJ, zlib, libcurl, libnats, libmosquitto, libmicrohttpd), PROJ's CRS database, and
+# (libserialport, SQLite, PROJ, zlib, libcurl, libnats, libmosquitto, libmicrohttpd, libsystemd), PROJ's CRS database, and
 # pkg-config to find them. `make run` installs only these.
 RUN_PACKAGES := pkg-config libserialport-dev libsqlite3-dev libproj-dev proj-data zlib1g-dev libcurl4-openssl-dev \
-                libnats-dev libmosquitto-dev libmicrohttpd-dev
+                libnats-dev libmosquitto-dev libmicrohttpd-dev libsystemd-dev
 # The peers and tools the tests and benchmarks start: gpsd, and gpsd-clients for gpsfake and
 # gpsdecode (Debian 12's gpsd-clients depends on GTK and matplotlib; no smaller package has
 # gpsfake), socat pseudo-terminals, the brokers, openssl for test certificates, cs2cs, sqlite3.
 TEST_PACKAGES := proj-bin openssl gpsd gpsd-clients socat python3 procps bc util-linux sqlite3 \
-                 nats-server mosquitto mosquitto-clients prometheus curl
+                 nats-server mosquitto mosquitto-clients prometheus curl systemd
 # Everything `make test` installs (CI runs it on a fresh Debian 12).
 APT_PACKAGES := $(RUN_PACKAGES) $(TEST_PACKAGES)
 SWIFT_FLAGS ?=
 CONFIG ?=
+# make install: PREFIX for the binary, units and docs; DESTDIR to stage into a directory;
+# BINARY to install a binary built elsewhere (else the release build, built when missing).
+PREFIX ?= /usr/local
+DESTDIR ?=
+SYSCONFDIR ?= /etc
+BINARY ?= .build/release/locgate
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+DOCDIR ?= $(PREFIX)/share/doc/locgate
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps deps-run build release run test bench bench-nmea clean
+.PHONY: deps deps-run build release run test bench bench-nmea clean install
 
 # $(call install,PACKAGES): apt-get installs those not installed yet, without recommends.
 define install
@@ -53,6 +62,25 @@ release: deps-run
 
 run: build
 	.build/debug/locgate run $(CONFIG)
+
+# Lays out the binary, the systemd unit, the sysusers.d entry, a default pipeline (kept if one
+# exists) and the docs; Docs/Operations.md, "Running as a service". Under DESTDIR nothing is
+# activated; installed for real on a systemd host, the user is created and systemd reloaded.
+install:
+	@[ -x "$(BINARY)" ] || $(MAKE) release
+	install -D -m 0755 "$(BINARY)" "$(DESTDIR)$(PREFIX)/bin/locgate"
+	install -d -m 0755 "$(DESTDIR)$(UNITDIR)" "$(DESTDIR)$(SYSUSERSDIR)" "$(DESTDIR)$(DOCDIR)" "$(DESTDIR)$(SYSCONFDIR)/locgate"
+	sed -e 's#@BINDIR@#$(PREFIX)/bin#g' -e 's#@DOCDIR@#$(DOCDIR)#g' -e 's#/etc/locgate#$(SYSCONFDIR)/locgate#g' \
+	  Packaging/locgate.service > "$(DESTDIR)$(UNITDIR)/locgate.service"
+	chmod 0644 "$(DESTDIR)$(UNITDIR)/locgate.service"
+	install -m 0644 Packaging/locgate.sysusers "$(DESTDIR)$(SYSUSERSDIR)/locgate.conf"
+	@# The operator's pipeline is theirs: never overwritten.
+	[ -e "$(DESTDIR)$(SYSCONFDIR)/locgate/pipeline.json" ] || install -m 0644 Packaging/pipeline.json "$(DESTDIR)$(SYSCONFDIR)/locgate/pipeline.json"
+	install -m 0644 README.md Docs/*.md "$(DESTDIR)$(DOCDIR)/"
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
+	  systemd-sysusers "$(SYSUSERSDIR)/locgate.conf" && systemctl daemon-reload && \
+	  echo "installed: edit $(SYSCONFDIR)/locgate/pipeline.json, then systemctl enable --now locgate"; \
+	fi
 
 # Suites run one after another: many start real peers (gpsd, socat, HTTP receivers, child
 # processes) whose timing a 2-core machine cannot keep when they all run at once. ~2.5 minutes.

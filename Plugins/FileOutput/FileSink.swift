@@ -84,7 +84,8 @@ struct DocumentFile {
 
     private mutating func open(truncate: Bool) throws {
         let path = configuration.path
-        fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0o644)
+        // Owner-only whatever the umask: positions are personal data. An existing file keeps its mode.
+        fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0o600)
         guard fd >= 0 else { throw FileSinkError.system(path, "cannot open for writing") }
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw FileSinkError.system(path, "cannot stat") }

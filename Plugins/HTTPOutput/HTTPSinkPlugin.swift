@@ -41,6 +41,7 @@ public enum HTTPSinkPlugin: SinkPlugin {
     public static func configure(_ options: inout OptionReader) -> HTTPSinkConfiguration {
         var c = HTTPSinkConfiguration()
         c.url = options.requiredString("url") ?? ""
+        Redaction.registerCredentials(inURL: c.url)
         if !c.url.isEmpty {
             let lower = c.url.lowercased()
             if URL(string: c.url) == nil || !(lower.hasPrefix("http://") || lower.hasPrefix("https://")) {
@@ -50,14 +51,17 @@ public enum HTTPSinkPlugin: SinkPlugin {
         c.method = HTTPSinkConfiguration.Method(rawValue: options.choice("method", ["POST", "PUT"], default: "POST")) ?? .post
         if let headers = options.stringMap("headers") {
             c.headers = headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+            for (name, value) in c.headers where Redaction.isSecretName(name) { Redaction.register(value) }
         }
         if var auth = options.object("auth") {
-            if let token = auth.string("bearer") {
+            if let token = auth.secretString("bearer") {
                 c.authorization = "Bearer \(token)"
                 if auth.has("user") || auth.has("password") { auth.report("", "give either bearer or user and password") }
             } else if let user = auth.string("user") {
-                let password = auth.string("password") ?? ""
+                let password = auth.secretString("password") ?? ""
                 c.authorization = "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
+                // The encoded form is as good as the password to whoever reads it.
+                if !password.isEmpty, let a = c.authorization { Redaction.register(a) }
             } else {
                 _ = auth.has("password")
                 auth.report("", "expected {\"bearer\": TOKEN} or {\"user\": U, \"password\": P}")
@@ -76,6 +80,7 @@ public enum HTTPSinkPlugin: SinkPlugin {
             tls.finish()
         }
         if let proxy = options.string("proxy") {
+            Redaction.registerCredentials(inURL: proxy)
             let schemes = ["http://", "https://", "socks4://", "socks4a://", "socks5://", "socks5h://"]
             if !proxy.isEmpty && !schemes.contains(where: { proxy.lowercased().hasPrefix($0) }) {
                 options.report("proxy", "expected a URL starting with \(schemes.joined(separator: ", ")) or \"\" for no proxy, got \"\(proxy)\"")

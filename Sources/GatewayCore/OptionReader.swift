@@ -104,6 +104,14 @@ public struct OptionReader {
         return substitute(s, at: key)
     }
 
+    /// A string that is a secret (a password, a token, an auth header): read like ``string(_:)``,
+    /// and registered with ``Redaction`` so it never reaches a log line or an error.
+    public mutating func secretString(_ key: String) -> String? {
+        let s = string(key)
+        if let s { Redaction.register(s) }
+        return s
+    }
+
     public mutating func string(_ key: String, default value: String) -> String {
         string(key) ?? value
     }
@@ -268,7 +276,8 @@ public struct OptionReader {
     // MARK: - Environment
 
     /// Replaces `${NAME}` and `${NAME:-default}` with environment values; an unset variable without
-    /// a default is a problem at `key`.
+    /// a default is a problem at `key`. `${secret:NAME}` (and `${secret:NAME:-default}`) marks the
+    /// value secret: it is substituted the same way and registered with ``Redaction``.
     public func substitute(_ s: String, at key: String) -> String {
         guard s.contains("${") else { return s }
         var out = ""
@@ -279,7 +288,9 @@ public struct OptionReader {
                 report(key, "unterminated ${ in \"\(s)\"")
                 return s
             }
-            let body = rest[start.upperBound..<end]
+            var body = rest[start.upperBound..<end]
+            let secret = body.hasPrefix("secret:")
+            if secret { body = body.dropFirst("secret:".count) }
             let name: Substring
             var fallback: Substring?
             if let sep = body.firstRange(of: ":-") {
@@ -290,8 +301,10 @@ public struct OptionReader {
             }
             if let v = environment[String(name)] {
                 out += v
+                if secret { Redaction.register(v) }
             } else if let f = fallback {
                 out += f
+                if secret { Redaction.register(String(f)) }
             } else {
                 report(key, "environment variable \(name) is not set (write ${\(name):-default} for a default)")
             }

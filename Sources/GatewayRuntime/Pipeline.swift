@@ -61,6 +61,8 @@ public final class Pipeline: Sendable {
         let id: String
         let stats: ComponentStats
         let tickInterval: Duration?
+        /// Calls in progress, for the heartbeat's wedge detection (PipelineHeartbeat.swift).
+        let activity = ActivityProbe()
         private let transform: Mutex<any PositionTransform>
 
         init(id: String, transform: sending any PositionTransform, stats: ComponentStats) {
@@ -74,6 +76,7 @@ public final class Pipeline: Sendable {
             stats.addReceived(batch.count)
             var out: [Position] = []
             out.reserveCapacity(batch.count)
+            activity.enter(); defer { activity.exit() }
             transform.withLock { t in
                 for p in batch { t.process(p, into: &out) }
             }
@@ -83,6 +86,7 @@ public final class Pipeline: Sendable {
 
         func tick(now: Timestamp) -> [Position] {
             var out: [Position] = []
+            activity.enter(); defer { activity.exit() }
             transform.withLock { t in t.tick(now: now, into: &out) }
             stats.addEmitted(out.count)
             return out
@@ -90,6 +94,7 @@ public final class Pipeline: Sendable {
 
         func finish() -> [Position] {
             var out: [Position] = []
+            activity.enter(); defer { activity.exit() }
             transform.withLock { t in t.finish(into: &out) }
             stats.addEmitted(out.count)
             return out
@@ -153,7 +158,7 @@ public final class Pipeline: Sendable {
     private let commands: AsyncStream<Command>
     private let mailbox: AsyncStream<Command>.Continuation
     private let settings: Mutex<PipelineConfiguration.Settings>
-    private let logger: Logger
+    let logger: Logger
     private let logHandler: any LogHandler
     private let clock: any GatewayClock
     private let trigger = ShutdownTrigger()
@@ -304,8 +309,9 @@ public final class Pipeline: Sendable {
     private enum Phase { case running, stoppingSources, stoppingSinks }
 
     /// Runs until every source has ended or shutdown was requested; returns the exit status
-    /// (0, or 1 when a component failed).
-    public func run() async -> Int32 {
+    /// (0, or 1 when a component failed). A `monitor` hears that every component started, and
+    /// the heartbeat while the pipeline runs (see ``PipelineMonitor``).
+    public func run(monitor: (any PipelineMonitor)? = nil) async -> Int32 {
         let (sourceCount, transformCount, sinkCount) = topology.withLock { ($0.sources.count, $0.transforms.count, $0.sinks.count) }
         logger.info("starting: \(sourceCount) source(s), \(transformCount) transform(s), \(sinkCount) sink(s)")
         var commandsIterator = commands.makeAsyncIterator()
@@ -319,6 +325,7 @@ public final class Pipeline: Sendable {
             restartTicks(in: &group)
             restartStats(in: &group)
             if logger.isEnabled(.debug) { group.addTask { await self.reportSourceProgress() } }
+            if let monitor { group.addTask { await self.runHeartbeat(monitor) } }
             var phase = Phase.running
             if t.sources.isEmpty { phase = stopSinks(in: &group) }
             while !(phase == .stoppingSinks && topology.withLock({ $0.sinks.values.allSatisfy { $0.ended.isFired } })) {
@@ -529,6 +536,15 @@ public final class Pipeline: Sendable {
     }
 
     // MARK: - Stats
+
+    /// The components the heartbeat samples (PipelineHeartbeat.swift): every source, every
+    /// transform, and the sinks still running.
+    func heartbeatView() -> (sources: [ComponentStats], transforms: [TransformNode], sinks: [(stats: ComponentStats, buffer: SinkBuffer)]) {
+        topology.withLock { t in
+            (t.sources.values.map(\.stats), Array(t.transforms.values),
+             t.sinks.values.filter { !$0.ended.isFired }.map { ($0.stats, $0.buffer) })
+        }
+    }
 
     private func restartStats(in group: inout DiscardingTaskGroup) {
         let stop = ShutdownTrigger()

@@ -62,6 +62,10 @@ public final class SinkBuffer: SinkInput, Sendable {
     /// Positions waiting in the buffer.
     public var depth: Int { state.withLock { $0.count } }
 
+    /// Positions waiting, and a count that grows each time the sink takes from the buffer: two
+    /// samples with positions waiting and the same count mean the sink took nothing in between.
+    var progressMark: (waiting: Int, taken: UInt64) { state.withLock { ($0.count, $0.deliveredSeq) } }
+
     // MARK: - Producer side
 
     /// Adds a batch; see the type's policies for when this waits.
@@ -74,7 +78,10 @@ public final class SinkBuffer: SinkInput, Sendable {
         stats.addReceived(batch.count)
         var waitedForSpace = false
         while true {
-            enum Step { case enqueued(UInt64, [CheckedContinuation<Void, Never>]), wait(UInt64), dropped(String) }
+            enum Step {
+                case enqueued(UInt64, [CheckedContinuation<Void, Never>], handOver: (CheckedContinuation<SinkEvent, Never>, [Position])?)
+                case wait(UInt64), dropped(String)
+            }
             let step: Step = state.withLock { s in
                 if s.closed { return .dropped("dropped.closed") }
                 let full = s.count > 0 && s.count + batch.count > capacity
@@ -95,21 +102,25 @@ public final class SinkBuffer: SinkInput, Sendable {
                 }
                 if policy == .dropOldest { dropOverflow(&s) }
                 var freed: [CheckedContinuation<Void, Never>] = []
+                var handOver: (CheckedContinuation<SinkEvent, Never>, [Position])?
                 if let c = s.consumer {
                     s.consumer = nil
-                    let all = s.takeAll()
+                    handOver = (c.continuation, s.takeAll())
                     freed = s.spaceWaiters.map(\.continuation)
                     s.spaceWaiters.removeAll()
-                    c.continuation.resume(returning: .positions(all))
                 }
-                return .enqueued(s.enqueuedSeq, freed)
+                return .enqueued(s.enqueuedSeq, freed, handOver: handOver)
             }
             switch step {
             case .dropped(let reason):
                 stats.addDropped(batch.count)
                 stats.count(reason, by: batch.count)
                 return
-            case .enqueued(let seq, let freed):
+            case .enqueued(let seq, let freed, let handOver):
+                // Resumed outside the lock: resuming takes the consumer task's status lock, which
+                // its cancellation handler holds while it waits for this lock (a deadlock seen
+                // when an http sink's timed wait was cancelled as a batch arrived).
+                if let (c, all) = handOver { c.resume(returning: .positions(all)) }
                 for w in freed { w.resume() }
                 if durable && acknowledgement == nil { await waitForAcknowledgement(seq) }
                 return

@@ -33,11 +33,13 @@ public enum LocgateCommand {
 
     Options:
       --log-level LEVEL           trace, debug, info (default), warning, error.
+      --log-format FORMAT         text (default; under systemd's journal: no time, <N> priorities)
+                                  or json (one object per line: time, level, label, message).
       -h, --help                  Show this help.
       --version                   Print the version.
 
-    Exit status: 0 success, 1 runtime failure, 2 invalid configuration or usage,
-    3 run --drain timed out with positions still queued.
+    Exit status: 0 success, 1 runtime failure, 2 invalid configuration or usage (a bare
+    `locgate` prints this help and exits 2), 3 run --drain timed out with positions still queued.
     Docs: Docs/Configuration.md, and `locgate plugins` for every option.
     """
 
@@ -46,33 +48,36 @@ public enum LocgateCommand {
     public static func main(registry: PluginRegistry) async {
         var args = Array(CommandLine.arguments.dropFirst())
         var logLevel: LogLevel?
-        if let i = args.firstIndex(where: { $0 == "--log-level" || $0.hasPrefix("--log-level=") }) {
-            let value: String?
-            if args[i].hasPrefix("--log-level=") {
-                value = String(args[i].dropFirst("--log-level=".count))
-                args.remove(at: i)
-            } else {
-                value = i + 1 < args.count ? args[i + 1] : nil
-                args.removeSubrange(i..<min(args.count, i + 2))
-            }
-            guard let v = value, let level = LogLevel(name: v) else {
+        if let v = takeOption("--log-level", from: &args) {
+            guard let level = LogLevel(name: v) else {
                 fail("--log-level expects one of trace, debug, info, warning, error", code: 2)
             }
             logLevel = level
+        }
+        var logFormat: StderrLogHandler.Format = .text
+        if let v = takeOption("--log-format", from: &args) {
+            guard v == "text" || v == "json" else { fail("--log-format expects text or json", code: 2) }
+            logFormat = v == "json" ? .json : .text
+        }
+        // Text under systemd's journal drops the time (the journal has it) and adds priorities.
+        if logFormat == .text && StderrLogHandler.stderrIsJournal(environment: ProcessInfo.processInfo.environment) {
+            logFormat = .journal
         }
         if args.contains("-h") || args.contains("--help") || args.first == "help" {
             print(usage)
             exit(0)
         }
         if args.contains("--version") { print("locgate \(version)"); exit(0) }
-        let command = args.first ?? "run"
+        // Exit 2, not 0: a unit or script that lost its arguments must fail visibly, not look like
+        // a clean stop (systemd's Restart=on-failure and `&&` chains both read 0 as success).
+        guard let command = args.first else { fail("no command given\n\n\(usage)", code: 2) }
         let rest = Array(args.dropFirst())
         switch command {
         case "run":
             var rest = rest
             let drain = parseDrain(&rest)
             guard rest.count <= 1, !(rest.first ?? "").hasPrefix("-") else { fail("usage: locgate run [CONFIG] [--drain [TIMEOUT]]", code: 2) }
-            await run(configPath: rest.first, logLevel: logLevel, drain: drain, registry: registry)
+            await run(configPath: rest.first, logLevel: logLevel, logFormat: logFormat, drain: drain, registry: registry)
         case "validate":
             let environment = !rest.contains("--no-environment")
             let files = rest.filter { $0 != "--no-environment" }
@@ -90,8 +95,23 @@ public enum LocgateCommand {
         }
     }
 
+    /// Removes `--name VALUE` or `--name=VALUE` from `args`; the value, or a usage failure when
+    /// the option has none.
+    static func takeOption(_ name: String, from args: inout [String]) -> String? {
+        guard let i = args.firstIndex(where: { $0 == name || $0.hasPrefix(name + "=") }) else { return nil }
+        if args[i].hasPrefix(name + "=") {
+            let v = String(args[i].dropFirst(name.count + 1))
+            args.remove(at: i)
+            return v
+        }
+        guard i + 1 < args.count else { fail("\(name) expects a value", code: 2) }
+        let v = args[i + 1]
+        args.removeSubrange(i...(i + 1))
+        return v
+    }
+
     static func fail(_ message: String, code: Int32) -> Never {
-        FileHandle.standardError.write(Data("locgate: \(message)\n".utf8))
+        FileHandle.standardError.write(Data("locgate: \(Redaction.redact(message))\n".utf8))
         exit(code)
     }
 
@@ -160,7 +180,7 @@ public enum LocgateCommand {
 
     // MARK: - Run
 
-    static func run(configPath: String?, logLevel: LogLevel?, drain: Pipeline.Drain, registry: PluginRegistry) async {
+    static func run(configPath: String?, logLevel: LogLevel?, logFormat: StderrLogHandler.Format, drain: Pipeline.Drain, registry: PluginRegistry) async {
         var demoFile: String?
         let config: PipelineConfiguration
         if let configPath {
@@ -191,7 +211,7 @@ public enum LocgateCommand {
         }
         defer { if let demoFile { unlink(demoFile) } }
         let level = logLevel ?? config.settings.logLevel ?? .info
-        let handler = StderrLogHandler(minimumLevel: demoFile != nil && logLevel == nil ? .warning : level)
+        let handler = StderrLogHandler(minimumLevel: demoFile != nil && logLevel == nil ? .warning : level, format: logFormat)
         let pipeline: Pipeline
         let monitor = config.api.map { _ in PipelineMonitor() }
         do {
@@ -213,17 +233,18 @@ public enum LocgateCommand {
             return server
         }
         let logger = Logger(label: "locgate", handler: handler)
-        let signalSources = SignalHandling.install(pipeline: pipeline, logger: logger)
+        let notifier = SystemdNotifier.fromEnvironment(logger: logger.child("systemd"))
+        let signalSources = SignalHandling.install(pipeline: pipeline, notifier: notifier, logger: logger)
         let (hangups, hangupSource) = SignalHandling.hangups()
         let code = await withTaskGroup(of: Int32?.self) { group in
-            group.addTask { await pipeline.run() }
+            group.addTask { await pipeline.run(monitor: notifier) }
             group.addTask {
                 for await _ in hangups {
                     guard let configPath else {
                         logger.warning("SIGHUP: the demo has no configuration file to reload")
                         continue
                     }
-                    await reload(configPath, pipeline: pipeline, api: api, registry: registry, logger: logger)
+                    await reload(configPath, pipeline: pipeline, api: api, registry: registry, notifier: notifier, logger: logger)
                 }
                 return nil
             }
@@ -234,6 +255,7 @@ public enum LocgateCommand {
             return code
         }
         api?.stop()
+        notifier?.stopping(reason: code == 0 ? "pipeline ended" : "a component failed")
         hangupSource.cancel()
         signalSources.forEach { $0.cancel() }
         if let demoFile { unlink(demoFile) }
@@ -242,14 +264,16 @@ public enum LocgateCommand {
 
     /// SIGHUP: validates the file exactly as `validate` does; applies it only when it is valid,
     /// else logs every problem (one line each, with its JSON path) and keeps the running pipeline.
-    static func reload(_ path: String, pipeline: Pipeline, api: OperatorAPI?, registry: PluginRegistry, logger: Logger) async {
+    static func reload(_ path: String, pipeline: Pipeline, api: OperatorAPI?, registry: PluginRegistry, notifier: SystemdNotifier?, logger: Logger) async {
         logger.info("SIGHUP: reloading \(path)")
+        // systemd shows the unit as reloading until READY=1 follows, whatever the outcome.
+        notifier?.reloading()
+        defer { notifier?.ready() }
         switch read(path, registry: registry) {
         case .failure(let error):
             for problem in error.problems { logger.error("reload: \(path): \(problem)") }
             logger.error("reload rejected: \(error.problems.count) problem(s) in \(path); the running pipeline is unchanged")
         case .success(let config):
-            // A service manager is told about the reload around this call (RELOADING=1, then READY=1).
             let outcome = await pipeline.reload(configuration: config)
             if outcome.status == .rejected { logger.warning("\(outcome)") }
             // The API keeps serving where it was bound (api.* changes need a restart) over the
@@ -304,7 +328,7 @@ extension LocgateCommand {
 /// SIGINT/SIGTERM: the first asks the pipeline to stop gracefully, a second exits at once.
 enum SignalHandling {
     /// Installs the handlers; the returned sources must stay alive while the pipeline runs.
-    static func install(pipeline: Pipeline, logger: Logger) -> [any DispatchSourceSignal] {
+    static func install(pipeline: Pipeline, notifier: SystemdNotifier?, logger: Logger) -> [any DispatchSourceSignal] {
         signal(SIGPIPE, SIG_IGN)
         let count = SignalCounter()
         var sources: [any DispatchSourceSignal] = []
@@ -317,6 +341,7 @@ enum SignalHandling {
                     exit(130)
                 }
                 logger.info("\(name): stopping (send again to exit at once)")
+                notifier?.stopping(reason: name)
                 pipeline.shutdown(reason: name)
             }
             source.resume()

@@ -52,6 +52,7 @@ public struct MQTTBrokerConfiguration: Sendable, Equatable {
     /// Reads the ``sessionSpecs(component:protocolNote:)`` options.
     public mutating func readSession(_ options: inout OptionReader) {
         if let url = options.requiredString("url") {
+            Redaction.registerCredentials(inURL: url)
             if let parsed = MQTTBrokerConfiguration.parseURL(url) {
                 (useTLS, host, port) = parsed
             } else {
@@ -69,7 +70,7 @@ public struct MQTTBrokerConfiguration: Sendable, Equatable {
     /// Reads the ``securitySpecs`` options.
     public mutating func readSecurity(_ options: inout OptionReader) {
         username = options.string("username")
-        password = options.string("password")
+        password = options.secretString("password")
         if password != nil && username == nil { options.report("password", "given without username") }
         if var tls = options.object("tls") {
             caFile = MQTTBrokerConfiguration.readableFile(&tls, "ca_file")

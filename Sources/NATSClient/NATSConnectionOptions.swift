@@ -69,6 +69,7 @@ public struct NATSConnectionOptions: Sendable, Hashable {
         if let servers = options.stringArray("servers") {
             if servers.isEmpty { options.report("servers", "must list at least one server URL") }
             for (i, url) in servers.enumerated() {
+                Redaction.registerCredentials(inURL: url)
                 switch NATSServerURL.check(url) {
                 case .success(let isTLS): secureURL = secureURL || isTLS
                 case .failure(let problem): options.report("servers[\(i)]", problem.message)
@@ -95,12 +96,12 @@ public struct NATSConnectionOptions: Sendable, Hashable {
         } else if seed != nil {
             options.report("nkey", "required with nkey_seed: the user's public key")
         }
-        if let token = options.string("token") {
+        if let token = options.secretString("token") {
             c.credentials = .token(token)
             methods.append("token")
         }
         let user = options.string("user")
-        let password = options.string("password")
+        let password = options.secretString("password")
         if let user {
             c.credentials = .userPassword(user: user, password: password ?? "")
             methods.append("user")

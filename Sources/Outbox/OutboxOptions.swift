@@ -17,7 +17,7 @@ public enum OutboxOptions {
     /// The rows for a plugin's option list (and README table), in this order.
     public static let specs: [OptionSpec] = [
         OptionSpec("queue", "object | null", required: true, "The queue; null keeps it in memory only (lossy: lost on exit, crash or after \(memoryCapacity) queued positions)."),
-        OptionSpec("queue.path", "path", required: true, "SQLite file of the durable queue (WAL mode), one per sink; created if missing."),
+        OptionSpec("queue.path", "path", required: true, "SQLite file of the durable queue (WAL mode), one per sink; created if missing, owner-only (0600)."),
         OptionSpec("queue.max_records", "integer", default: "1000000", "Most positions kept; beyond it the oldest are dropped, counted and logged."),
         OptionSpec("queue.max_age", "duration", default: "none", "Drop queued positions older than this, counted from the later of their fix time and their commit time (right both on a device whose clock is not set yet and for replays of old logs); counted and logged."),
         OptionSpec("queue.synchronous", "full | normal", default: "\"full\"", "full: each commit survives power loss; normal: survives a crash of the process, faster."),

@@ -337,6 +337,14 @@ final class SQLiteConnection {
     private var statements: [String: SQLiteStatement] = [:]
 
     init(path: String, readOnly: Bool = false) throws {
+        if !readOnly {
+            // Queued positions are personal data: the file is created owner-only here, whatever
+            // the umask, because SQLite would create it 0644. SQLite gives the -wal and -shm files
+            // the mode of the database file, so they are 0600 too. An existing file keeps its mode.
+            let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { throw SQLiteError(code: SQLITE_CANTOPEN, message: "cannot open: \(FileCheck.reason(errno))") }
+            Glibc.close(fd)
+        }
         let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
         let rc = sqlite3_open_v2(path, &db, flags, nil)
         if rc != SQLITE_OK {

@@ -177,8 +177,8 @@ import Testing
         #expect(try jsonLines(dir.appendingPathComponent("o.jsonl")).count > 10)
     }
 
-    @Test func theDemoPrintsPositionsWithNoArguments() throws {
-        let (p, out, _) = try LocgateBinary.start([])
+    @Test func theDemoPrintsPositionsWithRunAndNoConfiguration() throws {
+        let (p, out, _) = try LocgateBinary.start(["run"])
         var text = ""
         let handle = out.fileHandleForReading
         while text.split(separator: "\n").count < 3 {
