@@ -56,26 +56,32 @@ extension MapPage {
           var b = this._gridMap.getBounds();
           var south = Math.max(b.getSouth(), -85), north = Math.min(b.getNorth(), 85);
           var west = b.getWest(), east = b.getEast();
-          var span = Math.min(north - south, east - west);
-          var step = steps[steps.length - 1];
-          for (var i = 0; i < steps.length; i++) { if (span / steps[i] <= 8) { step = steps[i]; break; } }
-          var decimals = Math.max(0, Math.ceil(-Math.log10(step) - 1e-9));
+          // Each axis gets its own round step: away from the equator a degree of longitude is shorter.
+          function pick(span) {
+            for (var i = 0; i < steps.length; i++) { if (span / steps[i] <= 8) { return steps[i]; } }
+            return steps[steps.length - 1];
+          }
+          function digits(step) { return Math.max(0, Math.ceil(-Math.log10(step) - 1e-9)); }
+          var latStep = pick(north - south), lonStep = pick(east - west);
           var style = { className: 'locgate-grid', color: '#9aa5b1', weight: 1, opacity: 0.7, interactive: false };
           var k, v, n = 0;
-          for (k = Math.ceil(south / step); (v = k * step) <= north && n < 200; k++, n++) {
+          for (k = Math.ceil(south / latStep); (v = k * latStep) <= north && n < 200; k++, n++) {
             this.addLayer(L.polyline([[v, west], [v, east]], style));
             this.addLayer(L.marker([v, west], { interactive: false, keyboard: false, icon: L.divIcon({
               className: 'locgate-grid-label parallel', iconSize: null,
-              html: Math.abs(v).toFixed(decimals) + '°' + (v >= 0 ? 'N' : 'S') }) }));
+              html: Math.abs(v).toFixed(digits(latStep)) + '°' + (v >= 0 ? 'N' : 'S') }) }));
           }
-          for (k = Math.ceil(west / step); (v = k * step) <= east && n < 400; k++, n++) {
+          for (k = Math.ceil(west / lonStep); (v = k * lonStep) <= east && n < 400; k++, n++) {
             this.addLayer(L.polyline([[south, v], [north, v]], style));
             var lon = ((v + 540) % 360) - 180;
             this.addLayer(L.marker([south, v], { interactive: false, keyboard: false, icon: L.divIcon({
               className: 'locgate-grid-label meridian', iconSize: null,
-              html: Math.abs(lon).toFixed(decimals) + '°' + (lon >= 0 ? 'E' : 'W') }) }));
+              html: Math.abs(lon).toFixed(digits(lonStep)) + '°' + (lon >= 0 ? 'E' : 'W') }) }));
           }
-          if (this.onStep) { this.onStep(step); }
+          if (this.onStep) {
+            var mid = (south + north) / 2 * Math.PI / 180;
+            this.onStep({ lat: latStep, lon: lonStep, latMetres: latStep * 111320, lonMetres: lonStep * 111320 * Math.cos(mid) });
+          }
         }
       });
 
@@ -94,7 +100,8 @@ extension MapPage {
         stepLabel.addTo(map);
         var grid = new Graticule();
         grid.onStep = function (step) {
-          stepLabel._div.textContent = step === null ? '' : 'grid ' + step + '° (' + metres(step * 111320) + ' north–south)';
+          stepLabel._div.textContent = step === null ? '' : 'grid ' + step.lat + '° lat (' + metres(step.latMetres) + ') × ' +
+            step.lon + '° lon (' + metres(step.lonMetres) + ')';
         };
 
         var view = { map: map, tracks: L.layerGroup().addTo(map), fences: L.layerGroup().addTo(map), events: L.layerGroup().addTo(map) };
@@ -190,8 +197,8 @@ extension MapPage {
             g.eachLayer(function (l) { bounds.extend(l.getBounds ? l.getBounds() : l.getLatLng()); });
           });
           if (bounds.isValid()) {
-            if (bounds.getNorthEast().equals(bounds.getSouthWest())) { map.setView(bounds.getCenter(), 17); }
-            else { map.fitBounds(bounds, { padding: [24, 24], maxZoom: 19 }); }
+            if (bounds.getNorthEast().equals(bounds.getSouthWest())) { map.setView(bounds.getCenter(), 17, { animate: false }); }
+            else { map.fitBounds(bounds, { padding: [24, 24], maxZoom: 19, animate: false }); }
           }
           if (!view.gridShown) {
             view.gridShown = true;
