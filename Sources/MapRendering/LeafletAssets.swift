@@ -7,8 +7,8 @@ public struct LeafletAssetsError: Error, CustomStringConvertible {
 
 /// Leaflet's script and stylesheet from Debian's `libjs-leaflet`, made self-contained.
 ///
-/// The stylesheet's `url(images/…)` references become `data:` URIs and the source-map comment
-/// is dropped, so a page that inlines both loads nothing from anywhere. The remaining `http`
+/// The stylesheet's `url(images/…)` references become `data:` URIs and the source-map comments
+/// are dropped, so a page that inlines both loads nothing from anywhere. The remaining `http`
 /// strings in Leaflet's code are the SVG namespace name and the "Leaflet" attribution link,
 /// neither of which is fetched (the page turns the attribution prefix off).
 public struct LeafletAssets: Sendable {
@@ -31,9 +31,13 @@ public struct LeafletAssets: Sendable {
         }
         script = String(decoding: js, as: UTF8.self)
             .split(separator: "\n", omittingEmptySubsequences: false)
-            .filter { !$0.hasPrefix("//# sourceMappingURL=") }
+            .filter { !$0.contains("sourceMappingURL=") }
             .joined(separator: "\n")
-        stylesheet = Self.inlineImages(String(decoding: css, as: UTF8.self), directory: directory + "/images")
+        let sheet = String(decoding: css, as: UTF8.self)
+            .split(separator: "\n", omittingEmptySubsequences: false)
+            .filter { !$0.contains("sourceMappingURL=") }
+            .joined(separator: "\n")
+        stylesheet = Self.inlineImages(sheet, directory: directory + "/images")
     }
 
     /// Replaces each `url(images/NAME)` whose file exists by a base64 `data:` URI.

@@ -27,7 +27,8 @@ public enum TrackSimplifier {
         var heap = SegmentHeap()
         heap.push(farthest(latitudes, longitudes, from: 0, to: n - 1))
         while kept < budget, let top = heap.pop() {
-            guard top.distance > 0 else { heap.push(top); break }
+            // Below a millimetre nothing drawn would change; floating-point noise on a straight line must not spend the budget.
+            guard top.distance > 0.001 else { heap.push(top); break }
             keep[top.farthest] = true
             kept += 1
             heap.push(farthest(latitudes, longitudes, from: top.start, to: top.farthest))
