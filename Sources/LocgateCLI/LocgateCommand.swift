@@ -20,7 +20,8 @@ public enum LocgateCommand {
                                   the components whose configuration changed.
       locgate validate CONFIG     Check a pipeline file; exit 0, or 2 listing every problem.
       locgate plugins [TYPE]      List every plugin type with its options, defaults and a sample.
-      locgate map [OPTIONS] INPUT...  Write a self-contained HTML map of recorded tracks, GeoJSON
+      locgate map [OPTIONS] INPUT...
+                                  Write a self-contained HTML map of recorded tracks, GeoJSON
                                   fences and geofence events to stdout (`locgate map --help`).
       locgate ports               List serial ports: path, transport (native/usb/bluetooth), USB
                                   vid:pid, manufacturer, product, serial number, description.
