@@ -138,11 +138,6 @@ public struct PositionFileReader {
         }
     }
 
-    /// Reads the whole file, calling `body` with each batch.
-    public mutating func forEachBatch(_ body: ([Position]) throws -> Void) throws {
-        while let batch = try next() { try body(batch) }
-    }
-
     /// Closes the file early (the end of the input closes it too).
     public mutating func close() {
         finish()

@@ -52,7 +52,7 @@ public enum MapCommand {
         var onlyInputs = false
         while i < arguments.count {
             let arg = arguments[i]
-            if onlyInputs || !arg.hasPrefix("-") || arg == "-" {
+            if onlyInputs || !arg.hasPrefix("-") {
                 parsed.request.inputs.append(arg)
                 i += 1
                 continue
@@ -99,13 +99,16 @@ public enum MapCommand {
         return parsed
     }
 
-    /// Parses the command line, reads everything and returns the HTML page.
-    public static func page(_ arguments: [String], logger: Logger, leaflet: () throws -> LeafletAssets = { try LeafletAssets() }) throws -> String {
+    /// Parses the command line, reads everything and returns the HTML page. Throws
+    /// ``TrackMapError`` for bad options and unusable inputs (exit 2), ``LeafletAssetsError``
+    /// when Debian's libjs-leaflet is missing (exit 1: the machine, not the command, is at fault).
+    public static func page(_ arguments: [String], logger: Logger) throws -> String {
         let parsed = try parse(arguments)
         // Leaflet first: a missing package should not cost a long read.
-        let assets = try leaflet()
+        let assets = try LeafletAssets()
         let data = try TrackMapBuilder.build(parsed.request, logger: logger)
-        let title = parsed.request.inputs.isEmpty ? "locgate map" : "locgate map: " + parsed.request.inputs.map { ($0 as String).split(separator: "/").last.map(String.init) ?? $0 }.joined(separator: ", ")
+        let names = parsed.request.inputs.map { $0.split(separator: "/").last.map(String.init) ?? $0 }
+        let title = names.isEmpty ? "locgate map" : "locgate map: " + names.joined(separator: ", ")
         return MapPage(data: data, title: title, tiles: parsed.tiles, tilesAttribution: parsed.tilesAttribution).render(leaflet: assets)
     }
 }
