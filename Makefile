@@ -2,15 +2,17 @@
 # `make run` and `make test` install what they need first (apt, as root or through sudo).
 
 # What building and running the binary needs: the -dev packages of every C library it links
-# (libserialport, SQLite, PROJ, zlib, libcurl, libnats, libmosquitto, libmicrohttpd, libsystemd), PROJ's CRS database, and
-# pkg-config to find them. `make run` installs only these.
+# (libserialport, SQLite, PROJ, zlib, libcurl, libnats, libmosquitto, libmicrohttpd, libsystemd), PROJ's CRS database, Leaflet
+# for `locgate map`, and pkg-config to find them. `make run` installs only these.
 RUN_PACKAGES := pkg-config libserialport-dev libsqlite3-dev libproj-dev proj-data zlib1g-dev libcurl4-openssl-dev \
-                libnats-dev libmosquitto-dev libmicrohttpd-dev libsystemd-dev
+                libnats-dev libmosquitto-dev libmicrohttpd-dev libsystemd-dev libjs-leaflet
 # The peers and tools the tests and benchmarks start: gpsd, and gpsd-clients for gpsfake and
 # gpsdecode (Debian 12's gpsd-clients depends on GTK and matplotlib; no smaller package has
-# gpsfake), socat pseudo-terminals, the brokers, openssl for test certificates, cs2cs, sqlite3.
+# gpsfake), socat pseudo-terminals, the brokers, openssl for test certificates, cs2cs, sqlite3,
+# promtool/prometheus, systemd-analyze, and headless chromium for the map pages.
 TEST_PACKAGES := proj-bin openssl gpsd gpsd-clients socat python3 procps bc util-linux sqlite3 \
-                 nats-server mosquitto mosquitto-clients prometheus curl systemd
+                 nats-server mosquitto mosquitto-clients prometheus curl systemd \
+                 chromium
 # Everything `make test` installs (CI runs it on a fresh Debian 12).
 APT_PACKAGES := $(RUN_PACKAGES) $(TEST_PACKAGES)
 SWIFT_FLAGS ?=

@@ -52,7 +52,11 @@ let package = Package(
         plugin("SerialSource", dependencies: ["GatewayCore", "Preflight", "NMEA", "CSerialPort"]),
         .target(name: "BuiltinPlugins", dependencies: ["GatewayCore", "FileReplay", "FileOutput", "ConsoleOutput", "NetworkNMEA", "ExecSource", "Coordinates", "Filters", "Geofence", "SerialSource", "GpsdSource", "HTTPOutput", "NATSOutput", "NATSSource", "MQTTOutput", "MQTTInput"], swiftSettings: settings),
         .systemLibrary(name: "CSystemd", path: "Sources/CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
-        .target(name: "LocgateCLI", dependencies: ["GatewayCore", "GatewayRuntime", "SerialSource", "OperatorAPI", "CSystemd"], swiftSettings: settings),
+        .target(name: "LocgateCLI", dependencies: ["GatewayCore", "GatewayRuntime", "SerialSource", "OperatorAPI", "CSystemd", "TrackMap"], swiftSettings: settings),
+        // The map page (Leaflet from Debian's libjs-leaflet, inlined) and `locgate map`, which fills it from recorded files.
+        .target(name: "MapRendering", dependencies: ["GatewayCore"], swiftSettings: settings),
+        .target(name: "TrackMap", dependencies: ["GatewayCore", "Geodesy", "FileReplay", "Geofence", "MapRendering"], swiftSettings: settings),
+        .testTarget(name: "TrackMapTests", dependencies: ["TrackMap", "MapRendering", "Geofence", "Geodesy", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .executableTarget(name: "locgate", dependencies: ["LocgateCLI", "BuiltinPlugins"], swiftSettings: settings),
         .testTarget(name: "FileReplayTests", dependencies: ["FileReplay", "GatewayCore", "GatewayTesting", "Preflight"], swiftSettings: settings),
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore"], swiftSettings: settings),

@@ -26,8 +26,7 @@ public enum FileReplayPlugin: SourcePlugin {
         if options.has("format") {
             c.format = FileReplayConfiguration.Format(rawValue: options.choice("format", ["nmea", "jsonl", "gpx"], default: "nmea")) ?? .nmea
         } else {
-            let lower = c.path.lowercased()
-            c.format = lower.hasSuffix(".jsonl") || lower.hasSuffix(".json") ? .jsonl : lower.hasSuffix(".gpx") ? .gpx : .nmea
+            c.format = FileReplayConfiguration.Format(forPath: c.path)
         }
         if let r = options.string("rate") {
             if let rate = parseRate(r) { c.rate = rate } else {

@@ -1,6 +1,5 @@
 import GatewayCore
 import Preflight
-import NMEA
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -21,6 +20,20 @@ public struct FileReplayConfiguration: Sendable {
     public var device: String?
     public var requireChecksum = true
     public var progress = true
+
+    /// The defaults, reading `path` in the format its extension implies.
+    public init(path: String = "") {
+        self.path = path
+        format = Format(forPath: path)
+    }
+}
+
+extension FileReplayConfiguration.Format {
+    /// The format a file's extension implies: .jsonl/.json → jsonl, .gpx → gpx, anything else → nmea.
+    public init(forPath path: String) {
+        let lower = path.lowercased()
+        self = lower.hasSuffix(".jsonl") || lower.hasSuffix(".json") ? .jsonl : lower.hasSuffix(".gpx") ? .gpx : .nmea
+    }
 }
 
 /// Replays a receiver log (NMEA), our own JSON Lines output, or a GPX track.
@@ -53,11 +66,7 @@ public struct FileReplaySource: PositionSource {
             // Ids stay deterministic per pass: a restarted replay reproduces them, a loop does not repeat them.
             let prefix = pass == 0 ? "\(context.id)-" : "\(context.id)-\(pass)-"
             var pacer = Pacer(rate: configuration.rate, clock: context.clock)
-            switch configuration.format {
-            case .nmea: try await replayNMEA(output: output, idPrefix: prefix, pacer: &pacer)
-            case .jsonl: try await replayJSONL(output: output, idPrefix: prefix, pass: pass, pacer: &pacer)
-            case .gpx: try await replayGPX(output: output, idPrefix: prefix, pacer: &pacer)
-            }
+            try await replay(output: output, idPrefix: prefix, pass: pass, pacer: &pacer)
             pass += 1
             if configuration.loop {
                 context.logger.debug("end of \(configuration.path); looping (pass \(pass + 1))")
@@ -90,104 +99,17 @@ public struct FileReplaySource: PositionSource {
         positions.removeAll(keepingCapacity: true)
     }
 
-    private func replayNMEA(output: SourceOutput, idPrefix: String, pacer: inout Pacer) async throws {
-        var options = NMEAOptions()
-        options.requireChecksum = configuration.requireChecksum
-        options.source = context.id
-        options.device = configuration.device
-        options.idPrefix = idPrefix
-        var decoder = NMEADecoder(options: options)
-        var positions: [Position] = []
-        var file = try ChunkedFile(path: configuration.path)
-        defer { file.close() }
-        var progress = progress(total: file.size)
-        while let chunk = try file.read() {
+    /// One pass over the file.
+    private func replay(output: SourceOutput, idPrefix: String, pass: Int, pacer: inout Pacer) async throws {
+        var reader = try PositionFileReader(configuration: configuration, context: context, idPrefix: idPrefix, pass: pass)
+        defer { reader.close() }
+        var progress = progress(total: reader.size)
+        while var positions = try reader.next() {
             try Task.checkCancellation()
-            chunk.withUnsafeBytes { decoder.decode($0, into: &positions) }
             try await deliver(&positions, output: output, pacer: &pacer)
-            progress.update(file.offset, positions: pacer.emitted)
-            decoder.statistics.publish(to: context.stats)
+            progress.update(reader.offset, positions: pacer.emitted)
         }
-        decoder.flush(into: &positions)
-        try await deliver(&positions, output: output, pacer: &pacer)
         progress.finish()
-        decoder.statistics.publish(to: context.stats)
-        context.logger.info("\(configuration.path): \(decoder.statistics)")
-    }
-
-    private func replayJSONL(output: SourceOutput, idPrefix: String, pass: Int, pacer: inout Pacer) async throws {
-        var file = try ChunkedFile(path: configuration.path)
-        defer { file.close() }
-        var progress = progress(total: file.size)
-        // An over-long line cannot be a position: the framer skips it to its newline.
-        let maxLine = 1 << 20
-        var lines = LineFramer(maxLineLength: maxLine)
-        var positions: [Position] = []
-        var lineNumber = 0
-        var bad = 0
-        func handle(_ line: UnsafeRawBufferPointer) {
-            lineNumber += 1
-            let slice = line.last == 13 ? UnsafeRawBufferPointer(rebasing: line.dropLast()) : line
-            guard slice.contains(where: { $0 != 32 && $0 != 9 }) else { return }
-            do {
-                let value = try JSONValue.parse(slice)
-                var p = try PositionJSON.decode(value, source: context.id) { _ in "\(idPrefix)l\(lineNumber)" }
-                // Ids written in the file repeat on every pass of a loop; the pass number keeps them unique.
-                if pass > 0 && value["id"] != nil { p.id += "-\(pass)" }
-                if let d = configuration.device { p.device = d }
-                positions.append(p)
-            } catch {
-                bad += 1
-                context.stats.count("jsonl.bad_lines")
-                if bad <= 5 {
-                    // One line is parsed at a time: the parser's own "line 1" would number it twice.
-                    let reason = (error as? JSONParseError).map { "column \($0.column): \($0.message)" } ?? "\(error)"
-                    context.logger.warning("\(configuration.path):\(lineNumber): skipped: \(LogText.escaped(reason))")
-                }
-            }
-        }
-        while let chunk = try file.read() {
-            try Task.checkCancellation()
-            chunk.withUnsafeBytes {
-                lines.feed($0, line: { handle($0) }, overlong: {
-                    lineNumber += 1
-                    bad += 1
-                    context.stats.count("jsonl.bad_lines")
-                    context.logger.warning("\(configuration.path):\(lineNumber): skipped a line longer than \(maxLine) bytes")
-                })
-            }
-            try await deliver(&positions, output: output, pacer: &pacer)
-            progress.update(file.offset, positions: pacer.emitted)
-        }
-        lines.finish { handle($0) }
-        try await deliver(&positions, output: output, pacer: &pacer)
-        progress.finish()
-        context.logger.info("\(configuration.path): \(lineNumber) lines, \(bad) skipped")
-    }
-
-    private func replayGPX(output: SourceOutput, idPrefix: String, pacer: inout Pacer) async throws {
-        var file = try ChunkedFile(path: configuration.path)
-        defer { file.close() }
-        var bytes: [UInt8] = []
-        while let chunk = try file.read() { bytes.append(contentsOf: chunk) }
-        let (points, skipped) = GPXReader.read(bytes)
-        if skipped > 0 {
-            context.stats.count("gpx.bad_points", by: skipped)
-            context.logger.warning("\(configuration.path): skipped \(skipped) point(s) without valid lat/lon")
-        }
-        var positions: [Position] = []
-        positions.reserveCapacity(min(points.count, 4096))
-        for (i, pt) in points.enumerated() {
-            if i % 4096 == 0 { try Task.checkCancellation() }
-            var p = GPXReader.position(pt)
-            p.source = context.id
-            p.device = configuration.device
-            p.id = "\(idPrefix)\(i + 1)"
-            positions.append(p)
-            if positions.count >= 4096 { try await deliver(&positions, output: output, pacer: &pacer) }
-        }
-        try await deliver(&positions, output: output, pacer: &pacer)
-        context.logger.info("\(configuration.path): \(points.count) points")
     }
 }
 

@@ -4,6 +4,7 @@ import GatewayCore
 import GatewayRuntime
 import OperatorAPI
 import SerialSource
+import TrackMap
 import Synchronization
 
 /// The `locgate` command line, as a library: the `locgate` executable runs it with the built-in
@@ -27,6 +28,9 @@ public enum LocgateCommand {
                                   from this machine: files, directories, queues (errors) and peers
                                   (warnings); exit 0, or 2 listing every problem.
       locgate plugins [TYPE]      List every plugin type with its options, defaults and a sample.
+      locgate map [OPTIONS] INPUT...
+                                  Write a self-contained HTML map of recorded tracks, GeoJSON
+                                  fences and geofence events to stdout (`locgate map --help`).
       locgate ports               List serial ports: path, transport (native/usb/bluetooth), USB
                                   vid:pid, manufacturer, product, serial number, description.
       locgate version             Print the version.
@@ -53,6 +57,10 @@ public enum LocgateCommand {
                 fail("--log-level expects one of trace, debug, info, warning, error", code: 2)
             }
             logLevel = level
+        }
+        if args.first == "map" && (args.contains("-h") || args.contains("--help")) {
+            print(MapCommand.usage)
+            exit(0)
         }
         var logFormat: StderrLogHandler.Format = .text
         if let v = takeOption("--log-format", from: &args) {
@@ -85,6 +93,8 @@ public enum LocgateCommand {
             validate(files[0], checkEnvironment: environment, registry: registry)
         case "plugins":
             listPlugins(filter: rest.first, registry: registry)
+        case "map":
+            map(rest, logLevel: logLevel)
         case "ports":
             guard rest.isEmpty else { fail("usage: locgate ports", code: 2) }
             listPorts()
@@ -305,6 +315,24 @@ public enum LocgateCommand {
             out += "  sample: \(i.sample)\n\n"
         }
         print(out, terminator: "")
+    }
+}
+
+extension LocgateCommand {
+    /// `locgate map`: the page goes to stdout; a bad option or an unusable input exits 2 with the
+    /// reason, and no page, so a script's `> map.html` never holds a map missing a track it asked for.
+    static func map(_ arguments: [String], logLevel: LogLevel?) {
+        // Quiet by default: the page is the output; the readers' info lines are for --log-level info.
+        let logger = Logger(label: "map", handler: StderrLogHandler(minimumLevel: logLevel ?? .warning))
+        let html: String
+        do {
+            html = try MapCommand.page(arguments, logger: logger)
+        } catch let error as TrackMapError {
+            fail("map: \(error)", code: 2)
+        } catch {
+            fail("map: \(error)", code: 1)
+        }
+        FileHandle.standardOutput.write(Data(html.utf8))
     }
 }
 
