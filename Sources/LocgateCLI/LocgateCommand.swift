@@ -197,7 +197,7 @@ public enum LocgateCommand {
             config = load(configPath, registry: registry)
         } else {
             let path = NSTemporaryDirectory() + "locgate-demo-\(getpid()).nmea"
-            guard FileManager.default.createFile(atPath: path, contents: Data(DemoLog.text.utf8)) else {
+            guard FileManager.default.createFile(atPath: path, contents: Data(DemoLog.bytes)) else {
                 fail("cannot write the demo log to \(path)", code: 1)
             }
             demoFile = path

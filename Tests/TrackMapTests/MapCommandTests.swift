@@ -23,8 +23,8 @@ struct MapCommandTests {
         let noFix = gpsdFixture("GPSmap-76S.log")
         try expectRefused([noFix], saying: "\(noFix): 12 position(s), none with a fix")
         // One bad input among good ones still refuses: the page would silently lack a track.
-        try expectRefused([boatLog, dir + "/missing.nmea"], saying: "\(dir)/missing.nmea: cannot open: No such file or directory")
-        try expectRefused([dir], saying: "\(dir): is a directory")
+        try expectRefused([boatLog, dir + "/missing.nmea"], saying: "\(dir)/missing.nmea: cannot open for reading: No such file or directory")
+        try expectRefused([dir], saying: "\(dir): cannot replay: Is a directory")
         let emptyJSONL = try writeTemporary("bad.jsonl", "not json\n", in: dir)
         try expectRefused([emptyJSONL], saying: "no positions (an empty file, or nothing in it reads as jsonl)")
     }
