@@ -34,8 +34,8 @@ public struct GpsdPositionSource: PositionSource {
     /// Stops the reports between duty-cycle windows; gpsd closes the device once no client watches it.
     static let unwatchCommand = #"?WATCH={"enable":false};"# + "\n"
 
-    /// The longest wait for gpsd's next bytes: the idle flush, health, duty-cycle and stall timers
-    /// are checked at least this often. Cancellation does not wait for it.
+    /// With health events or a duty cycle, their timers are checked at least this often; without,
+    /// a wait lasts until the next idle flush or the stall timeout. Cancellation ends any wait at once.
     static let timerTick: Duration = .milliseconds(200)
     /// How long connecting to one address, and sending one command, may take.
     static let ioTimeout: Duration = .seconds(5)
@@ -104,6 +104,8 @@ public struct GpsdPositionSource: PositionSource {
     ) async throws -> String {
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         var lastData = ContinuousClock.now
+        // When the epochs of the last bytes are due for the idle flush; nil once flushed.
+        var flushDue: ContinuousClock.Instant?
         var reported = false
         var out: [Position] = []
         while true {
@@ -133,10 +135,14 @@ public struct GpsdPositionSource: PositionSource {
                     context.logger.debug("duty cycle: \(inside ? "watching" : "stopped watching")")
                 }
             }
+            let start = ContinuousClock.now
+            var wait = watch.watching ? lastData + configuration.stallTimeout - start : Self.timerTick
+            if let flushDue { wait = min(wait, flushDue - start) }
+            if watch.health != nil || configuration.dutyCycle != nil { wait = min(wait, Self.timerTick) }
             var ended: String?
             var result = Socket.ReadResult.nothing
             do {
-                result = try await socket.read(into: &buffer, timeout: Self.timerTick, wakeup: wakeup)
+                result = try await socket.read(into: &buffer, timeout: max(wait, .zero), wakeup: wakeup)
             } catch let error as SystemError {
                 ended = "\(error)"
             }
@@ -144,6 +150,7 @@ public struct GpsdPositionSource: PositionSource {
             switch result {
             case .bytes(let n):
                 lastData = now
+                flushDue = now + configuration.idleFlush
                 buffer.withUnsafeBytes { stream.feed(UnsafeRawBufferPointer(rebasing: $0[0..<n]), now: now, into: &out) }
                 stream.publish(to: context.stats, logger: context.logger)
                 if !reported && stream.reports > 0 { reported = true; healthy() }
@@ -158,6 +165,8 @@ public struct GpsdPositionSource: PositionSource {
             case .end: ended = "gpsd closed the connection"
             }
             stream.flushIdle(now: now, idle: configuration.idleFlush, into: &out)
+            // Every device's last bytes are at most `lastData`: all of them are flushed by now.
+            if let due = flushDue, now >= due { flushDue = nil }
             await deliver(&out, watch: &watch, output: output)
             if watch.health != nil {
                 var events: [Position] = []

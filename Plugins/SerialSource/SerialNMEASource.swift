@@ -18,8 +18,8 @@ public struct SerialNMEASource: PositionSource {
     let configuration: SerialSourceConfiguration
     let context: ComponentContext
 
-    /// The longest wait for input: the idle flush, health, duty-cycle and stall timers are
-    /// checked at least this often. Cancellation does not wait for it.
+    /// With health events or a duty cycle, their timers are checked at least this often; without,
+    /// a wait lasts until the idle flush or the stall timeout is due. Cancellation ends any wait at once.
     static let timerTick: Duration = .milliseconds(200)
     /// A line this long without bytes ends the epoch in progress, so it is not held until the next.
     static let idleFlush: Duration = .milliseconds(300)
@@ -240,6 +240,11 @@ public struct SerialNMEASource: PositionSource {
         while true {
             if Task.isCancelled { throw CancellationError() }
             var timeout = SerialNMEASource.timerTick
+            if watch.health == nil && configuration.dutyCycle == nil {
+                // No timer but the idle flush and the stall watchdog: wait until one of them is due.
+                let quiet = ContinuousClock.now - lastData
+                timeout = max(.zero, unflushed ? SerialNMEASource.idleFlush - quiet : configuration.stallTimeout - quiet)
+            }
             if let duty = configuration.dutyCycle {
                 let now = context.clock.now()
                 let phase = duty.schedule.phase(at: now)
