@@ -142,7 +142,8 @@ private let hasIPv6Loopback: Bool = (try? TestListener(ipv6: true)) != nil
         let wakeup = try Wakeup()
         let client = try await Socket.connect(host: "127.0.0.1", port: listener.port, timeout: .seconds(20), wakeup: wakeup)
         let server = try listener.accept()
-        defer { close(server) }
+        // The shutdown ends the reader's recv, also when the test fails early.
+        defer { shutdown(server, Int32(SHUT_RDWR)); close(server) }
         let payload = (0..<(8 << 20)).map { UInt8(truncatingIfNeeded: $0 % 251) }
         let received = Mutex<[UInt8]>([])
         let reader = Thread {
@@ -157,8 +158,9 @@ private let hasIPv6Loopback: Bool = (try? TestListener(ipv6: true)) != nil
         reader.start()
         try await client.sendAll(payload, timeout: .seconds(30), wakeup: wakeup)
         #expect(await Poll.until(timeout: .seconds(30)) { received.withLock { $0.count } >= payload.count })
-        #expect(received.withLock { $0 } == payload)
-        shutdown(server, Int32(SHUT_RDWR))
+        // Compared outside #expect, which would print both 8 MiB arrays on a mismatch.
+        let intact = received.withLock { $0 == payload }
+        #expect(intact, "the bytes received differ from the bytes sent")
     }
 
     @Test func sendAllGivesUpWhenThePeerStopsReading() async throws {
