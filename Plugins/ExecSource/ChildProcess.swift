@@ -1,6 +1,5 @@
-// The one file of this plugin that talks to the C library (posix_spawn, pipes, poll, signals).
-import Dispatch
-import PollWakeup
+// The one file of this plugin that talks to the C library (posix_spawn, pipes, signals, waitpid).
+import SystemIO
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -147,16 +146,14 @@ final class ChildProcess: @unchecked Sendable {
         return signal == 0 ? .exited((status >> 8) & 0xff) : .signalled(signal)
     }
 
-    /// Waits for the child to exit (after its stdout closed), on a Dispatch thread.
+    /// Waits for the child to exit (after its stdout closed), off the cooperative pool.
     func waitForExit() async -> ChildExit {
         if let r = exitStatus() { return r }
         let pid = self.pid
-        let status: Int32 = await withCheckedContinuation { c in
-            DispatchQueue.global().async {
-                var status: Int32 = 0
-                while waitpid(pid, &status, 0) < 0 && Glibc.errno == EINTR {}
-                c.resume(returning: status)
-            }
+        let status: Int32 = await BlockingWork.run {
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && Glibc.errno == EINTR {}
+            return status
         }
         reaped = ChildProcess.decode(status)
         return reaped ?? .exited(0)
@@ -172,25 +169,22 @@ final class ChildProcess: @unchecked Sendable {
         }
         let pid = self.pid
         let graceMs = grace.milliseconds
-        let (status, killed): (Int32, Bool) = await withCheckedContinuation { c in
-            DispatchQueue.global().async {
-                kill(-pid, SIGTERM)
-                var status: Int32 = 0
-                var waited: Int64 = 0
-                while waited < graceMs {
-                    let r = waitpid(pid, &status, WNOHANG)
-                    if r == pid {
-                        kill(-pid, SIGKILL)  // anything it left behind in its group
-                        c.resume(returning: (status, false))
-                        return
-                    }
-                    usleep(20_000)
-                    waited += 20
+        let (status, killed): (Int32, Bool) = await BlockingWork.run {
+            kill(-pid, SIGTERM)
+            var status: Int32 = 0
+            var waited: Int64 = 0
+            while waited < graceMs {
+                let r = waitpid(pid, &status, WNOHANG)
+                if r == pid {
+                    kill(-pid, SIGKILL)  // anything it left behind in its group
+                    return (status, false)
                 }
-                kill(-pid, SIGKILL)
-                while waitpid(pid, &status, 0) < 0 && Glibc.errno == EINTR {}
-                c.resume(returning: (status, true))
+                usleep(20_000)
+                waited += 20
             }
+            kill(-pid, SIGKILL)
+            while waitpid(pid, &status, 0) < 0 && Glibc.errno == EINTR {}
+            return (status, true)
         }
         let exit = ChildProcess.decode(status)
         reaped = exit

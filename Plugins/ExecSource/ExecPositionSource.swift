@@ -1,6 +1,6 @@
 import GatewayCore
 import NMEA
-import PollWakeup
+import SystemIO
 
 /// Runs a program and turns its standard output into positions; its standard error goes to
 /// the log at warning level. The program is restarted with backoff whenever it exits, and

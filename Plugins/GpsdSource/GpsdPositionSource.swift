@@ -1,6 +1,6 @@
-import Dispatch
 import GatewayCore
 import NMEA
+import SystemIO
 
 /// A gpsd client: connects, asks for reports, and turns them into positions.
 ///
@@ -34,6 +34,12 @@ public struct GpsdPositionSource: PositionSource {
     /// Stops the reports between duty-cycle windows; gpsd closes the device once no client watches it.
     static let unwatchCommand = #"?WATCH={"enable":false};"# + "\n"
 
+    /// With health events or a duty cycle, their timers are checked at least this often; without,
+    /// a wait lasts until the next idle flush or the stall timeout. Cancellation ends any wait at once.
+    static let timerTick: Duration = .milliseconds(200)
+    /// How long connecting to one address, and sending one command, may take.
+    static let ioTimeout: Duration = .seconds(5)
+
     /// Health and duty-cycle state that outlives connections.
     struct Watch {
         var health: ReceiverHealth?
@@ -43,7 +49,7 @@ public struct GpsdPositionSource: PositionSource {
     }
 
     public func run(output: SourceOutput) async throws {
-        let queue = DispatchQueue(label: "locgate.gpsd.\(context.id)")
+        let wakeup = try Wakeup()
         var stream = GpsdStream(configuration: configuration, source: context.id)
         var backoff = Backoff(initial: .milliseconds(200), cap: configuration.reconnectMax)
         var failures = 0
@@ -55,15 +61,15 @@ public struct GpsdPositionSource: PositionSource {
         while true {
             var problem: String
             do {
-                let connection = try await GpsdConnection.connect(
-                    host: configuration.host, port: configuration.port, timeout: .seconds(5), queue: queue)
+                let socket = try await Socket.connect(
+                    host: configuration.host, port: configuration.port, timeout: Self.ioTimeout, wakeup: wakeup)
                 watch.watching = false
                 if configuration.dutyCycle == nil {
-                    try await connection.send(Array(watchCommand.utf8))
+                    try await socket.sendAll(Array(watchCommand.utf8), timeout: Self.ioTimeout, wakeup: wakeup)
                     watch.watching = true
                 }
                 context.logger.info("connected to gpsd at \(peer)\(failures > 0 ? " after \(failures) failed attempt(s)" : "")")
-                problem = try await session(connection, stream: &stream, watch: &watch, output: output) {
+                problem = try await session(socket, wakeup: wakeup, stream: &stream, watch: &watch, output: output) {
                     // The connection delivered reports: the next fault starts a fresh backoff.
                     backoff.reset()
                     failures = 0
@@ -94,9 +100,12 @@ public struct GpsdPositionSource: PositionSource {
 
     /// Reads until the connection ends or stalls; returns why it ended. Throws `CancellationError`.
     private func session(
-        _ connection: GpsdConnection, stream: inout GpsdStream, watch: inout Watch, output: SourceOutput, healthy: () -> Void
+        _ socket: Socket, wakeup: Wakeup, stream: inout GpsdStream, watch: inout Watch, output: SourceOutput, healthy: () -> Void
     ) async throws -> String {
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         var lastData = ContinuousClock.now
+        // When the epochs of the last bytes are due for the idle flush; nil once flushed.
+        var flushDue: ContinuousClock.Instant?
         var reported = false
         var out: [Position] = []
         while true {
@@ -112,11 +121,11 @@ public struct GpsdPositionSource: PositionSource {
                         var best: [Position] = []
                         watch.selector?.close(into: &best)
                         await output.emit(best)
-                        try await connection.send(Array(Self.unwatchCommand.utf8))
+                        try await socket.sendAll(Array(Self.unwatchCommand.utf8), timeout: Self.ioTimeout, wakeup: wakeup)
                         for d in stream.devicesSeen { watch.health?.suspend(device: d, at: wall) }
                         context.stats.count("duty.unwatches")
                     } else {
-                        try await connection.send(Array(watchCommand.utf8))
+                        try await socket.sendAll(Array(watchCommand.utf8), timeout: Self.ioTimeout, wakeup: wakeup)
                         for d in stream.devicesSeen { watch.health?.resume(device: d, at: wall) }
                         watch.selector?.reset()
                         context.stats.count("duty.windows")
@@ -126,13 +135,23 @@ public struct GpsdPositionSource: PositionSource {
                     context.logger.debug("duty cycle: \(inside ? "watching" : "stopped watching")")
                 }
             }
-            let result = await connection.read()
-            let now = ContinuousClock.now
+            let start = ContinuousClock.now
+            var wait = watch.watching ? lastData + configuration.stallTimeout - start : Self.timerTick
+            if let flushDue { wait = min(wait, flushDue - start) }
+            if watch.health != nil || configuration.dutyCycle != nil { wait = min(wait, Self.timerTick) }
             var ended: String?
+            var result = Socket.ReadResult.nothing
+            do {
+                result = try await socket.read(into: &buffer, timeout: max(wait, .zero), wakeup: wakeup)
+            } catch let error as SystemError {
+                ended = "\(error)"
+            }
+            let now = ContinuousClock.now
             switch result {
-            case .data(let bytes):
+            case .bytes(let n):
                 lastData = now
-                bytes.withUnsafeBytes { stream.feed($0, now: now, into: &out) }
+                flushDue = now + configuration.idleFlush
+                buffer.withUnsafeBytes { stream.feed(UnsafeRawBufferPointer(rebasing: $0[0..<n]), now: now, into: &out) }
                 stream.publish(to: context.stats, logger: context.logger)
                 if !reported && stream.reports > 0 { reported = true; healthy() }
                 if watch.health != nil {
@@ -142,11 +161,12 @@ public struct GpsdPositionSource: PositionSource {
                     for (d, status) in stream.takeAntennaReports() { watch.health?.antenna(status, device: d, at: wall, into: &events) }
                     await output.emit(events)
                 }
-            case .timeout: break
-            case .closed: ended = "gpsd closed the connection"
-            case .failed(let message): ended = message
+            case .nothing: break
+            case .end: ended = "gpsd closed the connection"
             }
             stream.flushIdle(now: now, idle: configuration.idleFlush, into: &out)
+            // Every device's last bytes are at most `lastData`: all of them are flushed by now.
+            if let due = flushDue, now >= due { flushDue = nil }
             await deliver(&out, watch: &watch, output: output)
             if watch.health != nil {
                 var events: [Position] = []

@@ -1,6 +1,6 @@
 import GatewayCore
 import NMEA
-import PollWakeup
+import SystemIO
 
 /// Reads NMEA from a TCP server, reconnecting with capped exponential backoff.
 ///
@@ -28,7 +28,7 @@ public struct TCPNMEASource: PositionSource {
         while true {
             try Task.checkCancellation()
             do {
-                let socket = try await SocketHandle.connect(host: configuration.host, port: configuration.port,
+                let socket = try await Socket.connect(host: configuration.host, port: configuration.port,
                                                             timeout: configuration.connectTimeout, wakeup: wakeup)
                 context.stats.count("tcp.connects")
                 context.logger.info("connected to \(endpoint)")
@@ -54,7 +54,7 @@ public struct TCPNMEASource: PositionSource {
     }
 
     /// Reads one connection until it ends, stalls or fails; true when any byte arrived.
-    private func read(_ socket: SocketHandle, wakeup: Wakeup, output: SourceOutput, totals: inout NMEAStatistics,
+    private func read(_ socket: Socket, wakeup: Wakeup, output: SourceOutput, totals: inout NMEAStatistics,
                       health: inout ReceiverHealth?) async throws -> Bool {
         var options = NMEAOptions()
         options.requireChecksum = configuration.requireChecksum
@@ -99,7 +99,7 @@ public struct TCPNMEASource: PositionSource {
                 continue
             }
             switch try socket.read(into: &buffer) {
-            case .wouldBlock:
+            case .nothing:
                 continue
             case .end:
                 decoder.flush(into: &positions)

@@ -1,6 +1,6 @@
 import GatewayCore
 import NMEA
-import PollWakeup
+import SystemIO
 
 /// Listens for NMEA datagrams; each sender gets its own decoder, so interleaved senders never
 /// mix sentences or epochs.
@@ -22,7 +22,7 @@ public struct UDPNMEASource: PositionSource {
     public func run(output: SourceOutput) async throws {
         let wakeup = try Wakeup()
         // A port that cannot be bound is a configuration fault that retrying does not fix: throw.
-        let socket = try await SocketHandle.bindUDP(host: configuration.bind, port: configuration.port)
+        let socket = try await Socket.bindUDP(host: configuration.bind, port: configuration.port)
         context.logger.info("listening on \(configuration.bind):\(configuration.port)")
         var senders: [String: Sender] = [:]
         var retired = NMEAStatistics()

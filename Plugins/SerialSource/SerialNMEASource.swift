@@ -1,6 +1,6 @@
-import Dispatch
 import GatewayCore
 import NMEA
+import SystemIO
 
 /// Reads NMEA from a serial port until cancelled, reconnecting after every fault.
 ///
@@ -10,16 +10,17 @@ import NMEA
 /// closed, and the next attempt waits with capped exponential backoff. One ``NMEADecoder`` lives
 /// across sessions, so position ids and statistics continue.
 ///
-/// Blocking calls (open, poll-with-timeout reads, writes) run on a serial `DispatchQueue` of
-/// this source, not on the cooperative thread pool: a read waits up to 200 ms, and on a small
-/// machine with a few receivers those waits would otherwise occupy every pool thread and stall
-/// the sinks. Each read returns within 200 ms, so cancellation is observed at least that often.
+/// Reads wait on the port's descriptor through a ``Wakeup`` (so cancellation ends a wait at once)
+/// and then take what is there without blocking; the calls that block inside libserialport (open,
+/// configure, write) run through ``BlockingWork``. Neither holds a cooperative thread: on a small
+/// machine with a few receivers that would stall the sinks.
 public struct SerialNMEASource: PositionSource {
     let configuration: SerialSourceConfiguration
     let context: ComponentContext
 
-    /// Longest single wait for input; bounds how late cancellation is noticed.
-    static let readTimeoutMilliseconds: Int32 = 200
+    /// With health events or a duty cycle, their timers are checked at least this often; without,
+    /// a wait lasts until the idle flush or the stall timeout is due. Cancellation ends any wait at once.
+    static let timerTick: Duration = .milliseconds(200)
     /// A line this long without bytes ends the epoch in progress, so it is not held until the next.
     static let idleFlush: Duration = .milliseconds(300)
     /// How long each rate is listened to when the baud rate is detected.
@@ -63,7 +64,7 @@ public struct SerialNMEASource: PositionSource {
         options.untimedToken = RunToken.next()
         var decoder = NMEADecoder(options: options)
         var backoff = Backoff(initial: .milliseconds(200), cap: configuration.backoffCap)
-        let queue = DispatchQueue(label: "locgate.serial.\(context.id)")
+        let wakeup = try Wakeup()
         var watch = Watch()
         watch.health = configuration.health.map { ReceiverHealth(configuration: $0, source: context.id, logger: context.logger, stats: context.stats) }
         watch.selector = configuration.dutyCycle.map { DutyWindowSelector(configuration: $0) }
@@ -82,7 +83,7 @@ public struct SerialNMEASource: PositionSource {
             }
             var device: String?
             do {
-                var session = try await open(on: queue, settledBaud: &settledBaud)
+                var session = try await open(wakeup: wakeup, settledBaud: &settledBaud)
                 device = session.device
                 watch.device = session.device
                 watch.awake = nil
@@ -90,7 +91,7 @@ public struct SerialNMEASource: PositionSource {
                 sessions += 1
                 if sessions > 1 && configuration.dutyCycle?.method != .close { context.stats.count("serial.reconnects") }
                 lastFault = ""
-                try await read(&session, on: queue, decoder: &decoder, watch: &watch, output: output, backoff: &backoff)
+                try await read(&session, wakeup: wakeup, decoder: &decoder, watch: &watch, output: output, backoff: &backoff)
             } catch is WindowEnded {
                 await flush(&decoder, device: device, watch: &watch, output: output)
                 continue
@@ -137,7 +138,7 @@ public struct SerialNMEASource: PositionSource {
 
     // MARK: - Opening
 
-    private func open(on queue: DispatchQueue, settledBaud: inout Int?) async throws -> Session {
+    private func open(wakeup: Wakeup, settledBaud: inout Int?) async throws -> Session {
         let target: String
         let name: String
         switch configuration.selector {
@@ -145,7 +146,7 @@ public struct SerialNMEASource: PositionSource {
             target = p
             name = p
         case .match(let m):
-            let ports = try await blocking(on: queue) { try SerialPortInfo.list() }
+            let ports = try await BlockingWork.run { () throws(SerialPortError) in try SerialPortInfo.list() }
             let found = ports.filter(m.matches)
             guard let first = found.first else {
                 throw SerialPortError(kind: .missing, operation: "find a port matching \(m.text)",
@@ -158,7 +159,7 @@ public struct SerialNMEASource: PositionSource {
             name = "\(first.path) (matching \(m.text))"
         }
         let line = configuration.line
-        let port = try await blocking(on: queue) { () throws -> SerialPortHandle in
+        let port = try await BlockingWork.run { () throws(SerialPortError) -> SerialPortHandle in
             let port = try SerialPortHandle(path: target)
             try port.apply(line)
             return port
@@ -167,14 +168,14 @@ public struct SerialNMEASource: PositionSource {
         var session = Session(port: port, name: name, device: device, pending: [])
         var baud = configuration.line.baud
         if configuration.baud == nil {
-            let (rate, bytes) = try await detectBaud(port, on: queue, first: settledBaud)
+            let (rate, bytes) = try await detectBaud(port, wakeup: wakeup, first: settledBaud)
             settledBaud = rate
             baud = rate
             session.pending = bytes
         }
         let initBytes = configuration.initBytes
         if !initBytes.isEmpty {
-            let written = try await blocking(on: queue) { try port.write(initBytes, timeoutMilliseconds: 2000) }
+            let written = try await BlockingWork.run { () throws(SerialPortError) in try port.write(initBytes, timeoutMilliseconds: 2000) }
             if written < initBytes.count {
                 context.logger.warning("\(target): wrote only \(written) of \(initBytes.count) init bytes (flow control holding the line?)")
             }
@@ -193,20 +194,20 @@ public struct SerialNMEASource: PositionSource {
     }
 
     /// Tries each rate until one yields checksum-valid sentences; returns it and the bytes read at it.
-    private func detectBaud(_ port: SerialPortHandle, on queue: DispatchQueue, first: Int?) async throws -> (Int, [UInt8]) {
+    private func detectBaud(_ port: SerialPortHandle, wakeup: Wakeup, first: Int?) async throws -> (Int, [UInt8]) {
         var rates = SerialSourceConfiguration.autoBaudRates
         if let f = first, let i = rates.firstIndex(of: f) { rates.remove(at: i); rates.insert(f, at: 0) }
         var options = NMEAOptions()
         options.requireChecksum = true
         for rate in rates {
-            try await blocking(on: queue) { try port.setBaud(rate) }
+            try await BlockingWork.run { () throws(SerialPortError) in try port.setBaud(rate) }
             var probe = NMEADecoder(options: options)
             var seen: [UInt8] = []
             var scratch: [Position] = []
             let deadline = ContinuousClock.now + SerialNMEASource.probeWindow
             while ContinuousClock.now < deadline {
                 try Task.checkCancellation()
-                let bytes = try await readChunk(port, on: queue)
+                let bytes = try await readChunk(port, wakeup: wakeup)
                 guard !bytes.isEmpty else { continue }
                 seen += bytes
                 bytes.withUnsafeBytes { probe.decode($0, into: &scratch) }
@@ -224,7 +225,7 @@ public struct SerialNMEASource: PositionSource {
 
     // MARK: - Reading
 
-    private func read(_ session: inout Session, on queue: DispatchQueue, decoder: inout NMEADecoder, watch: inout Watch,
+    private func read(_ session: inout Session, wakeup: Wakeup, decoder: inout NMEADecoder, watch: inout Watch,
                       output: SourceOutput, backoff: inout Backoff) async throws {
         var positions: [Position] = []
         var lastData = ContinuousClock.now
@@ -238,7 +239,12 @@ public struct SerialNMEASource: PositionSource {
         if configuration.dutyCycle?.method == .close { watch.awake = true }
         while true {
             if Task.isCancelled { throw CancellationError() }
-            var timeout = SerialNMEASource.readTimeoutMilliseconds
+            var timeout = SerialNMEASource.timerTick
+            if watch.health == nil && configuration.dutyCycle == nil {
+                // No timer but the idle flush and the stall watchdog: wait until one of them is due.
+                let quiet = ContinuousClock.now - lastData
+                timeout = max(.zero, unflushed ? SerialNMEASource.idleFlush - quiet : configuration.stallTimeout - quiet)
+            }
             if let duty = configuration.dutyCycle {
                 let now = context.clock.now()
                 let phase = duty.schedule.phase(at: now)
@@ -252,14 +258,14 @@ public struct SerialNMEASource: PositionSource {
                         watch.selector?.close(into: &best)
                         await output.emit(best)
                     }
-                    try await switchPower(awake: phase.inside, session: session, on: queue, watch: &watch)
+                    try await switchPower(awake: phase.inside, session: session, watch: &watch)
                     if phase.inside { lastData = ContinuousClock.now }
                 }
                 let next = phase.inside ? phase.end : phase.nextStart
                 let untilBoundary = max(1, next.milliseconds - context.clock.now().milliseconds)
-                timeout = Int32(min(Int64(timeout), untilBoundary))
+                timeout = min(timeout, .milliseconds(untilBoundary))
             }
-            let bytes = try await readChunk(session.port, on: queue, timeout: timeout)
+            let bytes = try await readChunk(session.port, wakeup: wakeup, timeout: timeout)
             let now = ContinuousClock.now
             if bytes.isEmpty {
                 if unflushed && now - lastData >= SerialNMEASource.idleFlush {
@@ -325,7 +331,7 @@ public struct SerialNMEASource: PositionSource {
     }
 
     /// Writes the sleep or wake bytes (or only records the state, for method `close`).
-    private func switchPower(awake: Bool, session: Session, on queue: DispatchQueue, watch: inout Watch) async throws {
+    private func switchPower(awake: Bool, session: Session, watch: inout Watch) async throws {
         guard let duty = configuration.dutyCycle else { return }
         let now = context.clock.now()
         watch.awake = awake
@@ -342,16 +348,18 @@ public struct SerialNMEASource: PositionSource {
         }
         let bytes = awake ? ReceiverPowerCommands.wake(duty) : ReceiverPowerCommands.sleep(duty)
         let port = session.port
-        let written = try await blocking(on: queue) { try port.write(bytes, timeoutMilliseconds: 1000) }
+        let written = try await BlockingWork.run { () throws(SerialPortError) in try port.write(bytes, timeoutMilliseconds: 1000) }
         context.stats.count(awake ? "duty.wakes" : "duty.sleeps")
         context.logger.debug("duty cycle: \(awake ? "woke" : "put to sleep") the receiver (\(written) byte(s), method \(duty.method?.rawValue ?? "-"))")
     }
 
-    private func readChunk(_ port: SerialPortHandle, on queue: DispatchQueue, timeout: Int32 = SerialNMEASource.readTimeoutMilliseconds) async throws -> [UInt8] {
-        try await blocking(on: queue) {
-            try [UInt8](unsafeUninitializedCapacity: 4096) { buffer, count in
-                count = try port.read(into: UnsafeMutableRawBufferPointer(buffer), timeoutMilliseconds: timeout)
-            }
+    /// Waits up to `timeout` for input and reads what is there; empty when nothing arrived.
+    private func readChunk(_ port: SerialPortHandle, wakeup: Wakeup, timeout: Duration = SerialNMEASource.timerTick) async throws -> [UInt8] {
+        let ready = await wakeup.readiness([port.descriptor], timeout: timeout)
+        try Task.checkCancellation()
+        guard let ready = ready.first else { return [] }
+        return try [UInt8](unsafeUninitializedCapacity: 4096) { buffer, count in
+            count = try port.read(into: UnsafeMutableRawBufferPointer(buffer), ready: ready)
         }
     }
 
@@ -391,13 +399,6 @@ public struct SerialNMEASource: PositionSource {
         context.stats.count(kind == .disconnected ? "serial.disconnects" : "serial.open_failures")
         // A receiver left unplugged overnight must not fill the log: repeats go to debug.
         if repeated { context.logger.debug(message) } else { context.logger.warning(message) }
-    }
-}
-
-/// Runs blocking port work on the source's queue, off the cooperative thread pool.
-private func blocking<T: Sendable>(on queue: DispatchQueue, _ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        queue.async { continuation.resume(with: Result { try body() }) }
     }
 }
 

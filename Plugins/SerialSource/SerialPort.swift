@@ -2,6 +2,7 @@
 // return code goes through `check`, the port lives in `SerialPortHandle` and is freed in deinit,
 // and no C type leaves this file.
 import CSerialPort
+import SystemIO
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -131,7 +132,7 @@ public struct SerialPortInfo: Sendable, Hashable {
     }
 }
 
-/// An open serial port. Not thread-safe: one caller at a time (the source's read queue).
+/// An open serial port. Not thread-safe: one caller at a time (the source's run loop).
 final class SerialPortHandle: @unchecked Sendable {
     private let port: OpaquePointer
     private var isOpen = false
@@ -217,24 +218,20 @@ final class SerialPortHandle: @unchecked Sendable {
         try check(sp_flush(port, SP_BUF_INPUT), "flush input")
     }
 
-    /// Waits up to `timeoutMilliseconds` for input and reads what is there; 0 means nothing arrived.
+    /// The port's descriptor, for waiting on it with a ``Wakeup``; valid while the handle lives.
+    var descriptor: Int32 { fd }
+
+    /// Reads what is there after a wait reported the descriptor ready; never blocks.
     ///
     /// libserialport's own blocking reads cannot tell a hung-up device from silence (after a USB
-    /// unplug `select` keeps reporting the descriptor readable and `read` returns 0), so this polls
-    /// the descriptor itself for hang-up and reads through `sp_nonblocking_read`.
-    func read(into buffer: UnsafeMutableRawBufferPointer, timeoutMilliseconds: Int32) throws(SerialPortError) -> Int {
-        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        let ready = poll(&pfd, 1, timeoutMilliseconds)
-        if ready < 0 {
-            let code = errno
-            if code == EINTR { return 0 }
-            throw SerialPortError(kind: .failed, operation: "poll \(info.path)", detail: String(cString: strerror(code)))
-        }
-        if ready == 0 { return 0 }
-        if pfd.revents & Int16(POLLNVAL | POLLERR) != 0 {
+    /// unplug `select` keeps reporting the descriptor readable and `read` returns 0), so the
+    /// caller polls the descriptor itself, which reports the hang-up, and the bytes are read
+    /// through `sp_nonblocking_read`.
+    func read(into buffer: UnsafeMutableRawBufferPointer, ready: Readiness) throws(SerialPortError) -> Int {
+        if ready.isFailed {
             throw SerialPortError(kind: .disconnected, operation: "read \(info.path)", detail: "device error or hang-up")
         }
-        if pfd.revents & Int16(POLLIN) != 0 {
+        if ready.isReadable {
             let n = try check(sp_nonblocking_read(port, buffer.baseAddress, buffer.count), "read \(info.path)")
             // Readable but nothing to read is end of file: the tty was hung up.
             if n > 0 { return n }

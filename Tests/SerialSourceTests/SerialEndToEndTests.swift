@@ -213,6 +213,24 @@ struct SerialEndToEndTests {
         #expect(await Poll.until { locgate.count("is a pseudo-terminal") >= 1 }, "log: \(locgate.log)")
     }
 
+    /// Shutdown finds the source waiting on a silent port: it stops at once, not when a read
+    /// slice runs out. Measured between locgate's own log lines ("shutting down" → the source's
+    /// "stopped"), so process start-up and the sinks' drain do not count.
+    @Test func aSourceWaitingOnASilentPortStopsPromptly() async throws {
+        let dir = ScratchDirectory()
+        let pty = PtyPair(directory: dir.path)
+        try await pty.start()
+        let locgate = try LocgateProcess(config: serialConfig(port: pty.reader, output: dir.path + "/out.jsonl", stallTimeout: "60s"), directory: dir.path)
+        defer { locgate.stop(); pty.stop() }
+        #expect(await Poll.until { locgate.count("opened \(pty.reader)") == 1 }, "log: \(locgate.log)")
+        locgate.stop()
+        let from = try #require(logTime(locgate.log, "pipeline: shutting down"), "log: \(locgate.log)")
+        let to = try #require(logTime(locgate.log, "sources.rx: stopped"), "log: \(locgate.log)")
+        // Nothing is due for a minute (stall_timeout), so only the cancellation can end the wait.
+        // Loose for a loaded 2-core machine; the old 200 ms read slices took up to 200 ms here.
+        #expect(to - from < 1.0, "the source took \(to - from) s to stop; log: \(locgate.log)")
+    }
+
     @Test func locgatePortsPrintsATable() throws {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: PackagePaths.locgate)

@@ -213,3 +213,12 @@ func serialConfig(port: String, output: String, stallTimeout: String = "5s", ext
     }
     """
 }
+
+/// When the first log line containing `text` was written, in seconds since 1970, from its
+/// `2026-11-30T06:40:00.123Z` prefix.
+func logTime(_ log: String, _ text: String) -> Double? {
+    guard let line = log.split(separator: "\n").first(where: { $0.contains(text) }) else { return nil }
+    let formatter = ISO8601DateFormatter()
+    formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+    return formatter.date(from: String(line.prefix { $0 != " " }))?.timeIntervalSince1970
+}

@@ -1,5 +1,5 @@
 import Dispatch
-import PollWakeup
+import SystemIO
 import Synchronization
 import Testing
 #if canImport(Glibc)
@@ -9,18 +9,27 @@ import Glibc
 /// A pipe for a test to write to and wait on; closed in deinit.
 private final class TestPipe: Sendable {
     let readFD: Int32
-    let writeFD: Int32
+    private let writeEnd: Mutex<Int32>
+    var writeFD: Int32 { writeEnd.withLock { $0 } }
 
     init() throws {
         var fds: [Int32] = [-1, -1]
         try #require(pipe(&fds) == 0)
         readFD = fds[0]
-        writeFD = fds[1]
+        writeEnd = Mutex(fds[1])
     }
 
     deinit {
         close(readFD)
-        close(writeFD)
+        closeWriteEnd()
+    }
+
+    /// The reader then sees end of file (a hang-up).
+    func closeWriteEnd() {
+        writeEnd.withLock { fd in
+            if fd >= 0 { close(fd) }
+            fd = -1
+        }
     }
 
     func write() {
@@ -29,7 +38,7 @@ private final class TestPipe: Sendable {
     }
 }
 
-@Suite(.timeLimit(.minutes(3))) struct PollWakeupTests {
+@Suite(.timeLimit(.minutes(1))) struct WakeupTests {
     @Test func returnsTheReadyDescriptor() async throws {
         let wakeup = try Wakeup()
         let p = try TestPipe()
@@ -47,6 +56,18 @@ private final class TestPipe: Sendable {
         let wakeup = try Wakeup()
         let p = try TestPipe()
         #expect(await wakeup.wait([p.writeFD], events: Int16(POLLOUT), timeout: .seconds(20)) == [p.writeFD])
+    }
+
+    @Test func readinessTellsAHangUpFromData() async throws {
+        let wakeup = try Wakeup()
+        let p = try TestPipe()
+        p.write()
+        let data = await wakeup.readiness([p.readFD], timeout: .seconds(20))
+        #expect(data.map(\.fd) == [p.readFD])
+        #expect(data.first?.isReadable == true && data.first?.isHungUp == false)
+        p.closeWriteEnd()
+        let hungUp = await wakeup.readiness([p.readFD], timeout: .seconds(20))
+        #expect(hungUp.first?.isHungUp == true)
     }
 
     /// A wait with a timeout far longer than the test's polling bound ends once its task is cancelled.

@@ -1,27 +1,41 @@
-// A library of its own, shared by the plugins that wait on file descriptors (tcp, udp, exec), so
-// GatewayCore stays free of I/O and C.
+// Waiting on file descriptors: the wakeup pipe and `poll`. Sockets are in Socket.swift.
 import Dispatch
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// The wakeup pipe could not be created.
-public struct WakeupError: Error, CustomStringConvertible {
-    public var description: String
+/// A descriptor that a wait reported, with what it is ready for.
+public struct Readiness: Sendable, Equatable {
+    public var fd: Int32
+    /// The `revents` bits `poll` reported.
+    public var events: Int16
+
+    public init(fd: Int32, events: Int16) {
+        self.fd = fd
+        self.events = events
+    }
+
+    /// Data (or end of file) can be read.
+    public var isReadable: Bool { events & Int16(POLLIN) != 0 }
+    /// The far end hung up (a tty after unplug, a closed pipe or socket).
+    public var isHungUp: Bool { events & Int16(POLLHUP) != 0 }
+    /// An error on the descriptor, or the descriptor is not open.
+    public var isFailed: Bool { events & Int16(POLLERR | POLLNVAL) != 0 }
 }
 
 /// A pipe that makes a pending `poll` return at once: the cancellation handler writes to it, so a
 /// cancelled source wakes without waiting for its poll timeout.
 ///
-/// Make one per `run` and pass every wait on a descriptor through ``wait(_:events:timeout:)``.
+/// Make one per `run` and pass every wait on a descriptor through ``wait(_:events:timeout:)``
+/// (or ``readiness(_:events:timeout:)``, or a ``Socket`` method that takes it).
 public final class Wakeup: Sendable {
     private let readFD: Int32
     private let writeFD: Int32
 
     /// Opens the pipe (non-blocking, close-on-exec).
-    public init() throws(WakeupError) {
+    public init() throws(SystemError) {
         var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else { throw WakeupError(description: "pipe: \(String(cString: strerror(Glibc.errno)))") }
+        guard pipe(&fds) == 0 else { throw .errno("pipe") }
         for fd in fds {
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
@@ -35,7 +49,7 @@ public final class Wakeup: Sendable {
         close(writeFD)
     }
 
-    /// Wakes a pending ``wait(_:events:timeout:)`` (task cancellation calls this).
+    /// Wakes a pending wait (task cancellation calls this).
     public func signal() {
         var b: UInt8 = 1
         _ = write(writeFD, &b, 1)
@@ -44,22 +58,30 @@ public final class Wakeup: Sendable {
     /// Waits until one of `fds` is ready for `events` (POLLIN or POLLOUT), the wakeup fired, or
     /// `timeout` passed; returns the fds that are ready (errors and hang-ups count as ready), or
     /// none on timeout and cancellation.
+    public func wait(_ fds: [Int32], events: Int16 = Int16(POLLIN), timeout: Duration) async -> [Int32] {
+        await readiness(fds, events: events, timeout: timeout).map(\.fd)
+    }
+
+    /// Like ``wait(_:events:timeout:)``, with what each descriptor is ready for, so a caller can
+    /// tell data from a hang-up.
     ///
     /// The blocking poll runs on a Dispatch thread, never on the cooperative pool, and the task's
     /// cancellation fires the wakeup. Once fired, the pipe stays readable, so every later wait of
     /// a cancelled task returns at once too.
-    public func wait(_ fds: [Int32], events: Int16 = Int16(POLLIN), timeout: Duration) async -> [Int32] {
+    public func readiness(_ fds: [Int32], events: Int16 = Int16(POLLIN), timeout: Duration) async -> [Readiness] {
         if Task.isCancelled { return [] }
         let ms = Int32(clamping: max(0, timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000))
         let wakeFD = readFD
         return await withTaskCancellationHandler {
-            await withCheckedContinuation { (c: CheckedContinuation<[Int32], Never>) in
+            await withCheckedContinuation { (c: CheckedContinuation<[Readiness], Never>) in
                 DispatchQueue.global().async {
                     var pfds = fds.map { pollfd(fd: $0, events: events, revents: 0) }
                     pfds.append(pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0))
                     var n: Int32
                     repeat { n = poll(&pfds, nfds_t(pfds.count), ms) } while n < 0 && Glibc.errno == EINTR
-                    c.resume(returning: n > 0 ? pfds.dropLast().filter { $0.revents != 0 }.map(\.fd) : [])
+                    c.resume(returning: n > 0
+                        ? pfds.dropLast().filter { $0.revents != 0 }.map { Readiness(fd: $0.fd, events: $0.revents) }
+                        : [])
                 }
             }
         } onCancel: {
