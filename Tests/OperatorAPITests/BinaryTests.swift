@@ -48,6 +48,36 @@ import Testing
     }
 
     @Test(.timeLimit(.minutes(1)))
+    func afterAReloadTheAPIServesTheComponentsNowRunning() async throws {
+        let dir = try temporaryDirectory("reload")
+        let peer = try nmeaServer()
+        defer { peer.stop() }
+        let port = LoopbackTCPServer.freePort()
+        func config(extraSink: Bool) -> String {
+            """
+            { "settings": { "stats_interval": false },
+              "api": { "listen": "127.0.0.1:\(port)" },
+              "sources": { "gps": { "type": "tcp", "host": "127.0.0.1", "port": \(peer.port), "device": "boat-1" } },
+              "sinks": { "out": { "type": "file", "inputs": ["gps"], "path": "\(dir)/out.jsonl" }\(extraSink ? #", "copy": { "type": "file", "inputs": ["gps"], "path": "\#(dir)/copy.jsonl" }"# : "") } }
+            """
+        }
+        try config(extraSink: false).write(toFile: "\(dir)/p.json", atomically: true, encoding: .utf8)
+        let p = try LocgateBinary.launch([try LocgateBinary.path(), "run", "\(dir)/p.json"], stderr: "\(dir)/stderr.log")
+        defer { if p.isRunning { kill(p.processIdentifier, SIGKILL) } }
+        func metrics() -> String { (try? Curl.run(["http://127.0.0.1:\(port)/metrics"]))?.body ?? "" }
+        #expect(await Poll.until { metrics().contains(#"component="sinks.out""#) })
+        #expect(!metrics().contains(#"component="sinks.copy""#))
+        try config(extraSink: true).write(toFile: "\(dir)/p.json", atomically: true, encoding: .utf8)
+        kill(p.processIdentifier, SIGHUP)
+        // The added sink's counters are served, and they move: it receives positions.
+        #expect(await Poll.until(timeout: .seconds(20)) {
+            metrics().split(separator: "\n").contains { $0.hasPrefix("locgate_component_emitted_positions_total{") && $0.contains(#"component="sinks.copy""#) && !$0.hasSuffix(" 0") }
+        }, "\(metrics())")
+        kill(p.processIdentifier, SIGTERM)
+        #expect(await Poll.until { !p.isRunning })
+    }
+
+    @Test(.timeLimit(.minutes(1)))
     func runServesTheAPIWhileThePipelineRunsAndStopsAfter() async throws {
         let dir = try temporaryDirectory("serve")
         let peer = try nmeaServer()
