@@ -1,0 +1,223 @@
+// Writing JSON text: `JSONWriter` for any value, `RawJSONWriter` for position records written
+// into memory sized up front (the hot path of every JSON encoder of positions).
+
+/// Appends JSON text to a byte buffer; used by every JSON encoder in the project.
+public enum JSONWriter {
+    /// Appends `s` as a quoted JSON string with the required escapes.
+    public static func appendString(_ s: String, to out: inout [UInt8]) {
+        var s = s
+        s.withUTF8 { utf8 in
+            // Fast path: nothing to escape (ids, sources, datums), so one bulk copy.
+            var clean = true
+            for c in utf8 where c < 0x20 || c == 0x22 || c == 0x5C { clean = false; break }
+            out.append(0x22)
+            if clean {
+                out.append(contentsOf: utf8)
+            } else {
+                appendEscaped(utf8, to: &out)
+            }
+            out.append(0x22)
+        }
+    }
+
+    private static func appendEscaped(_ utf8: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
+        for c in utf8 {
+            switch c {
+            case 0x22: out.append(0x5C); out.append(0x22)
+            case 0x5C: out.append(0x5C); out.append(0x5C)
+            case 0x0A: out.append(0x5C); out.append(UInt8(ascii: "n"))
+            case 0x0D: out.append(0x5C); out.append(UInt8(ascii: "r"))
+            case 0x09: out.append(0x5C); out.append(UInt8(ascii: "t"))
+            case 0..<0x20:
+                let hex: [UInt8] = Array("0123456789abcdef".utf8)
+                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 48, 48, hex[Int(c >> 4)], hex[Int(c & 15)]])
+            default: out.append(c)
+            }
+        }
+    }
+
+    /// Appends a finite number in the shortest form that reads back exactly (`null` if not finite).
+    public static func appendNumber(_ v: Double, to out: inout [UInt8]) {
+        guard v.isFinite else { out.append(contentsOf: Array("null".utf8)); return }
+        if v == v.rounded(), abs(v) < 1e15 {
+            appendInt(Int64(v), to: &out)
+            return
+        }
+        out.append(contentsOf: v.description.utf8)
+    }
+
+    /// Appends a number rounded to a fixed count of decimals, without trailing zeros.
+    public static func appendNumber(_ v: Double, decimals: Int, to out: inout [UInt8]) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: RawJSONWriter.maxNumberLength) { buf in
+            guard let base = buf.baseAddress else { return }
+            var w = RawJSONWriter(base)
+            w.number(v, decimals: decimals)
+            out.append(contentsOf: UnsafeBufferPointer(start: base, count: w.count))
+        }
+    }
+
+    public static func appendInt(_ v: Int64, to out: inout [UInt8]) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: RawJSONWriter.maxNumberLength) { buf in
+            guard let base = buf.baseAddress else { return }
+            var w = RawJSONWriter(base)
+            w.int(v)
+            out.append(contentsOf: UnsafeBufferPointer(start: base, count: w.count))
+        }
+    }
+
+    /// Appends any JSON value.
+    public static func append(_ value: JSONValue, to out: inout [UInt8]) {
+        switch value {
+        case .null: out.append(contentsOf: Array("null".utf8))
+        case .bool(let b): out.append(contentsOf: Array((b ? "true" : "false").utf8))
+        case .number(let n): appendNumber(n, to: &out)
+        case .string(let s): appendString(s, to: &out)
+        case .array(let a):
+            out.append(UInt8(ascii: "["))
+            for (i, v) in a.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                append(v, to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let o):
+            out.append(UInt8(ascii: "{"))
+            for (i, m) in o.members.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                appendString(m.key, to: &out)
+                out.append(UInt8(ascii: ":"))
+                append(m.value, to: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+}
+
+extension JSONValue {
+    /// Compact JSON text.
+    public var jsonText: String {
+        var out: [UInt8] = []
+        JSONWriter.append(self, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// Writes JSON text into memory the caller has sized: whole records go out with one copy
+/// instead of dozens of small appends (the file sink's hot path).
+struct RawJSONWriter {
+    /// Room one number can take: a 16-digit fixed-point value with sign and 20 decimals, or a
+    /// shortest-form `Double` such as `-1.7976931348623157e+308`.
+    static let maxNumberLength = 48
+
+    let base: UnsafeMutablePointer<UInt8>
+    /// Bytes written so far.
+    private(set) var count = 0
+
+    init(_ base: UnsafeMutablePointer<UInt8>) { self.base = base }
+
+    /// Room `s` can take as a quoted, escaped JSON string.
+    static func maxStringLength(_ s: String) -> Int { 2 + 6 * s.utf8.count }
+
+    @inline(__always)
+    mutating func byte(_ b: UInt8) {
+        base[count] = b
+        count += 1
+    }
+
+    @inline(__always)
+    mutating func bytes(_ s: StaticString) {
+        (base + count).update(from: s.utf8Start, count: s.utf8CodeUnitCount)
+        count += s.utf8CodeUnitCount
+    }
+
+    @inline(__always)
+    mutating func bytes(_ b: UnsafeBufferPointer<UInt8>) {
+        guard let start = b.baseAddress else { return }
+        (base + count).update(from: start, count: b.count)
+        count += b.count
+    }
+
+    /// Same text as ``JSONWriter/appendString(_:to:)``.
+    mutating func string(_ s: String) {
+        var s = s
+        s.withUTF8 { utf8 in
+            byte(0x22)
+            for c in utf8 {
+                switch c {
+                case 0x22: byte(0x5C); byte(0x22)
+                case 0x5C: byte(0x5C); byte(0x5C)
+                case 0x0A: byte(0x5C); byte(UInt8(ascii: "n"))
+                case 0x0D: byte(0x5C); byte(UInt8(ascii: "r"))
+                case 0x09: byte(0x5C); byte(UInt8(ascii: "t"))
+                case 0..<0x20:
+                    let hex: StaticString = "0123456789abcdef"
+                    bytes("\\u00")
+                    byte(hex.utf8Start[Int(c >> 4)])
+                    byte(hex.utf8Start[Int(c & 15)])
+                default: byte(c)
+                }
+            }
+            byte(0x22)
+        }
+    }
+
+    /// Same text as ``JSONWriter/appendInt(_:to:)``.
+    @inline(__always)
+    mutating func int(_ v: Int64) {
+        var m = v.magnitude
+        var digits = 1
+        var t = m
+        while t >= 10 { t /= 10; digits += 1 }
+        if v < 0 { byte(UInt8(ascii: "-")) }
+        var i = count + digits
+        count = i
+        repeat { i -= 1; base[i] = UInt8(truncatingIfNeeded: 48 &+ m % 10); m /= 10 } while m > 0
+    }
+
+    /// Same text as ``JSONWriter/appendNumber(_:decimals:to:)``: rounded to `decimals`, without
+    /// trailing zeros.
+    mutating func number(_ v: Double, decimals: Int) {
+        guard v.isFinite else { bytes("null"); return }
+        var scale: Double
+        switch decimals {
+        case 2: scale = 1e2
+        case 3: scale = 1e3
+        case 9: scale = 1e9
+        default:
+            scale = 1
+            for _ in 0..<decimals { scale *= 10 }
+        }
+        let x = abs(v) * scale
+        // `x.rounded()` (half away from zero) without a libm call: below 2^53 the integer
+        // part and the remainder are exact.
+        var n: UInt64 = 0
+        if x < 9e15 {
+            n = UInt64(x)
+            if x - Double(n) >= 0.5 { n += 1 }
+        }
+        guard x < 9e15, n < 9_000_000_000_000_000 else {
+            var text: [UInt8] = []
+            JSONWriter.appendNumber(v, to: &text)
+            text.withUnsafeBufferPointer { bytes($0) }
+            return
+        }
+        // The decimals the schema uses get constant divisors (multiplications, not divisions).
+        let whole: UInt64
+        switch decimals {
+        case 2: whole = n / 100
+        case 3: whole = n / 1000
+        case 9: whole = n / 1_000_000_000
+        default: whole = n / UInt64(scale)
+        }
+        if v < 0 && n != 0 { byte(UInt8(ascii: "-")) }
+        int(Int64(whole))
+        n -= whole * UInt64(scale)
+        guard n != 0 else { return }
+        var k = decimals
+        // Trailing zeros of the fraction are not written; leading ones are.
+        while n % 10 == 0 { n /= 10; k -= 1 }
+        byte(UInt8(ascii: "."))
+        var i = count + k
+        count = i
+        while i > count - k { i -= 1; base[i] = UInt8(truncatingIfNeeded: 48 &+ n % 10); n /= 10 }
+    }
+}
