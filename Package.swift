@@ -54,7 +54,7 @@ let package = Package(
         .systemLibrary(name: "CSystemd", path: "Sources/CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(name: "LocgateCLI", dependencies: ["GatewayCore", "GatewayRuntime", "SerialSource", "OperatorAPI", "CSystemd", "TrackMap"], swiftSettings: settings),
         // The map page (Leaflet from Debian's libjs-leaflet, inlined) and `locgate map`, which fills it from recorded files.
-        .target(name: "MapRendering", dependencies: ["GatewayCore"], swiftSettings: settings),
+        .target(name: "MapRendering", dependencies: ["GatewayCore", "Geodesy"], swiftSettings: settings),
         .target(name: "TrackMap", dependencies: ["GatewayCore", "Geodesy", "FileReplay", "Geofence", "MapRendering"], swiftSettings: settings),
         .testTarget(name: "TrackMapTests", dependencies: ["TrackMap", "MapRendering", "Geofence", "Geodesy", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .executableTarget(name: "locgate", dependencies: ["LocgateCLI", "BuiltinPlugins"], swiftSettings: settings),
@@ -98,7 +98,7 @@ let package = Package(
         .testTarget(name: "MQTTInputTests", dependencies: ["MQTTInput", "MQTTClient", "MQTTTesting", "PositionEncoding", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], swiftSettings: settings),
         .testTarget(name: "SerialSourceTests", dependencies: ["SerialSource", "GatewayCore", "GatewayTesting", "NMEA"], exclude: ["Support"], swiftSettings: settings),
         .systemLibrary(name: "CMicroHTTPD", path: "Sources/CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
-        .target(name: "OperatorAPI", dependencies: ["GatewayCore", "GatewayRuntime", "CMicroHTTPD"], swiftSettings: settings),
+        .target(name: "OperatorAPI", dependencies: ["GatewayCore", "GatewayRuntime", "CMicroHTTPD", "MapRendering", "Geodesy", "Geofence"], swiftSettings: settings),
         .testTarget(name: "OperatorAPITests", dependencies: ["OperatorAPI", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], exclude: ["Support"], swiftSettings: settings),
     ],
     swiftLanguageModes: [.v6]

@@ -8,3 +8,9 @@ static inline struct MHD_Daemon *locgate_mhd_start(unsigned int flags, MHD_Acces
                                                    void *handler_cls, struct MHD_OptionItem *options) {
     return MHD_start_daemon(flags, 0, NULL, NULL, handler, handler_cls, MHD_OPTION_ARRAY, options, MHD_OPTION_END);
 }
+
+// MHD_set_connection_option is variadic too: a long-lived response (Server-Sent Events) gets
+// its own idle timeout.
+static inline enum MHD_Result locgate_mhd_set_timeout(struct MHD_Connection *connection, unsigned int seconds) {
+    return MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
+}
