@@ -32,7 +32,9 @@ public struct HTTPRequest: Sendable {
 /// Both calls come from the connection's own server thread, never from the pipeline's tasks.
 public protocol HTTPStreamBody: AnyObject, Sendable {
     /// The next bytes to send, waiting for them as long as needed; nil ends the response.
-    func next() -> [UInt8]?
+    /// `clientGone` tells, without blocking, whether the client hung up: a body that waits long
+    /// asks it now and then so a closed browser tab frees its connection.
+    func next(clientGone: () -> Bool) -> [UInt8]?
     /// The connection is gone (the client left, or the server stops): release what it held.
     func closed()
 }
@@ -194,7 +196,9 @@ public final class HTTPServer: @unchecked Sendable {
         let reply = Unmanaged<HandlerBox>.fromOpaque(cls).takeUnretainedValue().handler(request)
         let made: OpaquePointer?
         if let stream = reply.stream {
-            let box = Unmanaged.passRetained(StreamBox(stream))
+            let streamBox = StreamBox(stream)
+            streamBox.socket = locgate_mhd_connection_fd(connection)
+            let box = Unmanaged.passRetained(streamBox)
             made = MHD_create_response_from_callback(UInt64.max /* MHD_SIZE_UNKNOWN: sent chunked */, 4096, HTTPServer.readStream, box.toOpaque(), HTTPServer.freeStream)
             if made == nil {
                 stream.closed()
@@ -221,7 +225,20 @@ public final class HTTPServer: @unchecked Sendable {
         let body: any HTTPStreamBody
         var pending: [UInt8] = []
         var offset = 0
+        var socket: Int32 = -1
         init(_ body: any HTTPStreamBody) { self.body = body }
+
+        /// A hung-up peer makes its socket report RDHUP or HUP; an event stream's client sends
+        /// nothing after its request, so readable data means the same.
+        func clientGone() -> Bool {
+            guard socket >= 0 else { return false }
+            let rdhup: Int16 = 0x2000  // POLLRDHUP, a Linux extension Glibc's module does not export
+            let watched: Int16 = Int16(POLLIN) | rdhup
+            var p = pollfd(fd: socket, events: watched, revents: 0)
+            guard poll(&p, 1, 0) == 1 else { return false }
+            let gone: Int16 = watched | Int16(POLLHUP) | Int16(POLLERR)
+            return p.revents & gone != 0
+        }
     }
 
     // MHD_CONTENT_READER_END_OF_STREAM and _END_WITH_ERROR are casts Swift does not import.
@@ -232,7 +249,7 @@ public final class HTTPServer: @unchecked Sendable {
         guard let cls, let buffer, max > 0 else { return HTTPServer.endWithError }
         let box = Unmanaged<StreamBox>.fromOpaque(cls).takeUnretainedValue()
         while box.offset >= box.pending.count {
-            guard let next = box.body.next() else { return HTTPServer.endOfStream }
+            guard let next = box.body.next(clientGone: box.clientGone) else { return HTTPServer.endOfStream }
             box.pending = next
             box.offset = 0
         }

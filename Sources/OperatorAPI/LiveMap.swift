@@ -65,8 +65,8 @@ final class LiveMapStream: HTTPStreamBody, @unchecked Sendable {
         sentAt = LiveMapStream.monotonicMilliseconds()
     }
 
-    func next() -> [UInt8]? {
-        while !api.isStopping {
+    func next(clientGone: () -> Bool) -> [UInt8]? {
+        while !api.isStopping && !clientGone() {
             let now = LiveMapStream.monotonicMilliseconds()
             var out: [UInt8] = []
             let (scene, components, sceneGeneration) = api.liveScene
