@@ -223,3 +223,37 @@ struct LiveMapTests {
         }
     }
 }
+
+/// The monitor's bounded memory for the live map.
+@Suite struct LiveMapMonitorTests {
+    func fix(_ device: String, _ n: Int) -> Position {
+        Position(time: Timestamp(milliseconds: 1_772_366_400_000 + Int64(n) * 1000), latitude: 52 + Double(n) * 1e-5, longitude: 13,
+                 mode: .threeD, source: "gps", device: device)
+    }
+
+    @Test func tailsAreBoundedAndAStreamTooFarBehindStartsOver() {
+        let monitor = PipelineMonitor(tail: 3)
+        monitor.sourceEmitted("gps", (0..<5).map { fix("a", $0) } + [fix("b", 0)])
+        let snapshot = monitor.snapshot()
+        #expect(snapshot.tails.map(\.device) == ["a", "b"])
+        #expect(snapshot.tails.first?.positions.map(\.latitude) == [2, 3, 4].map { 52 + Double($0) * 1e-5 })
+        #expect(snapshot.sequence == 6)
+        #expect(monitor.updates(after: 4)?.map(\.sequence) == [5, 6])
+        monitor.sourceEmitted("gps", (5..<(5 + PipelineMonitor.updateLogCapacity)).map { fix("a", $0) })
+        #expect(monitor.updates(after: 6) != nil, "exactly the log's capacity behind")
+        #expect(monitor.updates(after: 5) == nil, "one more and the oldest is gone")
+    }
+
+    @Test func anEventPassedOnByALaterTransformIsKeptOnce() {
+        let monitor = PipelineMonitor()
+        var enter = fix("a", 1)
+        enter.event = PositionEvent(kind: .enter, fenceId: "yard")
+        monitor.transformEmitted("zone", [fix("a", 1), enter])
+        monitor.transformEmitted("later", [enter])
+        var exit = enter
+        exit.event = PositionEvent(kind: .exit, fenceId: "yard")
+        monitor.transformEmitted("zone", [exit])
+        #expect(monitor.snapshot().events.map { $0.event?.kind } == [.enter, .exit])
+        #expect(monitor.snapshot().tails.isEmpty, "positions passed on by transforms were counted at their source")
+    }
+}
