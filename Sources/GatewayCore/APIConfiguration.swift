@@ -29,7 +29,7 @@ extension PipelineConfiguration {
         /// The live map's display datum (`wgs84`, `gcj02`, `bd09`): positions and fences are converted into it.
         public var mapDatum: String
 
-        public static let mapTailRange = 1...1000
+        public static let mapTailRange = 1...200
         public static let mapDatums = ["wgs84", "gcj02", "bd09"]
 
         public init(host: String = "127.0.0.1", port: Int = 9425, token: String? = nil, tlsCertFile: String? = nil, tlsKeyFile: String? = nil,

@@ -136,6 +136,6 @@ import Testing
         #expect(problems.contains { $0.hasPrefix("api.map.datum: ") && $0.contains("wgs84") }, "\(problems)")
         #expect(problems.contains { $0.hasPrefix("api.map.colour: unknown option") }, "\(problems)")
         #expect(problems.count == 3, "\(problems)")
-        #expect(load(#"{"tail": 1001}"#).1.first?.hasPrefix("api.map.tail: ") == true)
+        #expect(load(#"{"tail": 201}"#).1.first?.hasPrefix("api.map.tail: ") == true)
     }
 }

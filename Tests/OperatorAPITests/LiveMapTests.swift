@@ -257,3 +257,17 @@ struct LiveMapTests {
         #expect(monitor.snapshot().tails.isEmpty, "positions passed on by transforms were counted at their source")
     }
 }
+
+extension LiveMapMonitorTests {
+    @Test func tailsAreKeptForTheDevicesHeardFromMostRecently() {
+        let clock = ManualClock()
+        let monitor = PipelineMonitor(clock: clock, tail: 2)
+        for i in 0..<(PipelineMonitor.maximumMapDevices + 5) {
+            clock.advance(by: .milliseconds(1))
+            monitor.sourceEmitted("gps", [fix(String(format: "d%05d", i), 0)])
+        }
+        let devices = monitor.snapshot().tails.map(\.device)
+        #expect(devices.count == PipelineMonitor.maximumMapDevices)
+        #expect(devices.first == "d00005")
+    }
+}
