@@ -16,6 +16,9 @@ public final class PipelineMonitor: PipelineObserver {
     public static let maximumDevices = 10_000
     /// Events kept for the live map (geofence transitions and receiver health).
     public static let maximumEvents = 200
+    /// Devices the live map keeps a tail for: with the longest tail, memory stays bounded
+    /// (1,000 × 200 positions) however many device ids a source invents.
+    public static let maximumMapDevices = 1_000
     /// Updates a live map connection can fall behind by before it is sent a fresh snapshot.
     public static let updateLogCapacity = 4096
 
@@ -96,6 +99,10 @@ public final class PipelineMonitor: PipelineObserver {
                     continue
                 }
                 guard p.hasCoordinates else { continue }
+                if s.tails[key] == nil && s.tails.count >= PipelineMonitor.maximumMapDevices,
+                   let stalest = s.tails.keys.min(by: { (s.devices[$0]?.receivedAt ?? now) < (s.devices[$1]?.receivedAt ?? now) }) {
+                    s.tails[stalest] = nil
+                }
                 s.tails[key, default: []].append(p)
                 if let count = s.tails[key]?.count, count > tail { s.tails[key]?.removeFirst(count - tail) }
                 append(p, to: &s)
