@@ -76,9 +76,9 @@ let package = Package(
         .target(name: "BuiltinPlugins", dependencies: ["GatewayCore", "FileReplay", "FileOutput", "ConsoleOutput", "NetworkNMEA", "ExecSource", "Coordinates", "Filters", "Geofence", "SerialSource", "GpsdSource", "HTTPOutput", "NATSOutput", "NATSSource", "MQTTOutput", "MQTTInput"], swiftSettings: settings),
 
         // The command line and the service around it: operator API, maps, the `locgate` executable.
-        .target(name: "OperatorAPI", dependencies: ["GatewayCore", "GatewayRuntime", "CMicroHTTPD"], swiftSettings: settings),
+        .target(name: "OperatorAPI", dependencies: ["GatewayCore", "GatewayRuntime", "CMicroHTTPD", "MapRendering", "Geodesy", "Geofence"], swiftSettings: settings),
         // The map page (Leaflet from Debian's libjs-leaflet, inlined) and `locgate map`, which fills it from recorded files.
-        .target(name: "MapRendering", dependencies: ["GatewayCore"], swiftSettings: settings),
+        .target(name: "MapRendering", dependencies: ["GatewayCore", "Geodesy"], swiftSettings: settings),
         .target(name: "TrackMap", dependencies: ["GatewayCore", "Geodesy", "FileReplay", "Geofence", "MapRendering"], swiftSettings: settings),
         .target(name: "LocgateCLI", dependencies: ["GatewayCore", "GatewayRuntime", "SerialSource", "OperatorAPI", "CSystemd", "TrackMap"],
                 resources: [.embedInCode("Resources/demo-bundg_zeus_9.nmea")], swiftSettings: settings),

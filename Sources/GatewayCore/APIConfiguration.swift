@@ -8,7 +8,8 @@ extension PipelineConfiguration {
     /// ```json
     /// "api": { "listen": "127.0.0.1:9425", "token": "${LOCGATE_API_TOKEN}",
     ///          "tls": { "cert_file": "api.pem", "key_file": "api.key" },
-    ///          "health": { "source_stall": "60s", "max_queue_age": "10m" } }
+    ///          "health": { "source_stall": "60s", "max_queue_age": "10m" },
+    ///          "map": { "tail": 50, "datum": "wgs84" } }
     /// ```
     public struct API: Sendable, Equatable {
         /// The address to bind: an IPv4 or IPv6 literal.
@@ -23,9 +24,16 @@ extension PipelineConfiguration {
         public var sourceStall: Duration
         /// A sink whose oldest queued position is older than this makes `/health` fail.
         public var maxQueueAge: Duration
+        /// Positions per device the live map (`GET /`) draws as its tail, the newest included.
+        public var mapTail: Int
+        /// The live map's display datum (`wgs84`, `gcj02`, `bd09`): positions and fences are converted into it.
+        public var mapDatum: String
+
+        public static let mapTailRange = 1...200
+        public static let mapDatums = ["wgs84", "gcj02", "bd09"]
 
         public init(host: String = "127.0.0.1", port: Int = 9425, token: String? = nil, tlsCertFile: String? = nil, tlsKeyFile: String? = nil,
-                    sourceStall: Duration = .seconds(60), maxQueueAge: Duration = .seconds(600)) {
+                    sourceStall: Duration = .seconds(60), maxQueueAge: Duration = .seconds(600), mapTail: Int = 50, mapDatum: String = "wgs84") {
             self.host = host
             self.port = port
             self.token = token
@@ -33,6 +41,8 @@ extension PipelineConfiguration {
             self.tlsKeyFile = tlsKeyFile
             self.sourceStall = sourceStall
             self.maxQueueAge = maxQueueAge
+            self.mapTail = mapTail
+            self.mapDatum = mapDatum
         }
 
         /// Whether `host` is a loopback address (127.0.0.0/8 or ::1): only this machine can connect.
@@ -71,6 +81,11 @@ extension PipelineConfiguration {
                 api.sourceStall = health.duration("source_stall", default: api.sourceStall, minimum: .seconds(1))
                 api.maxQueueAge = health.duration("max_queue_age", default: api.maxQueueAge, minimum: .seconds(1))
                 health.finish()
+            }
+            if var map = reader.object("map") {
+                api.mapTail = map.int("tail", default: api.mapTail, in: API.mapTailRange)
+                api.mapDatum = map.choice("datum", API.mapDatums, default: api.mapDatum)
+                map.finish()
             }
             if !api.isLoopback && api.token == nil && !reader.has("token") {
                 reader.report("token", "required when listen is not a loopback address (\(api.listen)): without it anyone who reaches the port reads every position")

@@ -64,10 +64,12 @@ public final class Pipeline: Sendable {
         /// Calls in progress, for the heartbeat's wedge detection (PipelineHeartbeat.swift).
         let activity = ActivityProbe()
         private let transform: Mutex<any PositionTransform>
+        private let observer: (any PipelineObserver)?
 
-        init(id: String, transform: sending any PositionTransform, stats: ComponentStats) {
+        init(id: String, transform: sending any PositionTransform, stats: ComponentStats, observer: (any PipelineObserver)? = nil) {
             self.id = id
             self.stats = stats
+            self.observer = observer
             self.tickInterval = transform.tickInterval
             self.transform = Mutex(transform)
         }
@@ -81,6 +83,7 @@ public final class Pipeline: Sendable {
                 for p in batch { t.process(p, into: &out) }
             }
             stats.addEmitted(out.count)
+            observe(out)
             return out
         }
 
@@ -89,6 +92,7 @@ public final class Pipeline: Sendable {
             activity.enter(); defer { activity.exit() }
             transform.withLock { t in t.tick(now: now, into: &out) }
             stats.addEmitted(out.count)
+            observe(out)
             return out
         }
 
@@ -97,7 +101,12 @@ public final class Pipeline: Sendable {
             activity.enter(); defer { activity.exit() }
             transform.withLock { t in t.finish(into: &out) }
             stats.addEmitted(out.count)
+            observe(out)
             return out
+        }
+
+        private func observe(_ out: [Position]) {
+            if let observer, !out.isEmpty { observer.transformEmitted(id, out) }
         }
     }
 
@@ -209,7 +218,7 @@ public final class Pipeline: Sendable {
         }
         for c in configuration.transforms {
             let ctx = Pipeline.context(c, handler: logHandler, clock: clock)
-            t.transforms[c.id] = TransformNode(id: c.id, transform: try Pipeline.buildTransform(c, ctx), stats: ctx.stats)
+            t.transforms[c.id] = TransformNode(id: c.id, transform: try Pipeline.buildTransform(c, ctx), stats: ctx.stats, observer: observer)
         }
         for c in configuration.sources {
             let ctx = Pipeline.context(c, handler: logHandler, clock: clock)
@@ -673,7 +682,7 @@ public final class Pipeline: Sendable {
         do {
             for c in new.transforms where changed.contains(c.path) || added.contains(c.path) {
                 let ctx = context(c, reusing: old.transforms[c.id]?.stats, sameType: oldByPath[c.path]?.type == c.type)
-                newNodes[c.id] = TransformNode(id: c.id, transform: try Pipeline.buildTransform(c, ctx), stats: ctx.stats)
+                newNodes[c.id] = TransformNode(id: c.id, transform: try Pipeline.buildTransform(c, ctx), stats: ctx.stats, observer: observer)
             }
             for c in new.sources where changed.contains(c.path) || added.contains(c.path) {
                 let ctx = context(c, reusing: old.sources[c.id]?.stats, sameType: oldByPath[c.path]?.type == c.type)

@@ -10,4 +10,12 @@ public protocol PipelineObserver: Sendable {
     func sourceEmitted(_ source: String, _ batch: [Position])
     /// `source`'s input ended (`failed` false) or it failed; not called when shutdown stopped it.
     func sourceEnded(_ source: String, failed: Bool)
+    /// `transform` (a component id) passed on or made `batch` (geofence events are born here);
+    /// called only for a non-empty output, before it goes on.
+    func transformEmitted(_ transform: String, _ batch: [Position])
+}
+
+extension PipelineObserver {
+    /// Observers that only watch sources need not implement it.
+    public func transformEmitted(_ transform: String, _ batch: [Position]) {}
 }

@@ -223,7 +223,7 @@ public enum LocgateCommand {
         let level = logLevel ?? config.settings.logLevel ?? .info
         let handler = StderrLogHandler(minimumLevel: demoFile != nil && logLevel == nil ? .warning : level, format: logFormat)
         let pipeline: Pipeline
-        let monitor = config.api.map { _ in PipelineMonitor() }
+        let monitor = config.api.map { PipelineMonitor(tail: $0.mapTail) }
         do {
             pipeline = try Pipeline(configuration: config, logHandler: handler, drain: drain, observer: monitor)
         } catch {

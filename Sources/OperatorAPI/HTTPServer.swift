@@ -13,24 +13,57 @@ public struct HTTPRequest: Sendable {
     public var path: String
     /// Header values by lowercased name (the last one wins when a header repeats).
     public var headers: [String: String]
+    /// Query string arguments, decoded (the last one wins when an argument repeats).
+    public var query: [String: String]
+    /// Cookies by name.
+    public var cookies: [String: String]
 
-    public init(method: String, path: String, headers: [String: String] = [:]) {
+    public init(method: String, path: String, headers: [String: String] = [:], query: [String: String] = [:], cookies: [String: String] = [:]) {
         self.method = method
         self.path = path
         self.headers = headers
+        self.query = query
+        self.cookies = cookies
     }
 }
 
-/// An HTTP response: a status, headers and a whole body.
+/// A response body made while it is sent (Server-Sent Events).
+///
+/// Both calls come from the connection's own server thread, never from the pipeline's tasks.
+public protocol HTTPStreamBody: AnyObject, Sendable {
+    /// The next bytes to send, waiting for them as long as needed; nil ends the response.
+    /// `clientGone` tells, without blocking, whether the client hung up: a body that waits long
+    /// asks it now and then so a closed browser tab frees its connection.
+    func next(clientGone: () -> Bool) -> [UInt8]?
+    /// The connection is gone (the client left, or the server stops): release what it held.
+    func closed()
+}
+
+/// An HTTP response: a status, headers and a whole body, or a body streamed until it ends.
 public struct HTTPResponse: Sendable {
     public var status: Int
     public var headers: [(String, String)]
     public var body: [UInt8]
+    /// When set, the body is sent as it comes (chunked) instead of `body`.
+    public var stream: (any HTTPStreamBody)?
+    /// The idle timeout of a streamed response's connection, in seconds (the stream must send
+    /// something more often than this).
+    public var streamIdleTimeout: UInt32
 
     public init(status: Int, headers: [(String, String)] = [], body: [UInt8] = []) {
         self.status = status
         self.headers = headers
         self.body = body
+        self.stream = nil
+        self.streamIdleTimeout = HTTPServer.connectionTimeout
+    }
+
+    public init(status: Int, headers: [(String, String)] = [], stream: any HTTPStreamBody, idleTimeout: UInt32) {
+        self.status = status
+        self.headers = headers
+        self.body = []
+        self.stream = stream
+        self.streamIdleTimeout = idleTimeout
     }
 }
 
@@ -41,8 +74,9 @@ public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
 
 /// An embedded HTTP/1.1 server (libmicrohttpd) that answers every request with `handler`.
 ///
-/// libmicrohttpd runs its own thread (epoll on Linux) for every connection, so the server takes
-/// nothing from the pipeline's tasks. At most ``connectionLimit`` connections are served at once
+/// libmicrohttpd runs one thread per connection, so the server takes nothing from the pipeline's
+/// tasks, and a streamed body (``HTTPStreamBody``) may block its connection's thread while it
+/// waits for something to send. At most ``connectionLimit`` connections are served at once
 /// (more wait in the kernel's backlog or are closed), and a connection idle for
 /// ``connectionTimeout`` seconds is closed: a flood of clients cannot exhaust memory or threads.
 public final class HTTPServer: @unchecked Sendable {
@@ -84,7 +118,9 @@ public final class HTTPServer: @unchecked Sendable {
             throw error
         }
         let box = Unmanaged.passRetained(HandlerBox(handler))
-        var flags = MHD_USE_AUTO_INTERNAL_THREAD.rawValue
+        // Thread per connection: a live map's event stream waits on its own thread for the next
+        // update, which an event loop shared by every connection could not do without polling.
+        var flags = MHD_USE_AUTO_INTERNAL_THREAD.rawValue | MHD_USE_THREAD_PER_CONNECTION.rawValue
         if pem.count == 2 { flags |= MHD_USE_TLS.rawValue }
         if host.contains(":") { flags |= MHD_USE_IPv6.rawValue }
         var options: [MHD_OptionItem] = [
@@ -143,16 +179,94 @@ public final class HTTPServer: @unchecked Sendable {
                 return .YES
             }, headers)
         }
-        let reply = Unmanaged<HandlerBox>.fromOpaque(cls).takeUnretainedValue().handler(request)
-        let response = reply.body.withUnsafeBytes { bytes in
-            MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), MHD_ResponseMemoryMode.RESPMEM_MUST_COPY)
+        withUnsafeMutablePointer(to: &request.query) { query in
+            _ = MHD_get_connection_values(connection, MHD_ValueKind.GET_ARGUMENT_KIND, { target, _, key, value in
+                guard let target, let key else { return .YES }
+                target.assumingMemoryBound(to: [String: String].self).pointee[String(cString: key)] = value.map { String(cString: $0) } ?? ""
+                return .YES
+            }, query)
         }
-        guard let response else { return .NO }
+        withUnsafeMutablePointer(to: &request.cookies) { cookies in
+            _ = MHD_get_connection_values(connection, MHD_ValueKind.COOKIE_KIND, { target, _, key, value in
+                guard let target, let key else { return .YES }
+                target.assumingMemoryBound(to: [String: String].self).pointee[String(cString: key)] = value.map { String(cString: $0) } ?? ""
+                return .YES
+            }, cookies)
+        }
+        let reply = Unmanaged<HandlerBox>.fromOpaque(cls).takeUnretainedValue().handler(request)
+        let made: OpaquePointer?
+        if let stream = reply.stream {
+            let streamBox = StreamBox(stream)
+            streamBox.socket = locgate_mhd_connection_fd(connection)
+            let box = Unmanaged.passRetained(streamBox)
+            made = MHD_create_response_from_callback(UInt64.max /* MHD_SIZE_UNKNOWN: sent chunked */, 4096, HTTPServer.readStream, box.toOpaque(), HTTPServer.freeStream)
+            if made == nil {
+                stream.closed()
+                box.release()
+            } else {
+                _ = locgate_mhd_set_timeout(connection, reply.streamIdleTimeout)
+            }
+        } else {
+            made = reply.body.withUnsafeBytes { bytes in
+                MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), MHD_ResponseMemoryMode.RESPMEM_MUST_COPY)
+            }
+        }
+        guard let response = made else { return .NO }
         defer { MHD_destroy_response(response) }
         for (name, value) in reply.headers where MHD_add_response_header(response, name, value) != .YES {
             return .NO
         }
         return MHD_queue_response(connection, UInt32(reply.status), response)
+    }
+
+    /// A streamed body and the part of its last chunk not yet handed to libmicrohttpd; used by
+    /// one connection thread at a time.
+    private final class StreamBox: @unchecked Sendable {
+        let body: any HTTPStreamBody
+        var pending: [UInt8] = []
+        var offset = 0
+        var socket: Int32 = -1
+        init(_ body: any HTTPStreamBody) { self.body = body }
+
+        /// A hung-up peer makes its socket report RDHUP or HUP; an event stream's client sends
+        /// nothing after its request, so readable data means the same.
+        func clientGone() -> Bool {
+            guard socket >= 0 else { return false }
+            let rdhup: Int16 = 0x2000  // POLLRDHUP, a Linux extension Glibc's module does not export
+            let watched: Int16 = Int16(POLLIN) | rdhup
+            var p = pollfd(fd: socket, events: watched, revents: 0)
+            guard poll(&p, 1, 0) == 1 else { return false }
+            let gone: Int16 = watched | Int16(POLLHUP) | Int16(POLLERR)
+            return p.revents & gone != 0
+        }
+    }
+
+    // MHD_CONTENT_READER_END_OF_STREAM and _END_WITH_ERROR are casts Swift does not import.
+    private static let endOfStream = -1
+    private static let endWithError = -2
+
+    private static let readStream: MHD_ContentReaderCallback = { cls, _, buffer, max in
+        guard let cls, let buffer, max > 0 else { return HTTPServer.endWithError }
+        let box = Unmanaged<StreamBox>.fromOpaque(cls).takeUnretainedValue()
+        while box.offset >= box.pending.count {
+            guard let next = box.body.next(clientGone: box.clientGone) else { return HTTPServer.endOfStream }
+            box.pending = next
+            box.offset = 0
+        }
+        let count = min(max, box.pending.count - box.offset)
+        box.pending.withUnsafeBytes { bytes in
+            guard let base = bytes.baseAddress else { return }
+            UnsafeMutableRawPointer(buffer).copyMemory(from: base + box.offset, byteCount: count)
+        }
+        box.offset += count
+        return count
+    }
+
+    private static let freeStream: MHD_ContentReaderFreeCallback = { cls in
+        guard let cls else { return }
+        let box = Unmanaged<StreamBox>.fromOpaque(cls)
+        box.takeUnretainedValue().body.closed()
+        box.release()
     }
 
     // MARK: - The listening socket

@@ -1,13 +1,26 @@
+import Foundation
 import GatewayCore
 import GatewayRuntime
 import Synchronization
 
 /// What the operator API knows beyond the components' counters: the newest position of every
-/// device and when each source last produced, seen through the pipeline's observer hook.
+/// device, a short tail of each for the live map, recent events, and when each source last
+/// produced, seen through the pipeline's observer hook.
+///
+/// The pipeline's side only appends to bounded memory under one short lock and, when a live map
+/// is connected, wakes it (``waitForUpdates(after:timeout:)``); the live map's connections read
+/// from here on their own threads, so a slow browser never holds up a position.
 public final class PipelineMonitor: PipelineObserver {
     /// Devices remembered at most; beyond it the one heard from longest ago is forgotten, so a
     /// source that invents device ids (a UDP port scanned by many senders) cannot grow memory.
     public static let maximumDevices = 10_000
+    /// Events kept for the live map (geofence transitions and receiver health).
+    public static let maximumEvents = 200
+    /// Devices the live map keeps a tail for: with the longest tail, memory stays bounded
+    /// (1,000 × 200 positions) however many device ids a source invents.
+    public static let maximumMapDevices = 1_000
+    /// Updates a live map connection can fall behind by before it is sent a fresh snapshot.
+    public static let updateLogCapacity = 4096
 
     /// A device's newest position and when the gateway received it.
     public struct Latest: Sendable {
@@ -22,41 +35,173 @@ public final class PipelineMonitor: PipelineObserver {
         public var failed = false
     }
 
+    /// One thing the live map is told: a position (with coordinates) or an event.
+    public struct Update: Sendable {
+        /// Increases by one per update, from 1.
+        public var sequence: UInt64
+        public var position: Position
+        public var isEvent: Bool { position.event != nil }
+    }
+
+    /// What a live map connection starts from.
+    public struct Snapshot: Sendable {
+        /// The newest update included; later ones come from ``updates(after:)``.
+        public var sequence: UInt64
+        /// Each device's tail, oldest first, sorted by device id.
+        public var tails: [(device: String, positions: [Position])]
+        public var events: [Position]
+    }
+
     private struct State {
         var devices: [String: Latest] = [:]
         var sources: [String: SourceState] = [:]
+        var tails: [String: [Position]] = [:]
+        var events: [Position] = []
+        /// A ring: `log[i % capacity]` holds sequence i + 1 for the newest `capacity` sequences.
+        var log: [Update] = []
+        var sequence: UInt64 = 0
     }
 
     public let clock: any GatewayClock
     /// When monitoring began (a source that never produced is stalled from here).
     public let startedAt: Timestamp
+    /// Positions per device in a tail.
+    public let tail: Int
     private let state = Mutex(State())
+    /// The newest sequence, readable without the lock by waiters.
+    private let published = Atomic<UInt64>(0)
+    /// Live map connections blocked in ``waitForUpdates(after:timeout:)``: with none, appending
+    /// costs no signal at all.
+    private let waiters = Atomic<Int>(0)
+    private let signal = NSCondition()
 
-    public init(clock: any GatewayClock = SystemClock()) {
+    public init(clock: any GatewayClock = SystemClock(), tail: Int = 50) {
         self.clock = clock
         self.startedAt = clock.now()
+        self.tail = max(1, tail)
     }
 
     public func sourceEmitted(_ source: String, _ batch: [Position]) {
         guard !batch.isEmpty else { return }
         let now = clock.now()
-        state.withLock { s in
+        let newest = state.withLock { s in
             s.sources[source, default: SourceState()].lastEmitted = now
             for p in batch {
                 let key = p.deviceKey
                 if s.devices[key] == nil && s.devices.count >= PipelineMonitor.maximumDevices,
                    let stalest = s.devices.min(by: { $0.value.receivedAt < $1.value.receivedAt })?.key {
                     s.devices[stalest] = nil
+                    s.tails[stalest] = nil
                 }
                 s.devices[key] = Latest(position: p, receivedAt: now)
+                if p.event != nil {
+                    record(event: p, in: &s)
+                    continue
+                }
+                guard p.hasCoordinates else { continue }
+                if s.tails[key] == nil && s.tails.count >= PipelineMonitor.maximumMapDevices,
+                   let stalest = s.tails.keys.min(by: { (s.devices[$0]?.receivedAt ?? now) < (s.devices[$1]?.receivedAt ?? now) }) {
+                    s.tails[stalest] = nil
+                }
+                s.tails[key, default: []].append(p)
+                if let count = s.tails[key]?.count, count > tail { s.tails[key]?.removeFirst(count - tail) }
+                append(p, to: &s)
             }
+            return s.sequence
         }
+        publish(newest)
+    }
+
+    /// Keeps the events transforms make (geofence transitions); positions passed on were seen at
+    /// their source already.
+    public func transformEmitted(_ transform: String, _ batch: [Position]) {
+        guard batch.contains(where: { $0.event != nil }) else { return }
+        let newest = state.withLock { s in
+            for p in batch where p.event != nil { record(event: p, in: &s) }
+            return s.sequence
+        }
+        publish(newest)
     }
 
     public func sourceEnded(_ source: String, failed: Bool) {
         state.withLock { s in
             s.sources[source, default: SourceState()].ended = true
             s.sources[source, default: SourceState()].failed = failed
+        }
+    }
+
+    /// An event passed on by a later transform is the same event: kept once.
+    private func record(event p: Position, in s: inout State) {
+        let duplicate = s.events.reversed().prefix(32).contains { e in
+            e.deviceKey == p.deviceKey && e.event == p.event && e.time == p.time
+                && e.latitude == p.latitude && e.longitude == p.longitude
+        }
+        guard !duplicate else { return }
+        s.events.append(p)
+        if s.events.count > PipelineMonitor.maximumEvents { s.events.removeFirst(s.events.count - PipelineMonitor.maximumEvents) }
+        append(p, to: &s)
+    }
+
+    private func append(_ p: Position, to s: inout State) {
+        s.sequence += 1
+        let update = Update(sequence: s.sequence, position: p)
+        if s.log.count < PipelineMonitor.updateLogCapacity {
+            s.log.append(update)
+        } else {
+            s.log[Int((s.sequence - 1) % UInt64(PipelineMonitor.updateLogCapacity))] = update
+        }
+    }
+
+    private func publish(_ sequence: UInt64) {
+        published.store(sequence, ordering: .sequentiallyConsistent)
+        // A waiter counts itself before it reads `published`, so either it sees the new value or
+        // this sees it waiting.
+        guard waiters.load(ordering: .sequentiallyConsistent) > 0 else { return }
+        signal.lock()
+        signal.broadcast()
+        signal.unlock()
+    }
+
+    /// Blocks the calling thread (a live map connection's) until an update newer than `sequence`
+    /// exists, ``wake()`` is called, or `timeout` passes; returns the newest sequence.
+    public func waitForUpdates(after sequence: UInt64, timeout: Duration) -> UInt64 {
+        let deadline = Date(timeIntervalSinceNow: Double(timeout.milliseconds) / 1000)
+        signal.lock()
+        waiters.add(1, ordering: .sequentiallyConsistent)
+        let start = wakeups.load(ordering: .sequentiallyConsistent)
+        while published.load(ordering: .sequentiallyConsistent) <= sequence
+                && wakeups.load(ordering: .sequentiallyConsistent) == start
+                && signal.wait(until: deadline) {}
+        waiters.subtract(1, ordering: .sequentiallyConsistent)
+        signal.unlock()
+        return published.load(ordering: .sequentiallyConsistent)
+    }
+
+    private let wakeups = Atomic<Int>(0)
+
+    /// Wakes every waiting connection (the API stops, or a reload changed the fences).
+    public func wake() {
+        signal.lock()
+        wakeups.add(1, ordering: .sequentiallyConsistent)
+        signal.broadcast()
+        signal.unlock()
+    }
+
+    /// The updates after `sequence`, oldest first; nil when some were already overwritten (the
+    /// reader fell too far behind and must start again from a ``snapshot()``).
+    public func updates(after sequence: UInt64) -> [Update]? {
+        state.withLock { s in
+            guard s.sequence > sequence else { return [] }
+            let capacity = UInt64(PipelineMonitor.updateLogCapacity)
+            guard s.sequence - sequence <= UInt64(s.log.count) else { return nil }
+            return (sequence + 1...s.sequence).map { s.log[Int(($0 - 1) % capacity)] }
+        }
+    }
+
+    /// Every device's tail and the recent events.
+    public func snapshot() -> Snapshot {
+        state.withLock { s in
+            Snapshot(sequence: s.sequence, tails: s.tails.map { ($0.key, $0.value) }.sorted { $0.device < $1.device }, events: s.events)
         }
     }
 

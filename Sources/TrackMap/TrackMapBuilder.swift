@@ -167,48 +167,15 @@ public enum TrackMapBuilder {
         }
     }
 
-    /// The position's coordinates in the display datum; nil without coordinates or in a datum
-    /// this cannot place (projected positions keep WGS84 latitude/longitude beside x/y).
     static func displayPoint(_ position: Position, in display: ChinaDatums.Datum) -> MapPoint? {
-        guard let lat = position.latitude, let lon = position.longitude, lat.isFinite, lon.isFinite, abs(lat) <= 90 else { return nil }
-        let from: ChinaDatums.Datum
-        switch position.datum {
-        case .wgs84: from = .wgs84
-        case .gcj02: from = .gcj02
-        case .bd09: from = .bd09
-        case let d where !d.isGeographic: from = .wgs84
-        default: return nil
-        }
-        let p = ChinaDatums.convert(GeoPoint(latitude: lat, longitude: normalizeLongitude(lon)), from: from, to: display)
-        return MapPoint(latitude: p.latitude, longitude: p.longitude)
+        MapProjection.point(position, in: display)
     }
 
     static func convert(_ shape: FenceShape, from: ChinaDatums.Datum, to: ChinaDatums.Datum) -> MapFence.Shape {
-        func point(_ p: GeoPoint) -> MapPoint {
-            let c = ChinaDatums.convert(p, from: from, to: to)
-            return MapPoint(latitude: c.latitude, longitude: c.longitude)
-        }
-        func rings(_ polygon: Polygon) -> [[MapPoint]] {
-            ([polygon.outer] + polygon.holes).map { ring in
-                let points = ring.points.map(point)
-                // Closed as GeoJSON writes them, so the drawn outline ends where it began.
-                return points.first.map { points + [$0] } ?? points
-            }
-        }
-        switch shape {
-        case .circle(let c): return .circle(center: point(c.center), radiusMeters: c.radiusMeters)
-        case .polygon(let p): return .polygons([rings(p)])
-        case .multiPolygon(let m): return .polygons(m.polygons.map(rings))
-        }
+        MapProjection.shape(shape, from: from, to: to)
     }
 
-    static func name(_ datum: ChinaDatums.Datum) -> String {
-        switch datum {
-        case .wgs84: "wgs84"
-        case .gcj02: "gcj02"
-        case .bd09: "bd09"
-        }
-    }
+    static func name(_ datum: ChinaDatums.Datum) -> String { MapProjection.name(datum) }
 }
 
 /// One track's fixes as compact arrays (16 bytes a fix), so a million-fix file fits easily.

@@ -99,6 +99,6 @@ import Testing
         #expect(p.terminationStatus == 0)
         #expect(try Curl.run(["http://127.0.0.1:\(port)/health"]).status == 0, "the port is closed after the run")
         let log = try String(contentsOfFile: "\(dir)/stderr.log", encoding: .utf8)
-        #expect(log.contains("info api: serving http://127.0.0.1:\(port) /metrics /health /positions/latest"), "\(log)")
+        #expect(log.contains("info api: serving http://127.0.0.1:\(port) / /events /metrics /health /positions/latest"), "\(log)")
     }
 }

@@ -114,3 +114,28 @@ import Testing
         #expect(PrometheusExposition.metricName("dropped.hdop-x", kind: .counter) == "locgate_dropped_hdop_x_total")
     }
 }
+
+/// `api.map`: the live map's tail and display datum.
+@Suite struct LiveMapConfigurationTests {
+    func load(_ map: String) -> (PipelineConfiguration.API?, [String]) {
+        ConfigurationTests().load(#"{"map": \#(map)}"#)
+    }
+
+    @Test func defaultsAndValues() {
+        #expect(load("{}").0?.mapTail == 50)
+        #expect(load("{}").0?.mapDatum == "wgs84")
+        let (api, problems) = load(#"{"tail": 200, "datum": "bd09"}"#)
+        #expect(problems.isEmpty)
+        #expect(api?.mapTail == 200)
+        #expect(api?.mapDatum == "bd09")
+    }
+
+    @Test func badValuesAreReportedWithTheirPaths() {
+        let (_, problems) = load(#"{"tail": 0, "datum": "utm", "colour": "red"}"#)
+        #expect(problems.contains { $0.hasPrefix("api.map.tail: ") }, "\(problems)")
+        #expect(problems.contains { $0.hasPrefix("api.map.datum: ") && $0.contains("wgs84") }, "\(problems)")
+        #expect(problems.contains { $0.hasPrefix("api.map.colour: unknown option") }, "\(problems)")
+        #expect(problems.count == 3, "\(problems)")
+        #expect(load(#"{"tail": 201}"#).1.first?.hasPrefix("api.map.tail: ") == true)
+    }
+}

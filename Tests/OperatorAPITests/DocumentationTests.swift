@@ -27,7 +27,7 @@ import Testing
     }
 
     @Test func everyOptionAndFixedFamilyIsDocumented() {
-        for option in ["listen", "token", "tls.cert_file", "tls.key_file", "health.source_stall", "health.max_queue_age"] {
+        for option in ["listen", "token", "tls.cert_file", "tls.key_file", "health.source_stall", "health.max_queue_age", "map.tail", "map.datum"] {
             #expect(page.contains("| `\(option)` |"), "\(option)")
         }
         for family in ["locgate_build_info", "locgate_start_time_seconds", "locgate_component_received_positions_total",

@@ -138,7 +138,7 @@ import Testing
         try await APIHarness.run(tcpPipeline(peer: peer.port, output: "\(dir)/out.jsonl")) { h in
             let missing = try h.get("/metrics/extra")
             #expect(missing.status == 404)
-            #expect(h.status("/") == 404)
+            #expect(h.status("/map") == 404)
             for method in ["POST", "PUT", "DELETE", "PATCH"] {
                 let r = try h.get("/metrics", ["-X", method, "--data", "x=1"])
                 #expect(r.status == 405, "\(method)")

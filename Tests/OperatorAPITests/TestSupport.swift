@@ -20,7 +20,7 @@ struct APIHarness: Sendable {
         let configuration = try PipelineConfiguration.load(json: Array(text.utf8), registry: BuiltinPlugins.registry, environment: environment)
         let settings = try #require(configuration.api)
         let log = RecordingLogHandler(minimumLevel: .info)
-        let monitor = PipelineMonitor()
+        let monitor = PipelineMonitor(tail: settings.mapTail)
         let pipeline = try Pipeline(configuration: configuration, logHandler: log, observer: monitor)
         let api = OperatorAPI(settings: settings, configuration: configuration, stats: pipeline.componentStats, monitor: monitor, version: "test")
         let port = try api.start(logger: Logger(label: "api", handler: log))

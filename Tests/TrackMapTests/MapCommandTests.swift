@@ -51,16 +51,7 @@ struct MapCommandTests {
         try expectRefused(["--colour", "red", boatLog], saying: "unknown option --colour")
     }
 
-    /// Every `http(s)://` in the page, with what it is attached to.
-    func urls(in html: String) -> [String] {
-        var found: [String] = []
-        var rest = html[...]
-        while let r = rest.range(of: #"https?://[^"'\s)<]*"#, options: .regularExpression) {
-            found.append(String(rest[r]))
-            rest = rest[r.upperBound...]
-        }
-        return found
-    }
+    func urls(in html: String) -> [String] { httpURLs(in: html) }
 
     @Test func withoutTilesThePageReferencesNoURL() throws {
         let dir = try makeTemporaryDirectory()
@@ -72,7 +63,7 @@ struct MapCommandTests {
         #expect(html.hasPrefix("<!DOCTYPE html>"))
         // Only two strings in Leaflet's own code look like URLs, and neither is loaded: the SVG
         // namespace name, and the attribution link the page turns off.
-        #expect(Set(urls(in: html)).isSubset(of: ["http://www.w3.org/2000/svg", "https://leafletjs.com"]), "\(Set(urls(in: html)))")
+        #expect(Set(urls(in: html)).isSubset(of: leafletURLs), "\(Set(urls(in: html)))")
         // Nothing is loaded from anywhere: no src or href attribute, no CSS url() but data: URIs.
         #expect(html.range(of: #"\ssrc\s*="#, options: .regularExpression) == nil)
         #expect(html.range(of: #"<link\b"#, options: .regularExpression) == nil)
