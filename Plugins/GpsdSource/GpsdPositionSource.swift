@@ -184,25 +184,8 @@ public struct GpsdPositionSource: PositionSource {
     /// Adds health events to positions and applies the duty-cycle window, then emits.
     private func deliver(_ positions: inout [Position], watch: inout Watch, output: SourceOutput) async {
         guard !positions.isEmpty else { return }
-        var out: [Position] = []
-        if watch.health != nil {
-            watch.health?.record(positions, at: context.clock.now(), into: &out)
-        } else {
-            out = positions
-        }
-        positions.removeAll(keepingCapacity: true)
-        if watch.selector != nil {
-            if !watch.watching {
-                let outside = out.filter { $0.event == nil }.count
-                if outside > 0 { context.stats.count("duty.outside_window", by: outside) }
-                out.removeAll { $0.event == nil }
-            } else {
-                var kept: [Position] = []
-                let held = watch.selector?.offer(out, into: &kept) ?? 0
-                if held > 0 { context.stats.count("duty.not_selected", by: held) }
-                out = kept
-            }
-        }
+        let out = DutyWindowSelector.emission(of: &positions, health: &watch.health, selector: &watch.selector,
+                                              awake: watch.watching, now: context.clock.now(), stats: context.stats)
         await output.emit(out)
     }
 

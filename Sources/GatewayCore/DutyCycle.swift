@@ -211,3 +211,31 @@ public struct DutyWindowSelector: Sendable {
         reset()
     }
 }
+
+extension DutyWindowSelector {
+    /// What a health-watching, duty-cycled source emits of freshly decoded `positions` (which it
+    /// empties): the positions with the health events they cause, then, when duty cycling,
+    /// nothing but events outside a window (`awake` false) and the window's choice inside one.
+    /// Counts `duty.outside_window` and `duty.not_selected` in `stats`.
+    public static func emission(of positions: inout [Position], health: inout ReceiverHealth?, selector: inout DutyWindowSelector?,
+                                awake: Bool, now: Timestamp, stats: ComponentStats) -> [Position] {
+        var out: [Position] = []
+        if health != nil {
+            health?.record(positions, at: now, into: &out)
+        } else {
+            out = positions
+        }
+        positions.removeAll(keepingCapacity: true)
+        guard selector != nil else { return out }
+        if !awake {
+            let outside = out.filter { $0.event == nil }.count
+            if outside > 0 { stats.count("duty.outside_window", by: outside) }
+            out.removeAll { $0.event == nil }
+            return out
+        }
+        var kept: [Position] = []
+        let held = selector?.offer(out, into: &kept) ?? 0
+        if held > 0 { stats.count("duty.not_selected", by: held) }
+        return kept
+    }
+}
