@@ -17,26 +17,8 @@ import GatewayCore
 public enum LiveMapPage {
     /// The whole HTML document; `title` is shown in the browser's tab.
     public static func render(leaflet: LeafletAssets, title: String = "locgate live map") -> String {
-        var html = """
-        <!DOCTYPE html>
-        <html lang="en">
-        <head>
-        <meta charset="utf-8">
-        <meta name="viewport" content="width=device-width, initial-scale=1">
-        <meta name="generator" content="locgate">
-        <meta name="referrer" content="no-referrer">
-        <title>\(MapPage.escapeHTML(title))</title>
-        <style>\n
-        """
-        html += leaflet.stylesheet
-        html += "</style>\n<style>\n"
-        html += MapPage.stylesheet
-        html += stylesheet
-        html += "</style>\n</head>\n<body>\n<div id=\"locgate-map\"></div>\n<script>\n"
-        html += MapPage.scriptSafe(leaflet.script)
-        html += "\n</script>\n<script>\n"
-        html += MapPage.scriptSafe(MapPage.script)
-        html += "\n</script>\n<script>\n"
+        var html = MapPage.documentStart(leaflet: leaflet, title: title, extraStylesheet: stylesheet, noReferrer: true)
+        html += "<script>\n"
         html += MapPage.scriptSafe(script)
         html += "\n</script>\n</body>\n</html>\n"
         return html

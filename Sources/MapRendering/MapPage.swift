@@ -39,24 +39,8 @@ public struct MapPage: Sendable {
             }
         }
         options.append(UInt8(ascii: "}"))
-        var html = """
-        <!DOCTYPE html>
-        <html lang="en">
-        <head>
-        <meta charset="utf-8">
-        <meta name="viewport" content="width=device-width, initial-scale=1">
-        <meta name="generator" content="locgate">
-        <title>\(Self.escapeHTML(title))</title>
-        <style>\n
-        """
-        html += leaflet.stylesheet
-        html += "</style>\n<style>\n"
-        html += Self.stylesheet
-        html += "</style>\n</head>\n<body>\n<div id=\"locgate-map\"></div>\n<script>\n"
-        html += Self.scriptSafe(leaflet.script)
-        html += "\n</script>\n<script>\n"
-        html += Self.scriptSafe(Self.script)
-        html += "\n</script>\n<script type=\"application/json\" id=\"locgate-map-data\">"
+        var html = Self.documentStart(leaflet: leaflet, title: title)
+        html += "<script type=\"application/json\" id=\"locgate-map-data\">"
         html += Self.scriptSafe(String(decoding: data.json, as: UTF8.self))
         html += "</script>\n<script type=\"application/json\" id=\"locgate-map-options\">"
         html += Self.scriptSafe(String(decoding: options, as: UTF8.self))
@@ -76,6 +60,31 @@ public struct MapPage: Sendable {
     /// `</` ends a script element wherever it appears; `<\/` means the same inside JS and JSON strings.
     static func scriptSafe(_ text: String) -> String {
         text.contains("</") ? text.replacingOccurrences(of: "</", with: "<\\/") : text
+    }
+
+    /// The page up to the map: head, Leaflet's and our stylesheets (plus `extraStylesheet`), the
+    /// map element, and Leaflet's and our scripts, each page (offline, live) then adds its own.
+    static func documentStart(leaflet: LeafletAssets, title: String, extraStylesheet: String = "", noReferrer: Bool = false) -> String {
+        var html = """
+        <!DOCTYPE html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <meta name="generator" content="locgate">\(noReferrer ? "\n<meta name=\"referrer\" content=\"no-referrer\">" : "")
+        <title>\(escapeHTML(title))</title>
+        <style>\n
+        """
+        html += leaflet.stylesheet
+        html += "</style>\n<style>\n"
+        html += stylesheet
+        html += extraStylesheet
+        html += "</style>\n</head>\n<body>\n<div id=\"locgate-map\"></div>\n<script>\n"
+        html += scriptSafe(leaflet.script)
+        html += "\n</script>\n<script>\n"
+        html += scriptSafe(script)
+        html += "\n</script>\n"
+        return html
     }
 
     static func escapeHTML(_ text: String) -> String {
