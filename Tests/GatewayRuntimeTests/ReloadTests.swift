@@ -151,34 +151,17 @@ import Testing
 
 /// `Tests/HTTPOutputTests/Support/receiver.py` on a free loopback port.
 final class HTTPReceiver: Sendable {
-    let port: Int
     let record: String
-    private let process: Process
+    private let peer: ScriptPeer
+    var port: Int { peer.port }
 
     init(directory: String, arguments: [String]) throws {
         record = directory + "/received.jsonl"
         let script = LocgateBinary.packageRoot.appendingPathComponent("Tests/HTTPOutputTests/Support/receiver.py").path
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["python3", "-u", script, "--record", record, "--port", "0"] + arguments
-        let out = Pipe()
-        p.standardOutput = out
-        try p.run()
-        var line: [UInt8] = []
-        while let byte = try out.fileHandleForReading.read(upToCount: 1)?.first, byte != 10 { line.append(byte) }
-        let text = String(decoding: line, as: UTF8.self)
-        guard text.hasPrefix("PORT "), let n = Int(text.dropFirst(5)) else {
-            kill(p.processIdentifier, SIGKILL)
-            throw PeerError(description: "receiver did not start: \(text)")
-        }
-        port = n
-        process = p
+        peer = try ScriptPeer(script: script, arguments: ["--record", record, "--port", "0"] + arguments)
     }
 
-    func stop() {
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-    }
+    func stop() { peer.stop() }
 
     private func recorded() -> [JSONValue] {
         let text = (try? String(contentsOfFile: record, encoding: .utf8)) ?? ""
