@@ -1,75 +1,136 @@
 #!/usr/bin/env python3
 """NMEA replay benchmark: locgate (file source at max rate → JSON Lines file) beside gpsd's
-gpsdecode on the same corpus, and `wc -l` as the floor. Prints sentences/s, MB/s, peak RSS
-and ratios; runs a second, 4x larger corpus to show whether memory stays flat.
+gpsdecode and a C checksum-only scan (nmea_checksum_scan.c, the floor) on the same corpus;
+the same replay through four light transforms (quality_filter, coordinates to GCJ-02,
+geofence annotate with one fence, set); and peak RSS on a corpus 8x larger.
+
+The machine may be shared, so every figure is the median of RUNS interleaved runs and the
+ratios use CPU time (user + sys) of each process, not wall time.
 
 usage: nmea_replay.py LOCGATE_BINARY [SENTENCES]
+environment: RUNS (default 5), LARGE (corpus multiplier for the memory check, default 8; 0 skips it)
 """
 import json
 import os
-import resource
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+RSS_LIMIT_MIB = 40
 
 
 def measure(argv, stdin=None, stdout=None):
-    """Runs a command; returns (seconds, peak RSS in MiB, exit status)."""
+    """Runs a command; returns (wall seconds, CPU seconds, peak RSS in MiB)."""
     start = time.perf_counter()
     p = subprocess.Popen(argv, stdin=stdin, stdout=stdout or subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(p.pid, 0)
     elapsed = time.perf_counter() - start
     err = p.stderr.read().decode(errors="replace")
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode != 0:
-        sys.exit(f"{argv[0]} failed ({p.returncode}):\n{err}")
-    return elapsed, usage.ru_maxrss / 1024, err
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit(f"{argv[0]} failed ({code}):\n{err}")
+    return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
-def run(binary, sentences, work):
+def corpus_file(work, sentences):
     corpus = os.path.join(work, f"corpus-{sentences}.nmea")
     if not os.path.exists(corpus):
         subprocess.run([sys.executable, os.path.join(HERE, "gen_nmea_corpus.py"), corpus, str(sentences), "0.01", "42"], check=True)
-    size = os.path.getsize(corpus)
-    out = os.path.join(work, "out.jsonl")
-    config = os.path.join(work, "bench.json")
-    with open(config, "w") as f:
-        json.dump({
-            "settings": {"stats_interval": False},
-            "sources": {"corpus": {"type": "file", "path": corpus, "rate": "max", "progress": False}},
-            "sinks": {"out": {"type": "file", "inputs": ["corpus"], "path": out, "mode": "truncate"}},
-        }, f)
-    results = {}
-    results["locgate"] = measure([binary, "run", config, "--log-level", "warning"])
-    with open(out) as f:
-        positions = sum(1 for _ in f)
-    with open(corpus, "rb") as src, open(os.path.join(work, "gpsdecode.out"), "wb") as dst:
-        results["gpsdecode"] = measure(["gpsdecode"], stdin=src, stdout=dst)
-    with open(os.path.join(work, "gpsdecode.out"), "rb") as f:
-        gpsd_tpv = sum(1 for line in f if b'"class":"TPV"' in line)
-    with open(corpus, "rb") as src:
-        results["wc -l"] = measure(["wc", "-l"], stdin=src)
-    mb = size / 1e6
-    print(f"\ncorpus: {sentences:,} sentences, {mb:.1f} MB; locgate wrote {positions:,} positions, gpsdecode {gpsd_tpv:,} TPV reports")
-    print(f"{'tool':<10} {'seconds':>8} {'sentences/s':>14} {'MB/s':>8} {'peak RSS MiB':>13}")
-    for name, (secs, rss, _) in results.items():
-        print(f"{name:<10} {secs:8.3f} {sentences / secs:14,.0f} {mb / secs:8.1f} {rss:13.1f}")
-    lg, gd, wc = results["locgate"][0], results["gpsdecode"][0], results["wc -l"][0]
-    print(f"ratio: locgate is {gd / lg:.1f}x faster than gpsdecode; wc -l is {lg / wc:.1f}x faster than locgate")
-    return results["locgate"][1]
+    return corpus
+
+
+def config(work, name, corpus, transforms):
+    """Writes a replay configuration; returns (config path, output path)."""
+    out = os.path.join(work, f"{name}.jsonl")
+    sinks_input = ["corpus"]
+    pipeline = {}
+    if transforms:
+        # The corpus starts at 31.2304 N 121.4737 E (Shanghai) and wanders: the fence (GCJ-02, like
+        # the positions it tests) holds the start.
+        fence = {"type": "FeatureCollection", "features": [{
+            "type": "Feature", "properties": {"id": "depot", "name": "Depot"},
+            "geometry": {"type": "Polygon", "coordinates": [[[121.46, 31.22], [121.49, 31.22], [121.49, 31.245], [121.46, 31.245], [121.46, 31.22]]]},
+        }]}
+        pipeline = {
+            "quality": {"type": "quality_filter", "inputs": ["corpus"], "min_mode": "2d"},
+            "gcj": {"type": "coordinates", "inputs": ["quality"], "to": "gcj02"},
+            "fences": {"type": "geofence", "inputs": ["gcj"], "fences": fence, "fence_datum": "gcj02", "action": "annotate"},
+            "tags": {"type": "set", "inputs": ["fences"], "device": "unit-1", "attributes": {"fleet": "north"}},
+        }
+        sinks_input = ["tags"]
+    document = {
+        "settings": {"stats_interval": False},
+        "sources": {"corpus": {"type": "file", "path": corpus, "rate": "max", "progress": False}},
+        "sinks": {"out": {"type": "file", "inputs": sinks_input, "path": out, "mode": "truncate"}},
+    }
+    if pipeline:
+        document["transforms"] = pipeline
+    path = os.path.join(work, f"{name}.json")
+    with open(path, "w") as f:
+        json.dump(document, f)
+    return path, out
+
+
+def count_lines(path, needle=None):
+    with open(path, "rb") as f:
+        return sum(1 for line in f if needle is None or needle in line)
 
 
 def main():
     binary = sys.argv[1]
     sentences = int(sys.argv[2]) if len(sys.argv) > 2 else 1_000_000
+    runs = int(os.environ.get("RUNS", "5"))
+    large = int(os.environ.get("LARGE", "8"))
     with tempfile.TemporaryDirectory(prefix="locgate-bench-") as work:
-        rss_small = run(binary, sentences, work)
-        rss_large = run(binary, sentences * 4, work)
-        print(f"\nmemory: peak RSS {rss_small:.1f} MiB at {sentences:,} sentences, {rss_large:.1f} MiB at {sentences * 4:,} "
-              f"({'flat' if rss_large < rss_small * 1.25 + 2 else 'GROWS'})")
+        scan = os.path.join(work, "nmea_checksum_scan")
+        subprocess.run(["cc", "-O2", "-o", scan, os.path.join(HERE, "nmea_checksum_scan.c")], check=True)
+        corpus = corpus_file(work, sentences)
+        bare, bare_out = config(work, "replay", corpus, transforms=False)
+        four, four_out = config(work, "transforms", corpus, transforms=True)
+        gpsd_out = os.path.join(work, "gpsdecode.out")
+
+        def gpsdecode():
+            with open(corpus, "rb") as src, open(gpsd_out, "wb") as dst:
+                return measure(["gpsdecode"], stdin=src, stdout=dst)
+
+        tools = {
+            "replay": lambda: measure([binary, "run", bare, "--log-level", "warning"]),
+            "4 transforms": lambda: measure([binary, "run", four, "--log-level", "warning"]),
+            "gpsdecode": gpsdecode,
+            "C scan": lambda: measure([scan, corpus]),
+        }
+        samples = {name: [] for name in tools}
+        for _ in range(runs):
+            for name, tool in tools.items():
+                samples[name].append(tool())
+        median = {name: tuple(statistics.median(s[i] for s in rows) for i in range(3)) for name, rows in samples.items()}
+
+        mb = os.path.getsize(corpus) / 1e6
+        tpv = count_lines(gpsd_out, b'"class":"TPV"')
+        print(f"\ncorpus: {sentences:,} sentences, {mb:.1f} MB; replay wrote {count_lines(bare_out):,} positions, "
+              f"4 transforms {count_lines(four_out):,}, gpsdecode {tpv:,} TPV reports")
+        print(f"medians of {runs} interleaved runs")
+        print(f"{'tool':<13} {'wall s':>7} {'CPU s':>7} {'sentences/CPU s':>16} {'peak RSS MiB':>13}")
+        for name, (wall, cpu, rss) in median.items():
+            print(f"{name:<13} {wall:7.3f} {cpu:7.3f} {sentences / cpu:16,.0f} {rss:13.1f}")
+        replay, four_t, gpsd, floor = (median[n][1] for n in ("replay", "4 transforms", "gpsdecode", "C scan"))
+        print(f"ratio replay: gpsdecode CPU / locgate CPU = {gpsd / replay:.1f}x (target >= 25); "
+              f"locgate CPU / C scan CPU = {replay / floor:.1f}x (target <= 4)")
+        print(f"ratio 4 transforms: CPU / bare replay CPU = {four_t / replay:.2f}x (target <= 1.3)")
+
+        if large > 0:
+            big = corpus_file(work, sentences * large)
+            big_config, _ = config(work, "replay-large", big, transforms=False)
+            rss_small = max(s[2] for s in samples["replay"])
+            _, cpu_big, rss_big = measure([binary, "run", big_config, "--log-level", "warning"])
+            os.remove(big)
+            verdict = "flat" if rss_big < RSS_LIMIT_MIB and rss_big < rss_small * 1.25 + 2 else "GROWS"
+            print(f"ratio memory: peak RSS {rss_small:.1f} MiB at {sentences:,} sentences, {rss_big:.1f} MiB at "
+                  f"{sentences * large:,} = {rss_big / rss_small:.2f}x ({verdict}; limit {RSS_LIMIT_MIB} MiB); "
+                  f"CPU {cpu_big:.2f} s = {cpu_big / replay:.1f}x the {sentences:,} run")
 
 
 if __name__ == "__main__":

@@ -39,22 +39,29 @@ public struct CoordinatesTransform: PositionTransform {
     }
 
     public mutating func process(_ position: Position, into output: inout [Position]) {
-        guard let latitude = position.latitude, let longitude = position.longitude else {
-            output.append(position)
-            return
-        }
+        var p = position
+        if convert(&p) { output.append(p) }
+    }
+
+    public mutating func process(batch: inout [Position]) {
+        batch.updateAndFilter { convert(&$0) }
+    }
+
+    /// Converts `p` where it lies; false when it is dropped.
+    private mutating func convert(_ p: inout Position) -> Bool {
+        guard let latitude = p.latitude, let longitude = p.longitude else { return true }
         let own: ChinaDatums.Datum
-        if let d = CoordinatesTransform.chinaDatum(of: position.datum) {
+        if let d = CoordinatesTransform.chinaDatum(of: p.datum) {
             own = d
-        } else if !position.datum.isGeographic {
+        } else if !p.datum.isGeographic {
             own = .wgs84
         } else {
-            report(position, "is in the unknown datum \"\(position.datum.name)\"; dropping such positions", counter: "dropped.unknown_datum")
+            report(p, "is in the unknown datum \"\(p.datum.name)\"; dropping such positions", counter: "dropped.unknown_datum")
             stats.addDropped(1)
-            return
+            return false
         }
         if let from = configuration.from, from != own {
-            report(position, "is in \(position.datum.name), expected \(CoordinatesTransform.datum(of: from).name); converting from \(position.datum.name)", counter: "unexpected_datum")
+            report(p, "is in \(p.datum.name), expected \(CoordinatesTransform.datum(of: from).name); converting from \(p.datum.name)", counter: "unexpected_datum")
         }
         let point = GeoPoint(latitude: latitude, longitude: longitude)
         // GCJ-02 is defined in China only: a WGS84 ↔ GCJ-02 step leaves a point outside unshifted.
@@ -64,9 +71,8 @@ public struct CoordinatesTransform: PositionTransform {
         case .projected: gcjStep = own != .wgs84
         }
         if gcjStep && !configuration.chinaBounds.applies(latitude: latitude, longitude: longitude) {
-            report(position, "is outside China (\(latitude), \(longitude)): GCJ-02 leaves it unshifted (china_bounds \"box\"); its \(CoordinatesTransform.datum(of: own).name) coordinates pass on as they are", counter: "coordinates.outside_china")
+            report(p, "is outside China (\(latitude), \(longitude)): GCJ-02 leaves it unshifted (china_bounds \"box\"); its \(CoordinatesTransform.datum(of: own).name) coordinates pass on as they are", counter: "coordinates.outside_china")
         }
-        var p = position
         switch configuration.to {
         case .geographic(let to):
             let q = ChinaDatums.convert(point, from: own, to: to, bounds: configuration.chinaBounds)
@@ -75,12 +81,9 @@ public struct CoordinatesTransform: PositionTransform {
             p.x = nil
             p.y = nil
         case .projected:
-            if position.datum == target, position.x != nil, position.y != nil {
-                output.append(position)
-                return
-            }
+            if p.datum == target, p.x != nil, p.y != nil { return true }
             let w = ChinaDatums.convert(point, from: own, to: .wgs84, bounds: configuration.chinaBounds)
-            guard let projector else { return }
+            guard let projector else { return false }
             do {
                 let xy = try projector.forward(longitude: w.longitude, latitude: w.latitude)
                 p.latitude = w.latitude
@@ -88,14 +91,14 @@ public struct CoordinatesTransform: PositionTransform {
                 p.x = xy.x
                 p.y = xy.y
             } catch {
-                logger.debug("dropped position \(position.id): \(error)")
+                logger.debug("dropped position \(p.id): \(error)")
                 stats.count("dropped.projection")
                 stats.addDropped(1)
-                return
+                return false
             }
         }
         p.datum = target
-        output.append(p)
+        return true
     }
 
     /// Logs a warning the first time a source sends such a position; counts every one.

@@ -73,15 +73,19 @@ public struct QualityFilterTransform: PositionTransform {
     }
 
     public mutating func process(_ position: Position, into output: inout [Position]) {
-        if let e = position.event, !e.kind.isFence {
-            // fix_lost and no_data carry no fix by nature; dropping them would hide what they report.
-            output.append(position)
-            return
-        }
-        if let reason = rejection(of: position) {
-            drops.drop(reason)
-        } else {
-            output.append(position)
-        }
+        if passes(position) { output.append(position) }
+    }
+
+    public mutating func process(batch: inout [Position]) {
+        batch.updateAndFilter { passes($0) }
+    }
+
+    /// Whether the position goes on; counts the reason when it does not.
+    private func passes(_ position: Position) -> Bool {
+        // fix_lost and no_data carry no fix by nature; dropping them would hide what they report.
+        if let kind = position.event?.kind, !kind.isFence { return true }
+        guard let reason = rejection(of: position) else { return true }
+        drops.drop(reason)
+        return false
     }
 }

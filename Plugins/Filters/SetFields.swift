@@ -50,17 +50,36 @@ public enum SetPlugin: TransformPlugin {
 /// Writes the configured device id and attributes into every position.
 public struct SetTransform: PositionTransform {
     public let configuration: SetConfiguration
+    /// The attributes of the last position changed and what they became: positions of one
+    /// stream mostly arrive with the same attributes (often none), and then share the result's
+    /// storage instead of each building its own dictionary.
+    private var last: (input: [String: String], output: [String: String])?
 
     public init(configuration: SetConfiguration) { self.configuration = configuration }
 
     public mutating func process(_ position: Position, into output: inout [Position]) {
         var p = position
+        apply(to: &p)
+        output.append(p)
+    }
+
+    public mutating func process(batch: inout [Position]) {
+        for i in batch.indices { apply(to: &batch[i]) }
+    }
+
+    private mutating func apply(to p: inout Position) {
         if let device = configuration.device, configuration.overwrite || p.device == nil {
             p.device = device
         }
+        guard !configuration.attributes.isEmpty else { return }
+        if let last, last.input == p.attributes {
+            p.attributes = last.output
+            return
+        }
+        let input = p.attributes
         for (k, v) in configuration.attributes where configuration.overwrite || p.attributes[k] == nil {
             p.attributes[k] = v
         }
-        output.append(p)
+        last = (input, p.attributes)
     }
 }

@@ -32,6 +32,9 @@ public struct GeofenceTransform: PositionTransform {
     /// Scratch buffers reused across positions so the hot path does not allocate.
     private var containing: [Int] = []
     private var relevant: [Int] = []
+    /// The fences (offsets) of the last annotation and its attributes, built once per change
+    /// of fences rather than per position.
+    private var annotation: (fences: [Int], attributes: [String: String]) = ([], [:])
 
     /// The reload check interval when the fences come from a file; nil for inline fences.
     public var tickInterval: Duration? {
@@ -78,18 +81,35 @@ public struct GeofenceTransform: PositionTransform {
     // MARK: - Positions
 
     public mutating func process(_ position: Position, into output: inout [Position]) {
-        if let e = position.event, !e.kind.isFence {
+        var out = position
+        let (keep, point) = gate(&out)
+        if keep { output.append(out) }
+        if let point, !configuration.events.isEmpty {
+            track(out, at: point, into: &output)
+        }
+    }
+
+    public mutating func process(batch: inout [Position]) {
+        // Events add positions: only gating and annotation work in place.
+        guard configuration.events.isEmpty else { return processEach(batch: &batch) }
+        batch.updateAndFilter { gate(&$0).keep }
+    }
+
+    /// Gates and annotates `p` where it lies: whether it passes, and its point in the fence
+    /// datum when it is a fix that may move its device across a fence.
+    private mutating func gate(_ p: inout Position) -> (keep: Bool, point: GeoPoint?) {
+        if let kind = p.event?.kind, !kind.isFence {
             // A health event carries the last known coordinates, not a new fix: it must reach the
             // sinks whatever the fences say, and must not move a device across one.
-            output.append(position)
-            return
+            return (true, nil)
         }
-        guard let point = fencePoint(of: position) else {
+        guard let point = fencePoint(of: p) else {
             switch configuration.action {
-            case .keepInside: context.stats.count("dropped.no_coordinates")
-            case .keepOutside, .annotate: output.append(position)
+            case .keepInside:
+                context.stats.count("dropped.no_coordinates")
+                return (false, nil)
+            case .keepOutside, .annotate: return (true, nil)
             }
-            return
         }
         containing.removeAll(keepingCapacity: true)
         let set = fenceSet
@@ -98,22 +118,28 @@ public struct GeofenceTransform: PositionTransform {
         }
         containing.sort()
 
-        var out = position
         switch configuration.action {
         case .keepInside:
-            if containing.isEmpty { context.stats.count("dropped.outside") } else { output.append(out) }
+            if containing.isEmpty { context.stats.count("dropped.outside"); return (false, point) }
         case .keepOutside:
-            if containing.isEmpty { output.append(out) } else { context.stats.count("dropped.inside") }
+            if !containing.isEmpty { context.stats.count("dropped.inside"); return (false, point) }
         case .annotate:
             if !containing.isEmpty {
-                out.attributes["fences"] = containing.map { set.fences[$0].id }.joined(separator: ",")
-                out.attributes["fence_names"] = containing.map { set.fences[$0].name ?? set.fences[$0].id }.joined(separator: ",")
+                if containing != annotation.fences {
+                    annotation = (containing, [
+                        "fences": containing.map { set.fences[$0].id }.joined(separator: ","),
+                        "fence_names": containing.map { set.fences[$0].name ?? set.fences[$0].id }.joined(separator: ","),
+                    ])
+                }
+                if p.attributes.isEmpty {
+                    // Shares the storage with the positions before it in the same fences.
+                    p.attributes = annotation.attributes
+                } else {
+                    for (k, v) in annotation.attributes { p.attributes[k] = v }
+                }
             }
-            output.append(out)
         }
-        if !configuration.events.isEmpty {
-            track(out, at: point, into: &output)
-        }
+        return (true, point)
     }
 
     /// The position's coordinates in the fence datum, or nil without usable coordinates.
@@ -231,6 +257,7 @@ public struct GeofenceTransform: PositionTransform {
         do {
             let fences = try FenceLoader(idProperty: configuration.idProperty, nameProperty: configuration.nameProperty).load(file: path)
             fenceSet = FenceSet(Self.filter(fences, configuration: configuration, logger: context.logger))
+            annotation = ([], [:])
         } catch {
             context.stats.count("reload.failed")
             context.logger.error("fence reload failed, keeping \(fenceSet.fences.count) fence(s): \(error)")

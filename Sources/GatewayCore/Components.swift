@@ -189,6 +189,15 @@ public protocol PositionTransform: Sendable {
     /// Handles one position, appending what passes (possibly changed, possibly several) to `output`.
     mutating func process(_ position: Position, into output: inout [Position])
 
+    /// Handles a whole batch in place: what passes (possibly changed, possibly several per
+    /// position) replaces the batch's contents, in order.
+    ///
+    /// The runtime calls this. The default calls ``process(_:into:)`` per position
+    /// (``processEach(batch:)``); a transform that changes or drops positions one for one
+    /// implements it to change them where they lie (``Swift/Array/updateAndFilter(_:)``), so a
+    /// position is not copied into a new array at every transform.
+    mutating func process(batch: inout [Position])
+
     /// How often ``tick(now:into:)`` is called; nil (the default) for never.
     var tickInterval: Duration? { get }
 
@@ -202,9 +211,36 @@ public protocol PositionTransform: Sendable {
 // MARK: - Default implementations
 
 extension PositionTransform {
+    public mutating func process(batch: inout [Position]) { processEach(batch: &batch) }
+
+    /// The batch through ``process(_:into:)``, one position at a time: the default of
+    /// ``process(batch:)``, and the fallback of batch implementations for the positions they
+    /// do not handle in place (those that emit several).
+    public mutating func processEach(batch: inout [Position]) {
+        var out: [Position] = []
+        out.reserveCapacity(batch.count)
+        for p in batch { process(p, into: &out) }
+        batch = out
+    }
+
     public var tickInterval: Duration? { nil }
     public mutating func tick(now: Timestamp, into output: inout [Position]) {}
     public mutating func finish(into output: inout [Position]) {}
+}
+
+extension Array where Element == Position {
+    /// Lets `body` change each position where it lies and keeps those it returns true for, in
+    /// order: the in-place form of a transform that passes at most one position per position.
+    public mutating func updateAndFilter(_ body: (inout Position) throws -> Bool) rethrows {
+        var kept = 0
+        for i in indices {
+            if try body(&self[i]) {
+                if kept != i { swapAt(kept, i) }
+                kept += 1
+            }
+        }
+        if kept < count { removeLast(count - kept) }
+    }
 }
 
 // MARK: - Sinks

@@ -179,7 +179,12 @@ public struct PositionEvent: Sendable, Hashable {
         public static let fenceKinds: [Kind] = [.enter, .exit, .dwell]
 
         /// True for `enter`, `exit` and `dwell`.
-        public var isFence: Bool { Kind.fenceKinds.contains(self) }
+        public var isFence: Bool {
+            switch self {
+            case .enter, .exit, .dwell: true
+            case .fixLost, .fixRegained, .noData, .dataResumed, .antenna: false
+            }
+        }
     }
     public var kind: Kind
     /// The fence of a geofence event; nil for health events.

@@ -74,14 +74,11 @@ public final class Pipeline: Sendable {
             self.transform = Mutex(transform)
         }
 
-        func process(_ batch: [Position]) -> [Position] {
-            stats.addReceived(batch.count)
-            var out: [Position] = []
-            out.reserveCapacity(batch.count)
+        func process(_ batch: consuming [Position]) -> [Position] {
+            var out = batch
+            stats.addReceived(out.count)
             activity.enter(); defer { activity.exit() }
-            transform.withLock { t in
-                for p in batch { t.process(p, into: &out) }
-            }
+            transform.withLock { t in t.process(batch: &out) }
             stats.addEmitted(out.count)
             observe(out)
             return out
@@ -490,27 +487,38 @@ public final class Pipeline: Sendable {
     /// An acknowledgement follows the batch and whatever transforms make of it (geofence events
     /// included): each sink buffer that receives positions retains it until its sink acknowledged
     /// them; what transforms drop needs nothing more.
-    static func route(_ batch: [Position], to routes: [Route], acknowledgement: BatchAcknowledgement? = nil) async {
-        for r in routes {
-            switch r {
-            case .sink(let buffer):
-                await buffer.send(batch, acknowledgement: acknowledgement)
-            case .transform(let node, let next):
-                let out = node.process(batch)
-                if !out.isEmpty { await route(out, to: next, acknowledgement: acknowledgement) }
-            }
+    ///
+    /// The last route gets the batch itself, earlier ones a copy: a transform changes its batch
+    /// in place, which copies the positions only while another route still holds them.
+    static func route(_ batch: consuming [Position], to routes: [Route], acknowledgement: BatchAcknowledgement? = nil) async {
+        guard let last = routes.last else { return }
+        for r in routes.dropLast() { await send(copy batch, along: r, acknowledgement: acknowledgement) }
+        await send(batch, along: last, acknowledgement: acknowledgement)
+    }
+
+    private static func send(_ batch: consuming [Position], along route: Route, acknowledgement: BatchAcknowledgement?) async {
+        switch route {
+        case .sink(let buffer):
+            await buffer.send(batch, acknowledgement: acknowledgement)
+        case .transform(let node, let next):
+            let out = node.process(batch)
+            if !out.isEmpty { await Pipeline.route(out, to: next, acknowledgement: acknowledgement) }
         }
     }
 
     /// Like `route`, for shutdown: sink buffers accept without waiting (the sinks are still draining).
-    static func routeSynchronously(_ batch: [Position], to routes: [Route]) {
-        for r in routes {
-            switch r {
-            case .sink(let buffer): buffer.enqueueWithoutWaiting(batch)
-            case .transform(let node, let next):
-                let out = node.process(batch)
-                if !out.isEmpty { routeSynchronously(out, to: next) }
-            }
+    static func routeSynchronously(_ batch: consuming [Position], to routes: [Route]) {
+        guard let last = routes.last else { return }
+        for r in routes.dropLast() { sendSynchronously(copy batch, along: r) }
+        sendSynchronously(batch, along: last)
+    }
+
+    private static func sendSynchronously(_ batch: consuming [Position], along route: Route) {
+        switch route {
+        case .sink(let buffer): buffer.enqueueWithoutWaiting(batch)
+        case .transform(let node, let next):
+            let out = node.process(batch)
+            if !out.isEmpty { routeSynchronously(out, to: next) }
         }
     }
 
