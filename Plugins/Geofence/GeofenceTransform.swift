@@ -111,12 +111,16 @@ public struct GeofenceTransform: PositionTransform {
             case .keepOutside, .annotate: return (true, nil)
             }
         }
-        containing.removeAll(keepingCapacity: true)
-        let set = fenceSet
-        set.index.forEachCandidate(containing: point) { i in
-            if set.fences[i].shape.locate(point) != .outside { containing.append(i) }
+        // Filled through a local so the closure can read `fenceSet` in place: a copy of the set
+        // per position costs a retain and a release of each of its parts.
+        var found: [Int] = []
+        swap(&found, &containing)
+        found.removeAll(keepingCapacity: true)
+        fenceSet.index.forEachCandidate(containing: point) { i in
+            if fenceSet.fences[i].shape.locate(point) != .outside { found.append(i) }
         }
-        containing.sort()
+        found.sort()
+        swap(&found, &containing)
 
         switch configuration.action {
         case .keepInside:
@@ -126,6 +130,7 @@ public struct GeofenceTransform: PositionTransform {
         case .annotate:
             if !containing.isEmpty {
                 if containing != annotation.fences {
+                    let set = fenceSet
                     annotation = (containing, [
                         "fences": containing.map { set.fences[$0].id }.joined(separator: ","),
                         "fence_names": containing.map { set.fences[$0].name ?? set.fences[$0].id }.joined(separator: ","),
