@@ -40,10 +40,13 @@ public struct FileSink: PositionSink {
             bytes.removeAll(keepingCapacity: true)
             // Typical records are 200-300 bytes: one allocation per batch instead of regrowing.
             bytes.reserveCapacity(batch.count * 320)
-            for p in batch {
-                if format == .gpx && !p.hasCoordinates { continue }
-                if !separator.isEmpty && (file.hasRecords || !bytes.isEmpty) { bytes.append(contentsOf: separator) }
-                format.appendRecord(p, to: &bytes)
+            // Through a buffer pointer: `for p in batch` copies (retains and releases) every position.
+            batch.withUnsafeBufferPointer { positions in
+                for i in positions.indices {
+                    if format == .gpx && !positions[i].hasCoordinates { continue }
+                    if !separator.isEmpty && (file.hasRecords || !bytes.isEmpty) { bytes.append(contentsOf: separator) }
+                    format.appendRecord(positions[i], to: &bytes)
+                }
             }
             try file.append(bytes)
             input.acknowledge()

@@ -89,7 +89,11 @@ public struct FileReplaySource: PositionSource {
         guard !positions.isEmpty else { return }
         pacer.emitted += positions.count
         if case .max = configuration.rate {
-            await output.emit(positions)
+            // Handed over, not copied: the pipeline may change the batch in place.
+            let batch = positions
+            positions = []
+            await output.emit(batch)
+            return
         } else {
             for p in positions {
                 try await pacer.wait(for: p.time)

@@ -49,11 +49,13 @@ public protocol PositionSource: Sendable {
 
 /// The path from a source into the pipeline.
 public struct SourceOutput: Sendable {
-    private let deliver: @Sendable ([Position], BatchAcknowledgement?) async -> Void
+    // The batch is handed on, not lent: a transform downstream then changes it in place
+    // instead of copying it while the source still holds it.
+    private let deliver: @Sendable (consuming [Position], BatchAcknowledgement?) async -> Void
 
     /// An output that tracks acknowledgements (the runtime's): `deliver` retains the
     /// acknowledgement once for every sink buffer it hands positions to.
-    public init(tracking deliver: @escaping @Sendable ([Position], BatchAcknowledgement?) async -> Void) {
+    public init(tracking deliver: @escaping @Sendable (consuming [Position], BatchAcknowledgement?) async -> Void) {
         self.deliver = deliver
     }
 
@@ -64,7 +66,7 @@ public struct SourceOutput: Sendable {
     }
 
     /// Sends a batch downstream; suspends while a `block` buffer downstream is full.
-    public func emit(_ positions: [Position]) async {
+    public func emit(_ positions: consuming [Position]) async {
         guard !positions.isEmpty else { return }
         await deliver(positions, nil)
     }
@@ -78,7 +80,7 @@ public struct SourceOutput: Sendable {
     /// block. It is never called for positions lost at shutdown (their sink stopped first), so
     /// the broker redelivers them. Emitting does not wait for the acknowledgement: bound what is
     /// outstanding with ``UnacknowledgedWindow``.
-    public func emit(_ positions: [Position], whenHandled: @escaping @Sendable () -> Void) async {
+    public func emit(_ positions: consuming [Position], whenHandled: @escaping @Sendable () -> Void) async {
         let ack = BatchAcknowledgement(whenHandled)
         if !positions.isEmpty { await deliver(positions, ack) }
         ack.release()

@@ -59,11 +59,19 @@ public enum PositionJSON {
         if !p.attributes.isEmpty {
             key("attributes")
             out.append(UInt8(ascii: "{"))
-            for (i, k) in p.attributes.keys.sorted().enumerated() {
-                if i > 0 { out.append(UInt8(ascii: ",")) }
-                JSONWriter.appendString(k, to: &out)
-                out.append(UInt8(ascii: ":"))
-                JSONWriter.appendString(p.attributes[k] ?? "", to: &out)
+            // Sorted in a stack buffer: no array of keys and no lookups per position.
+            let attributes = p.attributes
+            withUnsafeTemporaryAllocation(of: (key: String, value: String).self, capacity: attributes.count) { buf in
+                let (_, n) = buf.initialize(from: attributes)
+                var pairs = UnsafeMutableBufferPointer(rebasing: buf[0..<n])
+                pairs.sort { $0.key < $1.key }
+                for i in pairs.indices {
+                    if i > 0 { out.append(UInt8(ascii: ",")) }
+                    JSONWriter.appendString(pairs[i].key, to: &out)
+                    out.append(UInt8(ascii: ":"))
+                    JSONWriter.appendString(pairs[i].value, to: &out)
+                }
+                _ = pairs.deinitialize()
             }
             out.append(UInt8(ascii: "}"))
         }

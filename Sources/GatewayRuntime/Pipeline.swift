@@ -476,7 +476,7 @@ public final class Pipeline: Sendable {
     // MARK: - Routing
 
     /// Sends a source's batch along the routes of the current table.
-    private func route(_ batch: [Position], fromSource id: String, acknowledgement: BatchAcknowledgement?) async {
+    private func route(_ batch: consuming [Position], fromSource id: String, acknowledgement: BatchAcknowledgement?) async {
         let table = routing.acquire()
         if let routes = table.sources[id] { await Pipeline.route(batch, to: routes, acknowledgement: acknowledgement) }
         table.leave()
