@@ -9,10 +9,11 @@ RUN_PACKAGES := pkg-config libserialport-dev libsqlite3-dev libproj-dev proj-dat
 # The peers and tools the tests and benchmarks start: gpsd, and gpsd-clients for gpsfake and
 # gpsdecode (Debian 12's gpsd-clients depends on GTK and matplotlib; no smaller package has
 # gpsfake), socat pseudo-terminals, the brokers, openssl for test certificates, cs2cs, sqlite3,
-# promtool/prometheus, systemd-analyze, and headless chromium for the map pages.
+# promtool/prometheus, systemd-analyze, headless chromium for the map pages, and gcc for the
+# replay benchmark's C checksum scan.
 TEST_PACKAGES := proj-bin openssl gpsd gpsd-clients socat python3 procps bc util-linux sqlite3 \
                  nats-server mosquitto mosquitto-clients prometheus curl systemd \
-                 chromium
+                 chromium gcc
 # Everything `make test` installs (CI runs it on a fresh Debian 12).
 APT_PACKAGES := $(RUN_PACKAGES) $(TEST_PACKAGES)
 SWIFT_FLAGS ?=
