@@ -23,6 +23,9 @@ public struct PositionFileReader {
     private let pass: Int
     private var file: ChunkedFile
     private var state: State
+    /// Positions in the last batch: the next one is reserved that big, so a batch of hundreds
+    /// of positions is not moved through a dozen reallocations as it grows.
+    private var lastBatchCount = 0
 
     private enum State {
         case nmea(NMEADecoder)
@@ -75,7 +78,9 @@ public struct PositionFileReader {
             state = .finished   // no copy of the decoder stays behind while it is mutated
             var positions: [Position] = []
             if let chunk = try file.read() {
+                positions.reserveCapacity(lastBatchCount + lastBatchCount / 8)
                 chunk.withUnsafeBytes { decoder.decode($0, into: &positions) }
+                lastBatchCount = positions.count
                 decoder.statistics.publish(to: context.stats)
                 state = .nmea(decoder)
             } else {

@@ -163,14 +163,38 @@ struct RawJSONWriter {
     /// Same text as ``JSONWriter/appendInt(_:to:)``.
     @inline(__always)
     mutating func int(_ v: Int64) {
-        var m = v.magnitude
+        let m = v.magnitude
+        // Digits counted by multiplying up (10^19 is the last power below 2^64).
         var digits = 1
-        var t = m
-        while t >= 10 { t /= 10; digits += 1 }
+        var power: UInt64 = 10
+        while digits < 20 && m >= power { digits += 1; power = power &* 10 }
         if v < 0 { byte(UInt8(ascii: "-")) }
-        var i = count + digits
+        self.digits(m, width: digits)
+    }
+
+    /// "00" to "99": two digits per division.
+    private static let digitPairs: StaticString = """
+        00010203040506070809101112131415161718192021222324252627282930313233343536373839\
+        40414243444546474849505152535455565758596061626364656667686970717273747576777879\
+        8081828384858687888990919293949596979899
+        """
+
+    /// Writes the last `width` decimal digits of `value`, leading zeros included.
+    @inline(__always)
+    private mutating func digits(_ value: UInt64, width: Int) {
+        var n = value
+        let start = count
+        var i = start + width
         count = i
-        repeat { i -= 1; base[i] = UInt8(truncatingIfNeeded: 48 &+ m % 10); m /= 10 } while m > 0
+        let pairs = Self.digitPairs.utf8Start
+        while i - start >= 2 {
+            let r = Int(truncatingIfNeeded: n % 100)
+            n /= 100
+            i -= 2
+            base[i] = pairs[2 &* r]
+            base[i + 1] = pairs[2 &* r &+ 1]
+        }
+        if i > start { base[start] = UInt8(truncatingIfNeeded: 48 &+ n % 10) }
     }
 
     /// Same text as ``JSONWriter/appendNumber(_:decimals:to:)``: rounded to `decimals`, without
@@ -216,8 +240,6 @@ struct RawJSONWriter {
         // Trailing zeros of the fraction are not written; leading ones are.
         while n % 10 == 0 { n /= 10; k -= 1 }
         byte(UInt8(ascii: "."))
-        var i = count + k
-        count = i
-        while i > count - k { i -= 1; base[i] = UInt8(truncatingIfNeeded: 48 &+ n % 10); n /= 10 }
+        digits(n, width: k)
     }
 }
