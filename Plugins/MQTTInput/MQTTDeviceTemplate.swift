@@ -1,3 +1,5 @@
+import MQTTClient
+
 /// Where a message's device id comes from: a template over the topic's levels.
 ///
 /// `{1}`, `{2}` … are levels counted from the start, `{-1}`, `{-2}` … from the end; other text is
@@ -19,27 +21,19 @@ public struct MQTTDeviceTemplate: Sendable, Equatable {
     /// Compiles `template`; the problems are sentences for the configuration's error list.
     public static func compile(_ template: String) -> (template: MQTTDeviceTemplate?, problems: [String]) {
         guard !template.isEmpty else { return (nil, ["must not be empty"]) }
-        var parts: [Part] = []
-        var problems: [String] = []
-        var literal = ""
-        var rest = Substring(template)
-        while let open = rest.firstIndex(of: "{") {
-            literal += rest[..<open]
-            guard let close = rest[open...].firstIndex(of: "}") else {
-                problems.append("unterminated { in \"\(template)\"")
-                break
+        let (pieces, scanProblems) = MQTTTemplate.scan(template, placeholder: { name -> Int? in
+            guard let n = Int(name), n != 0, abs(n) <= 1000 else { return nil }
+            return n
+        }, unknown: { name in
+            "unknown placeholder {\(name)} (use {1}, {2} … for topic levels from the start, {-1}, {-2} … from the end)"
+        })
+        var problems = scanProblems
+        let parts: [Part] = pieces.map { piece in
+            switch piece {
+            case .literal(let text): .literal(text)
+            case .placeholder(let n): .level(n)
             }
-            let name = rest[rest.index(after: open)..<close]
-            if let n = Int(name), n != 0, abs(n) <= 1000 {
-                if !literal.isEmpty { parts.append(.literal(literal)); literal = "" }
-                parts.append(.level(n))
-            } else {
-                problems.append("unknown placeholder {\(name)} (use {1}, {2} … for topic levels from the start, {-1}, {-2} … from the end)")
-            }
-            rest = rest[rest.index(after: close)...]
         }
-        literal += rest
-        if !literal.isEmpty { parts.append(.literal(literal)) }
         if !parts.contains(where: { if case .level = $0 { true } else { false } }) && problems.isEmpty {
             problems.append("has no topic level placeholder: every message would get the same device (use {-1} for the last level)")
         }

@@ -1,4 +1,5 @@
 import GatewayCore
+import MQTTClient
 
 /// A topic template such as `owntracks/fleet/{device}`, compiled once at configuration time.
 ///
@@ -19,33 +20,21 @@ public struct MQTTTopic: Sendable, Equatable {
         var problems: [String] = []
         if template.isEmpty { return (nil, ["must not be empty"]) }
         if template.hasPrefix("$") { problems.append("topics starting with $ are reserved for the broker (\(template))") }
-        var parts: [Part] = []
-        var literal = ""
-        var rest = Substring(template)
-        while let open = rest.firstIndex(of: "{") {
-            literal += rest[..<open]
-            guard let close = rest[open...].firstIndex(of: "}") else {
-                problems.append("unterminated { in \"\(template)\"")
-                break
-            }
-            let name = rest[rest.index(after: open)..<close]
-            let part: Part?
+        let (pieces, scanProblems) = MQTTTemplate.scan(template, placeholder: { name -> Part? in
             switch name {
-            case "device": part = .device
-            case "source": part = .source
-            case "event": part = .event
-            default:
-                part = nil
-                problems.append("unknown placeholder {\(name)} (use {device}, {source} or {event})")
+            case "device": .device
+            case "source": .source
+            case "event": .event
+            default: nil
             }
-            if let part {
-                if !literal.isEmpty { parts.append(.literal(literal)); literal = "" }
-                parts.append(part)
+        }, unknown: { name in "unknown placeholder {\(name)} (use {device}, {source} or {event})" })
+        problems += scanProblems
+        let parts: [Part] = pieces.map { piece in
+            switch piece {
+            case .literal(let text): .literal(text)
+            case .placeholder(let part): part
             }
-            rest = rest[rest.index(after: close)...]
         }
-        literal += rest
-        if !literal.isEmpty { parts.append(.literal(literal)) }
         let fixed = parts.compactMap { if case .literal(let s) = $0 { s } else { nil } }.joined()
         if fixed.contains(where: { $0 == "+" || $0 == "#" }) {
             problems.append("the wildcards + and # are for subscriptions, not for a topic to publish to")

@@ -60,6 +60,7 @@ import Testing
         (#"{ "url": "mqtt://broker", "tls": { "verify": false }, "queue": null }"#, "sinks.up.tls", "mqtts://"),
         (#"{ "url": "mqtt://broker", "topic": "fleet/+/{device}", "queue": null }"#, "sinks.up.topic", "wildcards"),
         (#"{ "url": "mqtt://broker", "topic": "fleet/{vehicle}", "queue": null }"#, "sinks.up.topic", "{vehicle}"),
+        (#"{ "url": "mqtt://broker", "topic": "fleet/{device", "queue": null }"#, "sinks.up.topic", "unterminated {"),
         (#"{ "url": "mqtt://broker", "topic": "$SYS/x", "queue": null }"#, "sinks.up.topic", "reserved"),
         (#"{ "url": "mqtt://broker", "retain": "first", "queue": null }"#, "sinks.up.retain", "\"last\""),
         (#"{ "url": "mqtt://broker", "protocol": "3", "queue": null }"#, "sinks.up.protocol", "3.1.1"),
