@@ -60,8 +60,11 @@ deps:
 build: deps-run
 	swift build $(SWIFT_FLAGS)
 
+# The Swift runtime and Foundation are linked statically (--static-swift-stdlib): the installed
+# binary needs only the Debian libraries above, not the toolchain's, and it starts with fewer
+# symbols to bind. The benchmarks build the same way.
 release: deps-run
-	swift build -c release --product locgate
+	swift build -c release --static-swift-stdlib --product locgate
 
 run: build
 	.build/debug/locgate run $(CONFIG)

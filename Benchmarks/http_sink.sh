@@ -16,7 +16,7 @@ ROOT=$PWD
 EPOCHS=${1:-100000}
 BIN=$ROOT/.build/release/locgate
 # Always (incremental): a stale binary would measure old code.
-swift build -c release --product locgate >&2
+swift build -c release --static-swift-stdlib --product locgate >&2
 WORK=$(mktemp -d /tmp/locgate-http-bench.XXXXXX)
 RECEIVER_PID=
 cleanup() {

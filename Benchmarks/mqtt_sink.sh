@@ -13,7 +13,7 @@ ROOT=$PWD
 EPOCHS=${1:-50000}
 SYNC=${SYNC:-full}   # SYNC=normal: the queue survives a crash of the process, not a power loss
 BIN=$ROOT/.build/release/locgate
-swift build -c release --product locgate >&2
+swift build -c release --static-swift-stdlib --product locgate >&2
 WORK=$(mktemp -d /tmp/locgate-mqtt-bench.XXXXXX)
 BROKER_PID=
 cleanup() {

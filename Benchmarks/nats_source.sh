@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 N=${1:-100000}
 if [ -z "${LOCGATE_BIN:-}" ]; then
-    swift build -c release --product locgate >&2
+    swift build -c release --static-swift-stdlib --product locgate >&2
     LOCGATE_BIN=$ROOT/.build/release/locgate
 fi
 WORK=$(mktemp -d /tmp/locgate-nats-source-bench.XXXXXX)

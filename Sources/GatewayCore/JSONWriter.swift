@@ -136,11 +136,37 @@ struct RawJSONWriter {
         count += b.count
     }
 
+    /// Room `id` can take as a quoted, escaped JSON string.
+    static func maxLength(of id: PositionID) -> Int {
+        switch id.storage {
+        case .text(let s): maxStringLength(s)
+        case .numbered(let prefix, _, _): maxStringLength(prefix) + PositionID.maxNumberedTail
+        }
+    }
+
     /// Same text as ``JSONWriter/appendString(_:to:)``.
     mutating func string(_ s: String) {
+        byte(0x22)
+        stringContents(s)
+        byte(0x22)
+    }
+
+    /// The text of `id` as a JSON string, written from its parts.
+    mutating func string(_ id: PositionID) {
+        switch id.storage {
+        case .text(let s): string(s)
+        case .numbered(let prefix, let marker, let number):
+            byte(0x22)
+            stringContents(prefix)
+            count += PositionID.writeTail(marker: marker, number: number, to: UnsafeMutableBufferPointer(start: base + count, count: PositionID.maxNumberedTail))
+            byte(0x22)
+        }
+    }
+
+    /// `s` escaped, without quotes.
+    private mutating func stringContents(_ s: String) {
         var s = s
         s.withUTF8 { utf8 in
-            byte(0x22)
             for c in utf8 {
                 switch c {
                 case 0x22: byte(0x5C); byte(0x22)
@@ -156,7 +182,6 @@ struct RawJSONWriter {
                 default: byte(c)
                 }
             }
-            byte(0x22)
         }
     }
 

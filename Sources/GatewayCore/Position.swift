@@ -38,7 +38,12 @@ public struct Position: Sendable, Hashable {
     /// Device id: a config value, a serial number, a gpsd device path.
     public var device: String?
     /// Stable unique id: the idempotency key downstream.
-    public var id: String
+    public var id: String {
+        get { identifier.description }
+        set { identifier = PositionID(newValue) }
+    }
+    /// ``id`` as its parts: a numbered id's text is built only when somebody reads ``id``.
+    public var identifier: PositionID
     /// String map for enrichment (geofence names, static tags).
     public var attributes: [String: String]
     /// Set on geofence transitions and receiver health events.
@@ -60,7 +65,7 @@ public struct Position: Sendable, Hashable {
         self.hdop = hdop; self.vdop = vdop; self.pdop = pdop
         self.horizontalError = horizontalError; self.verticalError = verticalError
         self.heading = heading; self.datum = datum; self.x = x; self.y = y
-        self.source = source; self.device = device; self.id = id
+        self.source = source; self.device = device; self.identifier = PositionID(id)
         self.attributes = attributes; self.event = event
     }
 

@@ -39,7 +39,7 @@ public enum PositionJSON {
     public static func append(_ p: Position, to out: inout [UInt8]) {
         // Everything but attributes and event has a known maximum size: it is written into a
         // scratch buffer and appended with one copy (this runs once per position per sink).
-        var room = 1200 + RawJSONWriter.maxStringLength(p.id) + RawJSONWriter.maxStringLength(p.source)
+        var room = 1200 + RawJSONWriter.maxLength(of: p.identifier) + RawJSONWriter.maxStringLength(p.source)
             + RawJSONWriter.maxStringLength(p.datum.name)
         if let d = p.device { room += RawJSONWriter.maxStringLength(d) }
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: room) { buf in
@@ -99,7 +99,7 @@ public enum PositionJSON {
     /// Writes the object from `{` up to the last scalar member (`y`), without closing it.
     private static func appendScalars(_ p: Position, to w: inout RawJSONWriter) {
         w.bytes(#"{"class":"TPV","id":"#)
-        w.string(p.id)
+        w.string(p.identifier)
         if !p.source.isEmpty { w.bytes(#","source":"#); w.string(p.source) }
         if let d = p.device { w.bytes(#","device":"#); w.string(d) }
         if let t = p.time {

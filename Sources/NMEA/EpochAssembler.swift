@@ -213,17 +213,18 @@ struct EpochAssembler: Sendable {
         p.device = options.device
         emitted += 1
         if let t = p.time {
-            p.id = Self.id(prefix: options.idPrefix, marker: 0, number: t.milliseconds)
             if t.milliseconds == lastTime {
                 repeats += 1
-                p.id += "-\(repeats)"
+                p.id = "\(PositionID(prefix: options.idPrefix, number: t.milliseconds))-\(repeats)"
             } else {
+                p.identifier = PositionID(prefix: options.idPrefix, number: t.milliseconds)
                 lastTime = t.milliseconds
                 repeats = 0
             }
+        } else if let token = options.untimedToken {
+            p.identifier = PositionID(prefix: "\(options.idPrefix)n\(token)-", number: Int64(emitted))
         } else {
-            let prefix = options.untimedToken.map { "\(options.idPrefix)n\($0)-" } ?? options.idPrefix
-            p.id = Self.id(prefix: prefix, marker: options.untimedToken == nil ? UInt8(ascii: "n") : 0, number: Int64(emitted))
+            p.identifier = PositionID(prefix: options.idPrefix, marker: UInt8(ascii: "n"), number: Int64(emitted))
         }
         out.append(p)
     }
@@ -235,29 +236,6 @@ struct EpochAssembler: Sendable {
         epoch.hasContent = false
         epoch.mode = nil
         epoch.altitudeFix = false
-    }
-
-    /// `prefix` + (`marker` when not 0) + decimal `number`: the same text as string
-    /// concatenation, built in one allocation-free pass for the usual short ids.
-    static func id(prefix: String, marker: UInt8, number: Int64) -> String {
-        var prefix = prefix
-        return prefix.withUTF8 { pre in
-            var m = number.magnitude
-            var tmp: (UInt64, UInt64, UInt64) = (0, 0, 0)
-            return withUnsafeMutableBytes(of: &tmp) { digits in
-                var i = digits.count
-                repeat { i -= 1; digits[i] = UInt8(truncatingIfNeeded: 48 &+ m % 10); m /= 10 } while m > 0
-                if number < 0 { i -= 1; digits[i] = UInt8(ascii: "-") }
-                if marker != 0 { i -= 1; digits[i] = marker }
-                let tail = UnsafeRawBufferPointer(rebasing: digits[i...])
-                return String(unsafeUninitializedCapacity: pre.count + tail.count) { buf in
-                    var k = 0
-                    for b in pre { buf[k] = b; k += 1 }
-                    for b in tail { buf[k] = b; k += 1 }
-                    return k
-                }
-            }
-        }
     }
 
     /// gpsd's status for a GGA quality digit.

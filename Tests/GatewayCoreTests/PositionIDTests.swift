@@ -1,0 +1,51 @@
+import Testing
+@testable import GatewayCore
+
+/// A numbered id is text written late: every reader must see the same id as if it had been
+/// built as a string when the position was made.
+@Suite struct PositionIDTests {
+    @Test(arguments: [
+        (PositionID(prefix: "rx-", number: 1_584_538_100_600), "rx-1584538100600"),
+        (PositionID(prefix: "rx-", marker: UInt8(ascii: "n"), number: 7), "rx-n7"),
+        (PositionID(prefix: "", number: 0), "0"),
+        (PositionID(prefix: "a\"b\\", number: -42), "a\"b\\-42"),
+        (PositionID(prefix: "p", number: Int64.min), "p-9223372036854775808"),
+        (PositionID(prefix: "p", number: Int64.max), "p9223372036854775807"),
+        (PositionID(prefix: "p", number: 9), "p9"),
+        (PositionID(prefix: "p", number: 10), "p10"),
+    ])
+    func numberedIdsReadAsTheirText(id: PositionID, text: String) {
+        #expect(id.description == text)
+        #expect(id == PositionID(text))
+        #expect(PositionID(text) == id)
+        #expect(id.hashValue == PositionID(text).hashValue)
+        var p = Position(source: "rx")
+        p.identifier = id
+        #expect(p.id == text)
+        #expect(p == Position(source: "rx", id: text))
+        // The JSON encoder writes the parts directly: the same string as the text, escaped.
+        var expected: [UInt8] = []
+        JSONWriter.appendString(text, to: &expected)
+        let json = PositionJSON.string(p)
+        let member = #"{"class":"TPV","id":"# + String(decoding: expected, as: UTF8.self) + ","
+        #expect(json.hasPrefix(member), "\(json)")
+    }
+
+    @Test func differentIdsDiffer() {
+        #expect(PositionID(prefix: "rx-", number: 1) != PositionID(prefix: "rx-", number: 2))
+        #expect(PositionID(prefix: "rx-", number: 12) != PositionID(prefix: "rx-1", number: 21))
+        // Different parts, same text: the same id.
+        #expect(PositionID(prefix: "rx-1", number: 2) == PositionID(prefix: "rx-", number: 12))
+        #expect(PositionID(prefix: "rx-", marker: UInt8(ascii: "n"), number: 1) == PositionID(prefix: "rx-n", number: 1))
+        #expect(!PositionID(prefix: "", number: 0).isEmpty)
+        #expect(PositionID("").isEmpty)
+    }
+
+    @Test func settingTheTextReplacesTheParts() {
+        var p = Position(source: "rx")
+        p.identifier = PositionID(prefix: "rx-", number: 5)
+        p.id += "-1"
+        #expect(p.id == "rx-5-1")
+        #expect(PositionJSON.string(p).contains(#""id":"rx-5-1""#))
+    }
+}
