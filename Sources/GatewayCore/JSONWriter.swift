@@ -225,46 +225,81 @@ struct RawJSONWriter {
     /// Same text as ``JSONWriter/appendNumber(_:decimals:to:)``: rounded to `decimals`, without
     /// trailing zeros.
     mutating func number(_ v: Double, decimals: Int) {
-        guard v.isFinite else { bytes("null"); return }
-        var scale: Double
         switch decimals {
-        case 2: scale = 1e2
-        case 3: scale = 1e3
-        case 9: scale = 1e9
-        default:
-            scale = 1
-            for _ in 0..<decimals { scale *= 10 }
+        case 2: number(v, TwoDecimals.self)
+        case 3: number(v, ThreeDecimals.self)
+        case 9: number(v, NineDecimals.self)
+        case 0...18: number(v, decimals: decimals, scale: runtimeScale(decimals))
+        default: shortest(v)  // beyond 18 decimals the scaled value no longer fits the integers used here
         }
-        let x = abs(v) * scale
+    }
+
+    /// ``number(_:decimals:)`` for the decimals the position schema uses: specialised per type,
+    /// so the divisions are by constants (multiplications). With the count of decimals as a
+    /// value, the compiler merged the cases into one hardware division per number.
+    @inline(__always)
+    mutating func number<D: FixedDecimals>(_ v: Double, _: D.Type) {
+        number(v, decimals: D.count, scale: (D.scale, D.divisor))
+    }
+
+    /// The body of every `number` overload: `decimals` digits at most, `scale` = 10^decimals.
+    @inline(__always)
+    private mutating func number(_ v: Double, decimals: Int, scale: (factor: Double, divisor: UInt64)) {
+        guard v.isFinite else { bytes("null"); return }
+        let x = abs(v) * scale.factor
         // `x.rounded()` (half away from zero) without a libm call: below 2^53 the integer
         // part and the remainder are exact.
-        var n: UInt64 = 0
-        if x < 9e15 {
-            n = UInt64(x)
-            if x - Double(n) >= 0.5 { n += 1 }
-        }
-        guard x < 9e15, n < 9_000_000_000_000_000 else {
-            var text: [UInt8] = []
-            JSONWriter.appendNumber(v, to: &text)
-            text.withUnsafeBufferPointer { bytes($0) }
-            return
-        }
-        // The decimals the schema uses get constant divisors (multiplications, not divisions).
-        let whole: UInt64
-        switch decimals {
-        case 2: whole = n / 100
-        case 3: whole = n / 1000
-        case 9: whole = n / 1_000_000_000
-        default: whole = n / UInt64(scale)
-        }
+        guard x < 9e15 else { shortest(v); return }
+        var n = UInt64(x)
+        if x - Double(n) >= 0.5 { n &+= 1 }
+        let whole = n / scale.divisor
         if v < 0 && n != 0 { byte(UInt8(ascii: "-")) }
         int(Int64(whole))
-        n -= whole * UInt64(scale)
-        guard n != 0 else { return }
-        var k = decimals
-        // Trailing zeros of the fraction are not written; leading ones are.
-        while n % 10 == 0 { n /= 10; k -= 1 }
+        let fraction = n &- whole &* scale.divisor
+        guard fraction != 0 else { return }
         byte(UInt8(ascii: "."))
-        digits(n, width: k)
+        digits(fraction, width: decimals)
+        // Trailing zeros of the fraction are not written; a digit before them is not a zero.
+        while base[count &- 1] == 0x30 { count &-= 1 }
     }
+
+    /// The shortest form that reads back exactly, for values fixed-point cannot hold.
+    private mutating func shortest(_ v: Double) {
+        var text: [UInt8] = []
+        JSONWriter.appendNumber(v, to: &text)
+        text.withUnsafeBufferPointer { bytes($0) }
+    }
+}
+
+/// A count of decimals fixed at compile time, for ``RawJSONWriter/number(_:_:)``.
+protocol FixedDecimals {
+    static var count: Int { get }
+    static var scale: Double { get }
+    static var divisor: UInt64 { get }
+}
+
+enum TwoDecimals: FixedDecimals {
+    static var count: Int { 2 }
+    static var scale: Double { 1e2 }
+    static var divisor: UInt64 { 100 }
+}
+
+enum ThreeDecimals: FixedDecimals {
+    static var count: Int { 3 }
+    static var scale: Double { 1e3 }
+    static var divisor: UInt64 { 1000 }
+}
+
+enum NineDecimals: FixedDecimals {
+    static var count: Int { 9 }
+    static var scale: Double { 1e9 }
+    static var divisor: UInt64 { 1_000_000_000 }
+}
+
+/// 10^decimals as the factor and the divisor of ``RawJSONWriter/number(_:decimals:)`` (0...18).
+private func runtimeScale(_ decimals: Int) -> (factor: Double, divisor: UInt64) {
+    var factor = 1.0
+    var divisor: UInt64 = 1
+    for _ in 0..<decimals { factor *= 10; divisor &*= 10 }
+    return (factor, divisor)
 }

@@ -119,21 +119,21 @@ public enum PositionJSON {
         }
         w.bytes(#","mode":"#); w.int(Int64(p.mode.rawValue))
         if let q = p.quality { w.bytes(#","status":"#); w.int(Int64(q.rawValue)) }
-        if let v = p.latitude { w.bytes(#","lat":"#); w.number(v, decimals: 9) }
-        if let v = p.longitude { w.bytes(#","lon":"#); w.number(v, decimals: 9) }
-        if let v = p.altitude { w.bytes(#","altMSL":"#); w.number(v, decimals: 3) }
-        if let v = p.speed { w.bytes(#","speed":"#); w.number(v, decimals: 3) }
-        if let v = p.course { w.bytes(#","track":"#); w.number(v, decimals: 3) }
-        if let v = p.heading { w.bytes(#","heading":"#); w.number(v, decimals: 3) }
+        if let v = p.latitude { w.bytes(#","lat":"#); w.number(v, NineDecimals.self) }
+        if let v = p.longitude { w.bytes(#","lon":"#); w.number(v, NineDecimals.self) }
+        if let v = p.altitude { w.bytes(#","altMSL":"#); w.number(v, ThreeDecimals.self) }
+        if let v = p.speed { w.bytes(#","speed":"#); w.number(v, ThreeDecimals.self) }
+        if let v = p.course { w.bytes(#","track":"#); w.number(v, ThreeDecimals.self) }
+        if let v = p.heading { w.bytes(#","heading":"#); w.number(v, ThreeDecimals.self) }
         if let v = p.satellites { w.bytes(#","uSat":"#); w.int(Int64(v)) }
-        if let v = p.hdop { w.bytes(#","hdop":"#); w.number(v, decimals: 2) }
-        if let v = p.vdop { w.bytes(#","vdop":"#); w.number(v, decimals: 2) }
-        if let v = p.pdop { w.bytes(#","pdop":"#); w.number(v, decimals: 2) }
-        if let v = p.horizontalError { w.bytes(#","eph":"#); w.number(v, decimals: 3) }
-        if let v = p.verticalError { w.bytes(#","epv":"#); w.number(v, decimals: 3) }
+        if let v = p.hdop { w.bytes(#","hdop":"#); w.number(v, TwoDecimals.self) }
+        if let v = p.vdop { w.bytes(#","vdop":"#); w.number(v, TwoDecimals.self) }
+        if let v = p.pdop { w.bytes(#","pdop":"#); w.number(v, TwoDecimals.self) }
+        if let v = p.horizontalError { w.bytes(#","eph":"#); w.number(v, ThreeDecimals.self) }
+        if let v = p.verticalError { w.bytes(#","epv":"#); w.number(v, ThreeDecimals.self) }
         w.bytes(#","datum":"#); w.string(p.datum.name)
-        if let v = p.x { w.bytes(#","x":"#); w.number(v, decimals: 3) }
-        if let v = p.y { w.bytes(#","y":"#); w.number(v, decimals: 3) }
+        if let v = p.x { w.bytes(#","x":"#); w.number(v, ThreeDecimals.self) }
+        if let v = p.y { w.bytes(#","y":"#); w.number(v, ThreeDecimals.self) }
         // Without attributes or event the object ends here; otherwise `append` closes it.
         if p.attributes.isEmpty && p.event == nil { w.byte(UInt8(ascii: "}")) }
     }
