@@ -6,33 +6,72 @@ public struct Position: Sendable, Hashable {
     /// UTC instant of the fix; nil until a date is known.
     public var time: Timestamp?
     /// Degrees in ``datum`` (or nil without a fix).
-    public var latitude: Double?
+    @inlinable public var latitude: Double? {
+        get { _latitude.value }
+        set { _latitude = CompactDouble(newValue) }
+    }
     /// Degrees in ``datum`` (or nil without a fix).
-    public var longitude: Double?
+    @inlinable public var longitude: Double? {
+        get { _longitude.value }
+        set { _longitude = CompactDouble(newValue) }
+    }
     /// Metres above mean sea level.
-    public var altitude: Double?
+    @inlinable public var altitude: Double? {
+        get { _altitude.value }
+        set { _altitude = CompactDouble(newValue) }
+    }
     /// Metres per second over ground.
-    public var speed: Double?
+    @inlinable public var speed: Double? {
+        get { _speed.value }
+        set { _speed = CompactDouble(newValue) }
+    }
     /// Degrees true.
-    public var course: Double?
+    @inlinable public var course: Double? {
+        get { _course.value }
+        set { _course = CompactDouble(newValue) }
+    }
     public var mode: FixMode
     public var quality: FixQuality?
     /// Satellites used in the fix.
     public var satellites: Int?
-    public var hdop: Double?
-    public var vdop: Double?
-    public var pdop: Double?
+    @inlinable public var hdop: Double? {
+        get { _hdop.value }
+        set { _hdop = CompactDouble(newValue) }
+    }
+    @inlinable public var vdop: Double? {
+        get { _vdop.value }
+        set { _vdop = CompactDouble(newValue) }
+    }
+    @inlinable public var pdop: Double? {
+        get { _pdop.value }
+        set { _pdop = CompactDouble(newValue) }
+    }
     /// Metres, 1-sigma horizontal (GST, or gpsd's eph).
-    public var horizontalError: Double?
+    @inlinable public var horizontalError: Double? {
+        get { _horizontalError.value }
+        set { _horizontalError = CompactDouble(newValue) }
+    }
     /// Metres, 1-sigma vertical (GST altitude error, or gpsd's epv).
-    public var verticalError: Double?
+    @inlinable public var verticalError: Double? {
+        get { _verticalError.value }
+        set { _verticalError = CompactDouble(newValue) }
+    }
     /// Degrees true: vehicle heading (HDT/THS), distinct from course over ground.
-    public var heading: Double?
+    @inlinable public var heading: Double? {
+        get { _heading.value }
+        set { _heading = CompactDouble(newValue) }
+    }
     public var datum: Datum
     /// Easting in metres when ``datum`` is a projected CRS.
-    public var x: Double?
+    @inlinable public var x: Double? {
+        get { _x.value }
+        set { _x = CompactDouble(newValue) }
+    }
     /// Northing in metres when ``datum`` is a projected CRS.
-    public var y: Double?
+    @inlinable public var y: Double? {
+        get { _y.value }
+        set { _y = CompactDouble(newValue) }
+    }
     /// Id of the component that produced the position.
     public var source: String
     /// Device id: a config value, a serial number, a gpsd device path.
@@ -47,7 +86,28 @@ public struct Position: Sendable, Hashable {
     /// String map for enrichment (geofence names, static tags).
     public var attributes: [String: String]
     /// Set on geofence transitions and receiver health events.
-    public var event: PositionEvent?
+    @inlinable public var event: PositionEvent? {
+        get { _event?.event }
+        set { _event = newValue.map(EventBox.init) }
+    }
+
+    // The optional numbers, 8 bytes each instead of 16 (``CompactDouble``): a position is copied
+    // into every batch and read by every sink, and these are half of it.
+    @usableFromInline var _latitude: CompactDouble
+    @usableFromInline var _longitude: CompactDouble
+    @usableFromInline var _altitude: CompactDouble
+    @usableFromInline var _speed: CompactDouble
+    @usableFromInline var _course: CompactDouble
+    @usableFromInline var _hdop: CompactDouble
+    @usableFromInline var _vdop: CompactDouble
+    @usableFromInline var _pdop: CompactDouble
+    @usableFromInline var _horizontalError: CompactDouble
+    @usableFromInline var _verticalError: CompactDouble
+    @usableFromInline var _heading: CompactDouble
+    @usableFromInline var _x: CompactDouble
+    @usableFromInline var _y: CompactDouble
+    /// Most positions carry no event: boxed, it takes 8 bytes instead of 64.
+    @usableFromInline var _event: EventBox?
 
     public init(
         time: Timestamp? = nil, latitude: Double? = nil, longitude: Double? = nil,
@@ -59,14 +119,15 @@ public struct Position: Sendable, Hashable {
         source: String = "", device: String? = nil, id: String = "",
         attributes: [String: String] = [:], event: PositionEvent? = nil
     ) {
-        self.time = time; self.latitude = latitude; self.longitude = longitude
-        self.altitude = altitude; self.speed = speed; self.course = course
+        self.time = time
+        _latitude = CompactDouble(latitude); _longitude = CompactDouble(longitude)
+        _altitude = CompactDouble(altitude); _speed = CompactDouble(speed); _course = CompactDouble(course)
         self.mode = mode; self.quality = quality; self.satellites = satellites
-        self.hdop = hdop; self.vdop = vdop; self.pdop = pdop
-        self.horizontalError = horizontalError; self.verticalError = verticalError
-        self.heading = heading; self.datum = datum; self.x = x; self.y = y
+        _hdop = CompactDouble(hdop); _vdop = CompactDouble(vdop); _pdop = CompactDouble(pdop)
+        _horizontalError = CompactDouble(horizontalError); _verticalError = CompactDouble(verticalError)
+        _heading = CompactDouble(heading); self.datum = datum; _x = CompactDouble(x); _y = CompactDouble(y)
         self.source = source; self.device = device; self.identifier = PositionID(id)
-        self.attributes = attributes; self.event = event
+        self.attributes = attributes; _event = event.map(EventBox.init)
     }
 
     /// True when the position carries both coordinates.
@@ -74,6 +135,43 @@ public struct Position: Sendable, Hashable {
 
     /// The key that groups positions of one receiver: device id, else source id.
     @inlinable public var deviceKey: String { device ?? source }
+}
+
+/// A `Double?` in 8 bytes instead of 16: nil is one signalling-NaN bit pattern.
+///
+/// Arithmetic never yields it (x86-64 and ARM quiet a signalling NaN), so every value a
+/// `Double?` holds, NaN included, reads back as itself. Equality and hashing are those of the
+/// `Double?` it stands for.
+@usableFromInline
+struct CompactDouble: Sendable, Hashable, CustomDebugStringConvertible {
+    @usableFromInline var bits: UInt64
+
+    /// The pattern of nil: a signalling NaN with a payload no computation produces.
+    @inlinable static var none: UInt64 { 0x7FF4_C0DE_0000_0001 }
+
+    @inlinable init(_ value: Double?) {
+        bits = value?.bitPattern ?? Self.none
+    }
+
+    @inlinable var value: Double? {
+        bits == Self.none ? nil : Double(bitPattern: bits)
+    }
+
+    @usableFromInline static func == (a: CompactDouble, b: CompactDouble) -> Bool { a.value == b.value }
+    @usableFromInline func hash(into hasher: inout Hasher) { hasher.combine(value) }
+    @usableFromInline var debugDescription: String { String(describing: value) }
+}
+
+/// A ``PositionEvent`` behind a pointer; compared and hashed by value.
+@usableFromInline
+final class EventBox: Sendable, Hashable, CustomDebugStringConvertible {
+    @usableFromInline let event: PositionEvent
+
+    @usableFromInline init(_ event: PositionEvent) { self.event = event }
+
+    @usableFromInline static func == (a: EventBox, b: EventBox) -> Bool { a.event == b.event }
+    @usableFromInline func hash(into hasher: inout Hasher) { hasher.combine(event) }
+    @usableFromInline var debugDescription: String { String(describing: event) }
 }
 
 /// gpsd's TPV `mode`.
