@@ -167,6 +167,10 @@ struct RawJSONWriter {
     private mutating func stringContents(_ s: String) {
         var s = s
         s.withUTF8 { utf8 in
+            // Ids, sources, devices and datums need no escapes: one copy.
+            var clean = true
+            for c in utf8 where c < 0x20 || c == 0x22 || c == 0x5C { clean = false; break }
+            if clean { bytes(utf8); return }
             for c in utf8 {
                 switch c {
                 case 0x22: byte(0x5C); byte(0x22)
