@@ -242,6 +242,7 @@ struct FieldReader {
         return Int(a) * 10 + Int(b)
     }
 
+    @inline(__always)
     private static func contains(_ set: StaticString, _ c: UInt8) -> Bool {
         set.withUTF8Buffer { $0.contains(c) }
     }

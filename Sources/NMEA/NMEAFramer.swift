@@ -70,7 +70,8 @@ public struct NMEAFramer: Sendable {
     /// instead of being copied: the decoder's fast path.
     mutating func nextLine(in input: UnsafeRawBufferPointer, from offset: inout Int) -> Framed? {
         if complete {
-            line.removeAll(keepingCapacity: true)
+            // Most lines were never copied: only a carried one needs clearing.
+            if !line.isEmpty { line.removeAll(keepingCapacity: true) }
             complete = false
         }
         // Start of the current line in `input` while it has not been copied to `line` (-1: none).
