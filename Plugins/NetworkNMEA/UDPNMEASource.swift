@@ -75,6 +75,10 @@ public struct UDPNMEASource: PositionSource {
                         for status in senders[sender]?.decoder.takeAntennaReports() ?? [] {
                             health?.antenna(status, device: device, at: stamp, into: &events)
                         }
+                        // This datagram's positions follow its events and precede the next
+                        // datagram's, as a tcp source orders them per read.
+                        health?.record(positions, at: stamp, into: &events)
+                        positions.removeAll(keepingCapacity: true)
                     }
                     senders[sender]?.lastSeen = now
                     senders[sender]?.pending = true
