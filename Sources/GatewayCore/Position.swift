@@ -6,72 +6,33 @@ public struct Position: Sendable, Hashable {
     /// UTC instant of the fix; nil until a date is known.
     public var time: Timestamp?
     /// Degrees in ``datum`` (or nil without a fix).
-    @inlinable public var latitude: Double? {
-        get { _latitude.value }
-        set { _latitude = CompactDouble(newValue) }
-    }
+    @CompactDouble public var latitude: Double?
     /// Degrees in ``datum`` (or nil without a fix).
-    @inlinable public var longitude: Double? {
-        get { _longitude.value }
-        set { _longitude = CompactDouble(newValue) }
-    }
+    @CompactDouble public var longitude: Double?
     /// Metres above mean sea level.
-    @inlinable public var altitude: Double? {
-        get { _altitude.value }
-        set { _altitude = CompactDouble(newValue) }
-    }
+    @CompactDouble public var altitude: Double?
     /// Metres per second over ground.
-    @inlinable public var speed: Double? {
-        get { _speed.value }
-        set { _speed = CompactDouble(newValue) }
-    }
+    @CompactDouble public var speed: Double?
     /// Degrees true.
-    @inlinable public var course: Double? {
-        get { _course.value }
-        set { _course = CompactDouble(newValue) }
-    }
+    @CompactDouble public var course: Double?
     public var mode: FixMode
     public var quality: FixQuality?
     /// Satellites used in the fix.
     public var satellites: Int?
-    @inlinable public var hdop: Double? {
-        get { _hdop.value }
-        set { _hdop = CompactDouble(newValue) }
-    }
-    @inlinable public var vdop: Double? {
-        get { _vdop.value }
-        set { _vdop = CompactDouble(newValue) }
-    }
-    @inlinable public var pdop: Double? {
-        get { _pdop.value }
-        set { _pdop = CompactDouble(newValue) }
-    }
+    @CompactDouble public var hdop: Double?
+    @CompactDouble public var vdop: Double?
+    @CompactDouble public var pdop: Double?
     /// Metres, 1-sigma horizontal (GST, or gpsd's eph).
-    @inlinable public var horizontalError: Double? {
-        get { _horizontalError.value }
-        set { _horizontalError = CompactDouble(newValue) }
-    }
+    @CompactDouble public var horizontalError: Double?
     /// Metres, 1-sigma vertical (GST altitude error, or gpsd's epv).
-    @inlinable public var verticalError: Double? {
-        get { _verticalError.value }
-        set { _verticalError = CompactDouble(newValue) }
-    }
+    @CompactDouble public var verticalError: Double?
     /// Degrees true: vehicle heading (HDT/THS), distinct from course over ground.
-    @inlinable public var heading: Double? {
-        get { _heading.value }
-        set { _heading = CompactDouble(newValue) }
-    }
+    @CompactDouble public var heading: Double?
     public var datum: Datum
     /// Easting in metres when ``datum`` is a projected CRS.
-    @inlinable public var x: Double? {
-        get { _x.value }
-        set { _x = CompactDouble(newValue) }
-    }
+    @CompactDouble public var x: Double?
     /// Northing in metres when ``datum`` is a projected CRS.
-    @inlinable public var y: Double? {
-        get { _y.value }
-        set { _y = CompactDouble(newValue) }
-    }
+    @CompactDouble public var y: Double?
     /// Id of the component that produced the position.
     public var source: String
     /// Device id: a config value, a serial number, a gpsd device path.
@@ -91,21 +52,6 @@ public struct Position: Sendable, Hashable {
         set { _event = newValue.map(EventBox.init) }
     }
 
-    // The optional numbers, 8 bytes each instead of 16 (``CompactDouble``): a position is copied
-    // into every batch and read by every sink, and these are half of it.
-    @usableFromInline var _latitude: CompactDouble
-    @usableFromInline var _longitude: CompactDouble
-    @usableFromInline var _altitude: CompactDouble
-    @usableFromInline var _speed: CompactDouble
-    @usableFromInline var _course: CompactDouble
-    @usableFromInline var _hdop: CompactDouble
-    @usableFromInline var _vdop: CompactDouble
-    @usableFromInline var _pdop: CompactDouble
-    @usableFromInline var _horizontalError: CompactDouble
-    @usableFromInline var _verticalError: CompactDouble
-    @usableFromInline var _heading: CompactDouble
-    @usableFromInline var _x: CompactDouble
-    @usableFromInline var _y: CompactDouble
     /// Most positions carry no event: boxed, it takes 8 bytes instead of 64.
     @usableFromInline var _event: EventBox?
 
@@ -119,13 +65,12 @@ public struct Position: Sendable, Hashable {
         source: String = "", device: String? = nil, id: String = "",
         attributes: [String: String] = [:], event: PositionEvent? = nil
     ) {
-        self.time = time
-        _latitude = CompactDouble(latitude); _longitude = CompactDouble(longitude)
-        _altitude = CompactDouble(altitude); _speed = CompactDouble(speed); _course = CompactDouble(course)
+        self.time = time; self.latitude = latitude; self.longitude = longitude
+        self.altitude = altitude; self.speed = speed; self.course = course
         self.mode = mode; self.quality = quality; self.satellites = satellites
-        _hdop = CompactDouble(hdop); _vdop = CompactDouble(vdop); _pdop = CompactDouble(pdop)
-        _horizontalError = CompactDouble(horizontalError); _verticalError = CompactDouble(verticalError)
-        _heading = CompactDouble(heading); self.datum = datum; _x = CompactDouble(x); _y = CompactDouble(y)
+        self.hdop = hdop; self.vdop = vdop; self.pdop = pdop
+        self.horizontalError = horizontalError; self.verticalError = verticalError
+        self.heading = heading; self.datum = datum; self.x = x; self.y = y
         self.source = source; self.device = device; self.identifier = PositionID(id)
         self.attributes = attributes; _event = event.map(EventBox.init)
     }
@@ -139,27 +84,29 @@ public struct Position: Sendable, Hashable {
 
 /// A `Double?` in 8 bytes instead of 16: nil is one signalling-NaN bit pattern.
 ///
-/// Arithmetic never yields it (x86-64 and ARM quiet a signalling NaN), so every value a
-/// `Double?` holds, NaN included, reads back as itself. Equality and hashing are those of the
-/// `Double?` it stands for.
-@usableFromInline
-struct CompactDouble: Sendable, Hashable, CustomDebugStringConvertible {
+/// A position's optional numbers are half of it, and a position is copied into every batch and
+/// read by every sink. Arithmetic never yields the pattern (x86-64 and ARM quiet a signalling
+/// NaN), so every value a `Double?` holds, NaN included, reads back as itself. Equality and
+/// hashing are those of the `Double?` it stands for.
+@propertyWrapper
+public struct CompactDouble: Sendable, Hashable, CustomDebugStringConvertible {
     @usableFromInline var bits: UInt64
 
     /// The pattern of nil: a signalling NaN with a payload no computation produces.
     @inlinable static var none: UInt64 { 0x7FF4_C0DE_0000_0001 }
 
-    @inlinable init(_ value: Double?) {
-        bits = value?.bitPattern ?? Self.none
+    @inlinable public init(wrappedValue: Double?) {
+        bits = wrappedValue?.bitPattern ?? Self.none
     }
 
-    @inlinable var value: Double? {
-        bits == Self.none ? nil : Double(bitPattern: bits)
+    @inlinable public var wrappedValue: Double? {
+        get { bits == Self.none ? nil : Double(bitPattern: bits) }
+        set { bits = newValue?.bitPattern ?? Self.none }
     }
 
-    @usableFromInline static func == (a: CompactDouble, b: CompactDouble) -> Bool { a.value == b.value }
-    @usableFromInline func hash(into hasher: inout Hasher) { hasher.combine(value) }
-    @usableFromInline var debugDescription: String { String(describing: value) }
+    public static func == (a: CompactDouble, b: CompactDouble) -> Bool { a.wrappedValue == b.wrappedValue }
+    public func hash(into hasher: inout Hasher) { hasher.combine(wrappedValue) }
+    public var debugDescription: String { String(describing: wrappedValue) }
 }
 
 /// A ``PositionEvent`` behind a pointer; compared and hashed by value.
