@@ -158,7 +158,8 @@ struct RawJSONWriter {
         case .numbered(let prefix, let marker, let number):
             byte(0x22)
             stringContents(prefix)
-            count += PositionID.writeTail(marker: marker, number: number, to: UnsafeMutableBufferPointer(start: base + count, count: PositionID.maxNumberedTail))
+            if marker != 0 { byte(marker) }
+            int(number)
             byte(0x22)
         }
     }
