@@ -107,13 +107,15 @@ public final class Socket: @unchecked Sendable {
 
     /// A UDP socket bound to `host`:`port` (`host` empty or `0.0.0.0` for every address; port 0
     /// for one the kernel picks).
+    ///
+    /// Without SO_REUSEADDR: UDP has no TIME_WAIT to step over, and with it a second process
+    /// bound to the same port would silently take a share of the datagrams instead of failing
+    /// with "Address already in use".
     public static func bindUDP(host: String, port: Int) async throws(SystemError) -> Socket {
         let what = "bind \(endpoint(host, port))"
         var lastError = SystemError(operation: what, message: "no address")
         for address in try await resolve(host, port: port, kind: .datagram, passive: true) {
             let s = try open(family: address.family, kind: .datagram)
-            var one: Int32 = 1
-            setsockopt(s.fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
             let rc = address.bytes.withUnsafeBytes { Glibc.bind(s.fd, $0.baseAddress?.assumingMemoryBound(to: sockaddr.self), socklen_t($0.count)) }
             if rc == 0 { return s }
             lastError = .errno(what)

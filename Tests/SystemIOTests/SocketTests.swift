@@ -228,6 +228,18 @@ private let hasIPv6Loopback: Bool = (try? TestListener(ipv6: true)) != nil
         #expect(error?.code == EADDRINUSE)
     }
 
+    /// Two udp sources (two locgate processes) on one port: the second must fail, not share the
+    /// datagrams (which SO_REUSEADDR on both sockets would allow).
+    @Test func aSecondUDPBindToThePortFails() async throws {
+        let first = try await Socket.bindUDP(host: "127.0.0.1", port: 0)
+        let port = try #require(first.localPort)
+        let error = await #expect(throws: SystemError.self) {
+            _ = try await Socket.bindUDP(host: "127.0.0.1", port: port)
+        }
+        #expect(error?.code == EADDRINUSE)
+        #expect(error?.description == "bind 127.0.0.1:\(port): Address already in use")
+    }
+
     @Test(.enabled(if: hasIPv6Loopback)) func ipv6LoopbackConnectsAndIsWrittenInBrackets() async throws {
         let listener = try TestListener(ipv6: true)
         let wakeup = try Wakeup()
