@@ -36,6 +36,7 @@ public struct FileSink: PositionSink {
         var bytes: [UInt8] = []
         let format = configuration.format
         let separator = Array(format.separator.utf8)
+        var attributeText = PositionJSON.AttributeCache()
         while let batch = await input.next() {
             bytes.removeAll(keepingCapacity: true)
             // Typical records are 200-300 bytes: one allocation per batch instead of regrowing.
@@ -45,7 +46,7 @@ public struct FileSink: PositionSink {
                 for i in positions.indices {
                     if format == .gpx && !positions[i].hasCoordinates { continue }
                     if !separator.isEmpty && (file.hasRecords || !bytes.isEmpty) { bytes.append(contentsOf: separator) }
-                    format.appendRecord(positions[i], to: &bytes)
+                    format.appendRecord(positions[i], to: &bytes, cache: &attributeText)
                 }
             }
             try file.append(bytes)

@@ -72,12 +72,19 @@ public enum PositionFormat: String, Sendable, CaseIterable {
 
     /// Appends one record (without separator; `jsonl` and `csv` records end with a newline).
     public func appendRecord(_ p: Position, to out: inout [UInt8]) {
+        var cache = PositionJSON.AttributeCache()
+        appendRecord(p, to: &out, cache: &cache)
+    }
+
+    /// ``appendRecord(_:to:)`` for a sink writing many records: the JSON formats take repeated
+    /// attributes' text from `cache` (``PositionJSON/AttributeCache``).
+    public func appendRecord(_ p: Position, to out: inout [UInt8], cache: inout PositionJSON.AttributeCache) {
         switch self {
         case .jsonl:
-            PositionJSON.append(p, to: &out)
+            PositionJSON.append(p, to: &out, cache: &cache)
             out.append(10)
         case .jsonArray:
-            PositionJSON.append(p, to: &out)
+            PositionJSON.append(p, to: &out, cache: &cache)
         case .csv:
             PositionFormat.appendCSV(p, to: &out)
         case .geojson:

@@ -35,65 +35,99 @@ public enum PositionJSON {
         ("event", "geofence transition {\"type\":\"enter|exit|dwell\",\"fence\":ID,\"name\":NAME} or receiver health {\"type\":\"fix_lost|fix_regained|no_data|data_resumed|antenna\",\"status\":\"ok|open|short\" (antenna only)}"),
     ]
 
+    /// Remembers the last attributes written and their JSON text.
+    ///
+    /// Consecutive positions usually carry the same attributes (the geofence and set transforms
+    /// hand one shared dictionary to every position they change), and sorting and writing them
+    /// costs more than the rest of the object. A sink that writes many positions keeps one cache
+    /// and passes it to ``PositionJSON/append(_:to:cache:)``.
+    public struct AttributeCache: Sendable {
+        fileprivate var attributes: [String: String] = [:]
+        fileprivate var text: [UInt8] = []
+        public init() {}
+    }
+
     /// Appends the JSON object for `p` (no trailing newline).
     public static func append(_ p: Position, to out: inout [UInt8]) {
-        // Everything but attributes and event has a known maximum size: it is written into a
-        // scratch buffer and appended with one copy (this runs once per position per sink).
+        var none: AttributeCache? = nil
+        append(p, to: &out, cache: &none)
+    }
+
+    /// Appends the JSON object for `p` (no trailing newline), taking the attributes' text from
+    /// `cache` when they are those of the position before.
+    public static func append(_ p: Position, to out: inout [UInt8], cache: inout AttributeCache) {
+        var some: AttributeCache? = cache
+        append(p, to: &out, cache: &some)
+        if let updated = some { cache = updated }
+    }
+
+    private static func append(_ p: Position, to out: inout [UInt8], cache: inout AttributeCache?) {
+        // The object has a known maximum size: it is written into a scratch buffer and appended
+        // with one copy (this runs once per position per sink).
         var room = 1200 + RawJSONWriter.maxLength(of: p.identifier) + RawJSONWriter.maxStringLength(p.source)
             + RawJSONWriter.maxStringLength(p.datum.name)
         if let d = p.device { room += RawJSONWriter.maxStringLength(d) }
+        let attributes = p.attributes
+        let cached = !attributes.isEmpty && cache.map { !$0.text.isEmpty && $0.attributes == attributes } == true
+        if cached, let c = cache {
+            room += c.text.count
+        } else {
+            room += 16
+            for (k, v) in attributes { room += RawJSONWriter.maxStringLength(k) + RawJSONWriter.maxStringLength(v) + 2 }
+        }
+        let event = p.event
+        if let e = event {
+            room += 64 + RawJSONWriter.maxStringLength(e.fenceId ?? "") + RawJSONWriter.maxStringLength(e.fenceName ?? "")
+                + RawJSONWriter.maxStringLength(e.status ?? "")
+        }
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: room) { buf in
             guard let base = buf.baseAddress else { return }
             var w = RawJSONWriter(base)
             appendScalars(p, to: &w)
+            if cached, let c = cache {
+                c.text.withUnsafeBufferPointer { w.bytes($0) }
+            } else if !attributes.isEmpty {
+                let start = w.count
+                appendAttributes(attributes, to: &w)
+                if cache != nil {
+                    cache?.attributes = attributes
+                    cache?.text = Array(UnsafeBufferPointer(start: base + start, count: w.count - start))
+                }
+            }
+            if let e = event {
+                w.bytes(#","event":{"type":"#)
+                w.string(e.kind.rawValue)
+                if let f = e.fenceId { w.bytes(#","fence":"#); w.string(f) }
+                if let n = e.fenceName { w.bytes(#","name":"#); w.string(n) }
+                if let st = e.status { w.bytes(#","status":"#); w.string(st) }
+                w.byte(UInt8(ascii: "}"))
+            }
+            w.byte(UInt8(ascii: "}"))
             out.append(contentsOf: UnsafeBufferPointer(start: base, count: w.count))
         }
-        guard !p.attributes.isEmpty || p.event != nil else { return }
-        @inline(__always) func key(_ k: StaticString) {
-            out.append(UInt8(ascii: ","))
-            out.append(UInt8(ascii: "\""))
-            out.append(contentsOf: UnsafeBufferPointer(start: k.utf8Start, count: k.utf8CodeUnitCount))
-            out.append(UInt8(ascii: "\""))
-            out.append(UInt8(ascii: ":"))
-        }
-        if !p.attributes.isEmpty {
-            key("attributes")
-            out.append(UInt8(ascii: "{"))
+    }
+
+    /// `,"attributes":{…}` with the keys in order.
+    private static func appendAttributes(_ attributes: [String: String], to w: inout RawJSONWriter) {
+        w.bytes(#","attributes":{"#)
+        if attributes.count == 1, let (k, v) = attributes.first {
+            w.string(k); w.byte(UInt8(ascii: ":")); w.string(v)
+        } else {
             // Sorted in a stack buffer: no array of keys and no lookups per position.
-            let attributes = p.attributes
             withUnsafeTemporaryAllocation(of: (key: String, value: String).self, capacity: attributes.count) { buf in
                 let (_, n) = buf.initialize(from: attributes)
                 var pairs = UnsafeMutableBufferPointer(rebasing: buf[0..<n])
                 pairs.sort { $0.key < $1.key }
                 for i in pairs.indices {
-                    if i > 0 { out.append(UInt8(ascii: ",")) }
-                    JSONWriter.appendString(pairs[i].key, to: &out)
-                    out.append(UInt8(ascii: ":"))
-                    JSONWriter.appendString(pairs[i].value, to: &out)
+                    if i > 0 { w.byte(UInt8(ascii: ",")) }
+                    w.string(pairs[i].key)
+                    w.byte(UInt8(ascii: ":"))
+                    w.string(pairs[i].value)
                 }
                 _ = pairs.deinitialize()
             }
-            out.append(UInt8(ascii: "}"))
         }
-        if let e = p.event {
-            key("event")
-            out.append(contentsOf: #"{"type":"#.utf8)
-            JSONWriter.appendString(e.kind.rawValue, to: &out)
-            if let f = e.fenceId {
-                out.append(contentsOf: #","fence":"#.utf8)
-                JSONWriter.appendString(f, to: &out)
-            }
-            if let n = e.fenceName {
-                out.append(contentsOf: #","name":"#.utf8)
-                JSONWriter.appendString(n, to: &out)
-            }
-            if let st = e.status {
-                out.append(contentsOf: #","status":"#.utf8)
-                JSONWriter.appendString(st, to: &out)
-            }
-            out.append(UInt8(ascii: "}"))
-        }
-        out.append(UInt8(ascii: "}"))
+        w.byte(UInt8(ascii: "}"))
     }
 
     /// Writes the object from `{` up to the last scalar member (`y`), without closing it.
@@ -134,8 +168,6 @@ public enum PositionJSON {
         w.bytes(#","datum":"#); w.string(p.datum.name)
         if let v = p.x { w.bytes(#","x":"#); w.number(v, ThreeDecimals.self) }
         if let v = p.y { w.bytes(#","y":"#); w.number(v, ThreeDecimals.self) }
-        // Without attributes or event the object ends here; otherwise `append` closes it.
-        if p.attributes.isEmpty && p.event == nil { w.byte(UInt8(ascii: "}")) }
     }
 
     /// The JSON text of one position.
