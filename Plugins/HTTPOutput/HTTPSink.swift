@@ -62,6 +62,8 @@ public struct HTTPSink: PositionSink {
         var firstUnflushed: ContinuousClock.Instant?
         let clock = ContinuousClock()
         var records: [OutboxEntry] = []
+        // Consecutive positions usually carry the same attributes: their text is written once.
+        var attributeText = PositionJSON.AttributeCache()
         func intervalFlush() {
             if unflushedCount > 0 || queue.depth > 0 { signal.post(ended: false, flushAll: true) }
             unflushedCount = 0
@@ -83,7 +85,7 @@ public struct HTTPSink: PositionSink {
                 for p in batch {
                     var json: [UInt8] = []
                     json.reserveCapacity(320)
-                    PositionJSON.append(p, to: &json)
+                    PositionJSON.append(p, to: &json, cache: &attributeText)
                     unflushedBytes += json.count + 1
                     records.append(OutboxEntry(id: p.id, payload: json, time: p.time?.milliseconds))
                 }
