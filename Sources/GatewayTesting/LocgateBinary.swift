@@ -25,11 +25,7 @@ public enum LocgateBinary {
     }
 
     /// What a finished run of the binary printed.
-    public struct Result: Sendable {
-        public var status: Int32
-        public var stdout: String
-        public var stderr: String
-    }
+    public typealias Result = Program.Result
 
     /// Starts the binary with `arguments` (without the binary itself), stdout and stderr on pipes
     /// the caller reads; the caller waits for or signals the process.
@@ -47,19 +43,7 @@ public enum LocgateBinary {
 
     /// Runs the binary with `arguments` to completion and returns what it printed.
     public static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
-        let (p, out, err) = try start(arguments, environment: environment)
-        // Both pipes are drained at once so neither can fill and block the child.
-        let stderrData = Mutex(Data())
-        let group = DispatchGroup()
-        DispatchQueue.global().async(group: group) {
-            let d = err.fileHandleForReading.readDataToEndOfFile()
-            stderrData.withLock { $0 = d }
-        }
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        group.wait()
-        p.waitUntilExit()
-        return Result(status: p.terminationStatus, stdout: String(decoding: o, as: UTF8.self),
-                      stderr: String(decoding: stderrData.withLock { $0 }, as: UTF8.self))
+        try Program.run(try path(), arguments, environment: environment)
     }
 
     /// Starts `arguments[0]` with the rest as arguments, in the package root, stderr (and stdout

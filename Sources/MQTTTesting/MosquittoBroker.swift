@@ -160,17 +160,9 @@ public final class MosquittoBroker: @unchecked Sendable {
 
     /// Runs a tool to its end; throws with its output when it fails.
     public static func run(_ tool: String, _ arguments: [String]) throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: tool)
-        p.arguments = arguments
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = out
-        try p.run()
-        let text = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        guard p.terminationStatus == 0 else {
-            throw BrokerError(description: "\(tool) \(arguments.joined(separator: " ")): \(String(decoding: text, as: UTF8.self))")
+        let r = try Program.run(tool, arguments)
+        guard r.status == 0 else {
+            throw BrokerError(description: "\(tool) \(arguments.joined(separator: " ")): \(r.output)")
         }
     }
 

@@ -5,16 +5,8 @@ import Testing
 /// Runs the built `locgate` binary: replay a receiver log → geofence keep_inside → file.
 @Suite(.timeLimit(.minutes(3)), .serialized) struct GeofenceEndToEndTests {
     func run(_ config: URL) throws -> (Int32, String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: try LocgateBinary.path())
-        p.arguments = ["run", config.path]
-        let err = Pipe()
-        p.standardError = err
-        p.standardOutput = FileHandle.nullDevice
-        try p.run()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: e, as: UTF8.self))
+        let r = try LocgateBinary.run(["run", config.path])
+        return (r.status, r.stderr)
     }
 
     func lines(_ url: URL) throws -> [[String: Any]] {

@@ -24,15 +24,8 @@ struct DrainTests {
     }
 
     static func pendingRows(_ queue: String) -> String {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["sqlite3", queue, "SELECT count(*) FROM pending"]
-        let out = Pipe()
-        p.standardOutput = out
-        try? p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let rows = (try? Program.run("/usr/bin/env", ["sqlite3", queue, "SELECT count(*) FROM pending"]))?.stdout ?? ""
+        return rows.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     @Test(.timeLimit(.minutes(1)))

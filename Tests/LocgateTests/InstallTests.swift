@@ -4,27 +4,12 @@ import Testing
 
 /// `make install` with the already built binary, staged under a temporary DESTDIR.
 @Suite struct InstallTests {
-    struct Output {
-        var status: Int32
-        var text: String
+    /// Runs a program to its end (looked up in PATH unless a path), in the package root.
+    func run(_ arguments: [String]) throws -> Program.Result {
+        try Program.run("/usr/bin/env", arguments, in: LocgateBinary.packageRoot)
     }
 
-    /// Runs a program to its end with stdout and stderr together.
-    func run(_ arguments: [String], in directory: URL = LocgateBinary.packageRoot) throws -> Output {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = arguments
-        p.currentDirectoryURL = directory
-        let pipe = Pipe()
-        p.standardOutput = pipe
-        p.standardError = pipe
-        try p.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return Output(status: p.terminationStatus, text: String(decoding: data, as: UTF8.self))
-    }
-
-    func install(into destdir: String) throws -> Output {
+    func install(into destdir: String) throws -> Program.Result {
         try run(["make", "-s", "install", "DESTDIR=\(destdir)", "PREFIX=/usr", "BINARY=\(try LocgateBinary.path())"])
     }
 
@@ -36,7 +21,7 @@ import Testing
     @Test(.timeLimit(.minutes(1))) func installLaysOutBinaryUnitUserConfigAndDocs() throws {
         let destdir = try makeTemporaryDirectoryURL().path
         let r = try install(into: destdir)
-        #expect(r.status == 0, "\(r.text)")
+        #expect(r.status == 0, "\(r.output)")
         let expected: [(String, mode_t)] = [
             ("/usr/bin/locgate", 0o755),
             ("/usr/lib/systemd/system/locgate.service", 0o644),
@@ -58,7 +43,7 @@ import Testing
         let sysusers = try String(contentsOfFile: destdir + "/usr/lib/sysusers.d/locgate.conf", encoding: .utf8)
         #expect(sysusers.contains("\nu locgate - ") && sysusers.contains("\nm locgate dialout\n"))
         let version = try run([destdir + "/usr/bin/locgate", "version"])
-        #expect(version.text.hasPrefix("locgate "))
+        #expect(version.output.hasPrefix("locgate "))
 
         // An operator's pipeline survives a second install.
         try Data("{}".utf8).write(to: URL(fileURLWithPath: destdir + "/etc/locgate/pipeline.json"))
@@ -87,8 +72,8 @@ import Testing
         let copy = destdir + "/locgate.service"
         try Data(unit.utf8).write(to: URL(fileURLWithPath: copy))
         let r = try run([try #require(InstallTests.systemdAnalyze), "verify", copy])
-        #expect(r.status == 0, "\(r.text)")
+        #expect(r.status == 0, "\(r.output)")
         // Unknown keys and bad values are only warnings: the output must be empty too.
-        #expect(r.text.isEmpty, "\(r.text)")
+        #expect(r.output.isEmpty, "\(r.output)")
     }
 }

@@ -9,17 +9,8 @@ import Testing
     /// Sets MDWE (prctl 65, flag 1) and execs its arguments; exits 97 when the kernel lacks it.
     static let wrapper = "import ctypes, os, sys\nif ctypes.CDLL(None).prctl(65, 1, 0, 0, 0) != 0: sys.exit(97)\nos.execv(sys.argv[1], sys.argv[1:])"
 
-    static func underMDWE(_ arguments: [String]) throws -> (status: Int32, output: String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["python3", "-c", wrapper] + arguments
-        let pipe = Pipe()
-        p.standardOutput = pipe
-        p.standardError = pipe
-        try p.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+    static func underMDWE(_ arguments: [String]) throws -> Program.Result {
+        try Program.run("/usr/bin/env", ["python3", "-c", wrapper] + arguments)
     }
 
     static let kernelHasMDWE = (try? underMDWE(["/bin/true"]).status) == 0

@@ -22,15 +22,7 @@ import Testing
 
     /// The ids still queued in an outbox file (read with the sqlite3 tool, as an operator would).
     static func queuedIDs(_ queue: String) throws -> [String] {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        p.arguments = [queue, "SELECT id FROM pending ORDER BY seq"]
-        let out = Pipe()
-        p.standardOutput = out
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
+        try Program.run("/usr/bin/sqlite3", [queue, "SELECT id FROM pending ORDER BY seq"]).stdout.split(separator: "\n").map(String.init)
     }
 
     @Test(.timeLimit(.minutes(3)))

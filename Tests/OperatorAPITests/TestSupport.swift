@@ -63,18 +63,10 @@ struct HTTPResult: Sendable {
 /// The `curl` command line client, a real HTTP peer.
 enum Curl {
     static func run(_ arguments: [String]) throws -> HTTPResult {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["curl", "-sS", "-i", "-m", "10"] + arguments
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        let text = String(decoding: data, as: UTF8.self)
+        let run = try Program.run("/usr/bin/env", ["curl", "-sS", "-i", "-m", "10"] + arguments)
+        let text = run.stdout
         guard let split = text.range(of: "\r\n\r\n") else {
-            return HTTPResult(status: 0, headers: [:], body: text, curlExit: p.terminationStatus)
+            return HTTPResult(status: 0, headers: [:], body: text, curlExit: run.status)
         }
         let head = text[..<split.lowerBound].components(separatedBy: "\r\n")
         let status = head.first.flatMap { $0.split(separator: " ").dropFirst().first.flatMap { Int($0) } } ?? 0
@@ -83,7 +75,7 @@ enum Curl {
             guard let colon = line.firstIndex(of: ":") else { continue }
             headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
         }
-        return HTTPResult(status: status, headers: headers, body: String(text[split.upperBound...]), curlExit: p.terminationStatus)
+        return HTTPResult(status: status, headers: headers, body: String(text[split.upperBound...]), curlExit: run.status)
     }
 }
 

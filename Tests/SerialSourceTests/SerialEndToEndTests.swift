@@ -232,17 +232,10 @@ struct SerialEndToEndTests {
     }
 
     @Test func locgatePortsPrintsATable() throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: PackagePaths.locgate)
-        p.arguments = ["ports"]
-        let pipe = Pipe()
-        p.standardOutput = pipe
-        try p.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        let text = String(decoding: data, as: UTF8.self)
+        let r = try Program.run(PackagePaths.locgate, ["ports"])
+        let text = r.stdout
         print("locgate ports:\n\(text)")
-        #expect(p.terminationStatus == 0)
+        #expect(r.status == 0)
         #expect(text.hasPrefix("PATH") || text.hasPrefix("no serial ports found"))
     }
 }

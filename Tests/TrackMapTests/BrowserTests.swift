@@ -9,20 +9,11 @@ struct BrowserTests {
     /// The DOM after the page's scripts ran.
     func dumpDOM(_ page: String, directory: String) throws -> String {
         let chromium = try #require(chromiumPath)
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: chromium)
-        p.arguments = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
+        return try Program.run(chromium, ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
                        "--user-data-dir=\(directory)/profile", "--window-size=1000,700",
                        // Any request off this machine would fail: the page must not need one.
                        "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
-                       "--virtual-time-budget=5000", "--dump-dom", URL(fileURLWithPath: page).absoluteString]
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return String(decoding: data, as: UTF8.self)
+                       "--virtual-time-budget=5000", "--dump-dom", URL(fileURLWithPath: page).absoluteString]).stdout
     }
 
     /// Elements with the class `className` (a whole class name), as their opening tags.
