@@ -3,36 +3,13 @@
 
 /// Appends JSON text to a byte buffer; used by every JSON encoder in the project.
 public enum JSONWriter {
-    /// Appends `s` as a quoted JSON string with the required escapes.
+    /// Appends `s` as a quoted JSON string with the required escapes (``RawJSONWriter``'s).
     public static func appendString(_ s: String, to out: inout [UInt8]) {
-        var s = s
-        s.withUTF8 { utf8 in
-            // Fast path: nothing to escape (ids, sources, datums), so one bulk copy.
-            var clean = true
-            for c in utf8 where c < 0x20 || c == 0x22 || c == 0x5C { clean = false; break }
-            out.append(0x22)
-            if clean {
-                out.append(contentsOf: utf8)
-            } else {
-                appendEscaped(utf8, to: &out)
-            }
-            out.append(0x22)
-        }
-    }
-
-    private static func appendEscaped(_ utf8: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
-        for c in utf8 {
-            switch c {
-            case 0x22: out.append(0x5C); out.append(0x22)
-            case 0x5C: out.append(0x5C); out.append(0x5C)
-            case 0x0A: out.append(0x5C); out.append(UInt8(ascii: "n"))
-            case 0x0D: out.append(0x5C); out.append(UInt8(ascii: "r"))
-            case 0x09: out.append(0x5C); out.append(UInt8(ascii: "t"))
-            case 0..<0x20:
-                let hex: [UInt8] = Array("0123456789abcdef".utf8)
-                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 48, 48, hex[Int(c >> 4)], hex[Int(c & 15)]])
-            default: out.append(c)
-            }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: RawJSONWriter.maxStringLength(s)) { buf in
+            guard let base = buf.baseAddress else { return }
+            var w = RawJSONWriter(base)
+            w.string(s)
+            out.append(contentsOf: UnsafeBufferPointer(start: base, count: w.count))
         }
     }
 
@@ -140,11 +117,11 @@ struct RawJSONWriter {
     static func maxLength(of id: PositionID) -> Int {
         switch id.storage {
         case .text(let s): maxStringLength(s)
-        case .numbered(let prefix, _, _): maxStringLength(prefix) + PositionID.maxNumberedTail
+        case .numbered(let prefix, _, _): maxStringLength(prefix) + 1 + maxNumberLength
         }
     }
 
-    /// Same text as ``JSONWriter/appendString(_:to:)``.
+    /// `s` as a quoted JSON string with the required escapes.
     mutating func string(_ s: String) {
         byte(0x22)
         stringContents(s)

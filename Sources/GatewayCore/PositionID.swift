@@ -28,16 +28,13 @@ public struct PositionID: Sendable, Hashable, CustomStringConvertible {
         switch storage {
         case .text(let s): return s
         case .numbered(let prefix, let marker, let number):
-            var prefix = prefix
-            return prefix.withUTF8 { pre in
-                withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.maxNumberedTail) { tail in
-                    let n = Self.writeTail(marker: marker, number: number, to: tail)
-                    return String(unsafeUninitializedCapacity: pre.count + n) { out in
-                        _ = out.initialize(from: pre)
-                        _ = UnsafeMutableBufferPointer(rebasing: out[pre.count...]).initialize(from: tail[0..<n])
-                        return pre.count + n
-                    }
-                }
+            // The digits as the JSON encoder writes them (RawJSONWriter.string(_: PositionID)).
+            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1 + RawJSONWriter.maxNumberLength) { buf in
+                guard let base = buf.baseAddress else { return prefix }
+                var w = RawJSONWriter(base)
+                if marker != 0 { w.byte(marker) }
+                w.int(number)
+                return prefix + String(decoding: UnsafeBufferPointer(start: base, count: w.count), as: UTF8.self)
             }
         }
     }
@@ -46,25 +43,6 @@ public struct PositionID: Sendable, Hashable, CustomStringConvertible {
     public var isEmpty: Bool {
         if case .text(let s) = storage { return s.isEmpty }
         return false
-    }
-
-    /// Room the marker and number of a numbered id can take: a marker, a sign and 19 digits.
-    static let maxNumberedTail = 21
-
-    /// Writes the marker (unless 0) and the decimal number to the start of `out`; returns the count.
-    @inline(__always)
-    static func writeTail(marker: UInt8, number: Int64, to out: UnsafeMutableBufferPointer<UInt8>) -> Int {
-        var k = 0
-        if marker != 0 { out[k] = marker; k += 1 }
-        if number < 0 { out[k] = UInt8(ascii: "-"); k += 1 }
-        var m = number.magnitude
-        var digits = 1
-        var power: UInt64 = 10
-        while digits < 19 && m >= power { digits += 1; power = power &* 10 }
-        var i = k + digits
-        let end = i
-        repeat { i -= 1; out[i] = UInt8(truncatingIfNeeded: 48 &+ m % 10); m /= 10 } while i > k
-        return end
     }
 
     public static func == (a: PositionID, b: PositionID) -> Bool {

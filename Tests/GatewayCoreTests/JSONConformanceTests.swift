@@ -31,6 +31,16 @@ import Testing
         #expect(Self.message(Self.parse(text)) == nil, "\(what)")
     }
 
+    /// The writer's escapes: the two-character ones where JSON has them, `\u00XX` (lowercase) for
+    /// the other control characters, everything else (UTF-8 included) as it is; and it reads back.
+    @Test func writesTheRequiredEscapesAndReadsBack() throws {
+        let text = "a\"b\\c/\n\r\t\u{1}\u{1f}é中"
+        var out: [UInt8] = []
+        JSONWriter.appendString(text, to: &out)
+        #expect(String(decoding: out, as: UTF8.self) == #""a\"b\\c/\n\r\t\u0001\u001fé中""#)
+        #expect(try JSONValue.parse(out) == .string(text))
+    }
+
     @Test func keepsKeysInWrittenOrderAndNumbersDistinctFromBooleans() throws {
         let v = try JSONValue.parse(string: #"{"z":1,"a":true,"m":"1"}"#)
         #expect(v.objectValue?.keys == ["z", "a", "m"])
