@@ -72,8 +72,8 @@ public enum PositionFormat: String, Sendable, CaseIterable {
 
     /// Appends one record (without separator; `jsonl` and `csv` records end with a newline).
     public func appendRecord(_ p: Position, to out: inout [UInt8]) {
-        var cache = PositionJSON.AttributeCache()
-        appendRecord(p, to: &out, cache: &cache)
+        var none = PositionJSON.AttributeCache.none
+        appendRecord(p, to: &out, cache: &none)
     }
 
     /// ``appendRecord(_:to:)`` for a sink writing many records: the JSON formats take repeated
@@ -97,9 +97,10 @@ public enum PositionFormat: String, Sendable, CaseIterable {
     /// A whole document for a batch (the HTTP sink's bodies).
     public func document(_ positions: [Position]) -> [UInt8] {
         var out = Array(header.utf8)
+        var attributeText = PositionJSON.AttributeCache()
         for (i, p) in positions.enumerated() {
             if i > 0 { out.append(contentsOf: separator.utf8) }
-            appendRecord(p, to: &out)
+            appendRecord(p, to: &out, cache: &attributeText)
         }
         out.append(contentsOf: trailer.utf8)
         return out

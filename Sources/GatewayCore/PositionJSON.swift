@@ -42,35 +42,36 @@ public enum PositionJSON {
     /// costs more than the rest of the object. A sink that writes many positions keeps one cache
     /// and passes it to ``PositionJSON/append(_:to:cache:)``.
     public struct AttributeCache: Sendable {
+        /// False for ``none``: a single record has nothing to share its text with.
+        fileprivate let remembers: Bool
         fileprivate var attributes: [String: String] = [:]
         fileprivate var text: [UInt8] = []
-        public init() {}
+
+        public init() { remembers = true }
+        private init(remembers: Bool) { self.remembers = remembers }
+
+        /// A cache that keeps nothing, for one record on its own.
+        public static var none: AttributeCache { AttributeCache(remembers: false) }
     }
 
     /// Appends the JSON object for `p` (no trailing newline).
     public static func append(_ p: Position, to out: inout [UInt8]) {
-        var none: AttributeCache? = nil
+        var none = AttributeCache.none
         append(p, to: &out, cache: &none)
     }
 
     /// Appends the JSON object for `p` (no trailing newline), taking the attributes' text from
     /// `cache` when they are those of the position before.
     public static func append(_ p: Position, to out: inout [UInt8], cache: inout AttributeCache) {
-        var some: AttributeCache? = cache
-        append(p, to: &out, cache: &some)
-        if let updated = some { cache = updated }
-    }
-
-    private static func append(_ p: Position, to out: inout [UInt8], cache: inout AttributeCache?) {
         // The object has a known maximum size: it is written into a scratch buffer and appended
         // with one copy (this runs once per position per sink).
         var room = 1200 + RawJSONWriter.maxLength(of: p.identifier) + RawJSONWriter.maxStringLength(p.source)
             + RawJSONWriter.maxStringLength(p.datum.name)
         if let d = p.device { room += RawJSONWriter.maxStringLength(d) }
         let attributes = p.attributes
-        let cached = !attributes.isEmpty && cache.map { !$0.text.isEmpty && $0.attributes == attributes } == true
-        if cached, let c = cache {
-            room += c.text.count
+        let cached = cache.remembers && !attributes.isEmpty && !cache.text.isEmpty && cache.attributes == attributes
+        if cached {
+            room += cache.text.count
         } else {
             room += 16
             for (k, v) in attributes { room += RawJSONWriter.maxStringLength(k) + RawJSONWriter.maxStringLength(v) + 2 }
@@ -84,14 +85,14 @@ public enum PositionJSON {
             guard let base = buf.baseAddress else { return }
             var w = RawJSONWriter(base)
             appendScalars(p, to: &w)
-            if cached, let c = cache {
-                c.text.withUnsafeBufferPointer { w.bytes($0) }
+            if cached {
+                cache.text.withUnsafeBufferPointer { w.bytes($0) }
             } else if !attributes.isEmpty {
                 let start = w.count
                 appendAttributes(attributes, to: &w)
-                if cache != nil {
-                    cache?.attributes = attributes
-                    cache?.text = Array(UnsafeBufferPointer(start: base + start, count: w.count - start))
+                if cache.remembers {
+                    cache.attributes = attributes
+                    cache.text = Array(UnsafeBufferPointer(start: base + start, count: w.count - start))
                 }
             }
             if let e = event {

@@ -26,6 +26,8 @@ struct EpochAssembler: Sendable {
     }
 
     private let options: NMEAOptions
+    /// The id prefix of positions without a time when the source has an `untimedToken`.
+    private let untimedPrefix: String?
     /// An empty position, copied to start each epoch (cheaper than building one every time).
     private let blank: Position
     private var epoch: Epoch
@@ -47,6 +49,7 @@ struct EpochAssembler: Sendable {
 
     init(options: NMEAOptions) {
         self.options = options
+        untimedPrefix = options.untimedToken.map { "\(options.idPrefix)n\($0)-" }
         blank = Position()
         epoch = Epoch(position: blank)
     }
@@ -221,8 +224,8 @@ struct EpochAssembler: Sendable {
                 lastTime = t.milliseconds
                 repeats = 0
             }
-        } else if let token = options.untimedToken {
-            p.identifier = PositionID(prefix: "\(options.idPrefix)n\(token)-", number: Int64(emitted))
+        } else if let prefix = untimedPrefix {
+            p.identifier = PositionID(prefix: prefix, number: Int64(emitted))
         } else {
             p.identifier = PositionID(prefix: options.idPrefix, marker: UInt8(ascii: "n"), number: Int64(emitted))
         }
