@@ -2,10 +2,35 @@
 ///
 /// Empty and missing trailing fields are absent values (nil). A non-empty field that does
 /// not parse sets ``failed``, and the caller rejects the sentence as `badField`.
+///
+/// The typed readers parse a field from where it starts and find its end (a comma or the end
+/// of the body) as they go, so each byte of a number is read once instead of once to find the
+/// comma and again to parse. A field whose parse stops before its end is bad; the reader then
+/// skips to the next comma, so the fields after it stay where they are.
 struct FieldReader {
+    /// The text of one field, with the comma that ends it, and the value it parsed to: RMC and
+    /// GGA (and GNS, GLL) of one epoch repeat the time and the coordinates byte for byte, and
+    /// comparing up to 16 bytes costs a fraction of parsing them again. The text was checked
+    /// when it was parsed, so the same text has the same value and no fault.
+    struct Memo {
+        fileprivate var key: (UInt64, UInt64) = (0, 0)
+        fileprivate var mask: (UInt64, UInt64) = (0, 0)
+        /// Bytes of text; 0 while nothing is remembered.
+        fileprivate var length = 0
+        fileprivate var bits: UInt64 = 0
+    }
+
+    /// The memos one decoder keeps from sentence to sentence.
+    struct Memos {
+        var time = Memo()
+        var latitude = Memo()
+        var longitude = Memo()
+    }
+
     private let bytes: UnsafeRawBufferPointer
+    /// Where the next field starts; `bytes.count + 1` once the body has no more fields (a body
+    /// that ends with a comma has an empty last field at `bytes.count`).
     private var position: Int
-    private var exhausted = false
     /// True once a non-empty field failed to parse.
     var failed = false
 
@@ -19,18 +44,12 @@ struct FieldReader {
     /// The byte range of the next field; empty once the sentence has no more fields.
     @inline(__always)
     mutating func next() -> Range<Int> {
-        guard !exhausted else { return position..<position }
-        let start = position
         let end = bytes.count
-        var i = start
-        while i < end && bytes[i] != 0x2C { i += 1 }
-        if i >= end {
-            exhausted = true
-            position = end
-        } else {
-            position = i + 1
-        }
-        return start..<i
+        let start = position
+        guard start <= end else { return end..<end }
+        let stop = fieldEnd(from: start)
+        position = stop < end ? stop + 1 : end + 1
+        return start..<stop
     }
 
     /// Skips `n` fields.
@@ -38,75 +57,166 @@ struct FieldReader {
         for _ in 0..<n { _ = next() }
     }
 
+    /// The index of the comma that ends the field holding `i`, or the end of the body.
+    @inline(__always)
+    private func fieldEnd(from i: Int) -> Int {
+        var i = i
+        while i < bytes.count && bytes[i] != 0x2C { i += 1 }
+        return i
+    }
+
+    /// True, stepping past it, when the next field is empty or there is none.
+    @inline(__always)
+    private mutating func takeEmpty() -> Bool {
+        let end = bytes.count
+        if position < end && bytes[position] != 0x2C { return false }
+        position = position < end ? position + 1 : end + 1
+        return true
+    }
+
+    /// A field's parse stopped at `i`: true when that is the field's end (the reader moves past
+    /// it); false when bytes are left over (the reader skips them and the comma).
+    @inline(__always)
+    private mutating func close(at i: Int) -> Bool {
+        let end = bytes.count
+        if i >= end { position = end + 1; return true }
+        if bytes[i] == 0x2C { position = i + 1; return true }
+        let stop = fieldEnd(from: i)
+        position = stop < end ? stop + 1 : end + 1
+        return false
+    }
+
+    /// Marks the field holding `i` bad and skips the rest of it.
+    @inline(__always)
+    private mutating func reject<T>(from i: Int) -> T? {
+        _ = close(at: fieldEnd(from: i))
+        failed = true
+        return nil
+    }
+
+    // MARK: - Memos
+
+    /// The remembered value when the next bytes are the memo's text, moving past them.
+    @inline(__always)
+    private mutating func recall(_ memo: Memo) -> UInt64? {
+        guard memo.length > 0, position + 16 <= bytes.count else { return nil }
+        let w0 = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
+        let w1 = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position + 8, as: UInt64.self))
+        guard w0 & memo.mask.0 == memo.key.0, w1 & memo.mask.1 == memo.key.1 else { return nil }
+        position += memo.length
+        return memo.bits
+    }
+
+    /// Remembers the text from `start` to here (what was just read, comma included) as `bits`,
+    /// when it fits the memo's 16 bytes.
+    ///
+    /// A text that ends the body is never remembered (it has no comma to pin its end): there
+    /// `position` is one past the end, so a length of at most 16 leaves less than 16 bytes from
+    /// `start`.
+    @inline(__always)
+    private func remember(from start: Int, _ bits: UInt64, in memo: inout Memo) {
+        let length = position - start
+        guard length <= 16, start + 16 <= bytes.count else { return }
+        let ones = UInt64.max
+        memo.mask = (length >= 8 ? ones : ones >> (64 - 8 * length), length >= 16 ? ones : length > 8 ? ones >> (128 - 8 * length) : 0)
+        memo.key = (UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: start, as: UInt64.self)) & memo.mask.0,
+                    UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: start + 8, as: UInt64.self)) & memo.mask.1)
+        memo.length = length
+        memo.bits = bits
+    }
+
+    /// ``timeOfDay()`` through a memo.
+    @inline(__always)
+    mutating func timeOfDay(_ memo: inout Memo) -> Int? {
+        if let bits = recall(memo) { return Int(bitPattern: UInt(bits)) }
+        let start = position
+        let t = timeOfDay()
+        if let t { remember(from: start, UInt64(UInt(bitPattern: t)), in: &memo) }
+        return t
+    }
+
+    /// ``coordinate(positive:negative:limit:)`` through a memo.
+    @inline(__always)
+    mutating func coordinate(positive: UInt8, negative: UInt8, limit: Double, _ memo: inout Memo) -> Double? {
+        if let bits = recall(memo) { return Double(bitPattern: bits) }
+        let start = position
+        let v = coordinate(positive: positive, negative: negative, limit: limit)
+        if let v { remember(from: start, v.bitPattern, in: &memo) }
+        return v
+    }
+
     // MARK: - Typed fields
 
     /// A decimal number such as `-12.345`, or nil when empty.
     mutating func decimal() -> Double? {
-        parseDecimal(next())
+        if takeEmpty() { return nil }
+        guard let (m, s) = mantissa() else { failed = true; return nil }
+        // Exact for up to 15 significant digits: both operands are exact doubles, one rounding.
+        return Double(m) / Self.pow10(s)
     }
 
     /// A non-negative integer, or nil when empty.
     mutating func integer() -> Int? {
-        let r = next()
-        if r.isEmpty { return nil }
+        if takeEmpty() { return nil }
         var v = 0
-        for i in r {
+        var i = position
+        while i < bytes.count {
             let d = bytes[i] &- 0x30
-            guard d < 10, v < 100_000_000 else { failed = true; return nil }
+            if d >= 10 || v >= 100_000_000 { break }  // a tenth significant digit is no count or id
             v = v * 10 + Int(d)
+            i += 1
         }
+        guard i > position, close(at: i) else { return reject(from: i) }
         return v
     }
 
     /// The first byte of the field, or nil when empty (mode indicators, statuses, units).
     mutating func character() -> UInt8? {
-        let r = next()
-        return r.isEmpty ? nil : bytes[r.lowerBound]
+        if takeEmpty() { return nil }
+        let c = bytes[position]
+        _ = next()
+        return c
     }
 
     /// A single-byte field that must be one of `allowed`, or nil when empty.
     mutating func flag(_ allowed: StaticString) -> UInt8? {
-        let r = next()
-        if r.isEmpty { return nil }
-        let c = bytes[r.lowerBound]
-        guard r.count == 1, Self.contains(allowed, c) else { failed = true; return nil }
+        if takeEmpty() { return nil }
+        let c = bytes[position]
+        guard close(at: position + 1), Self.contains(allowed, c) else { failed = true; return nil }
         return c
     }
 
     /// Time of day `hhmmss[.sss]` in milliseconds since midnight, or nil when empty.
     mutating func timeOfDay() -> Int? {
-        let r = next()
-        if r.isEmpty { return nil }
-        guard r.count >= 6 else { failed = true; return nil }
-        let b = r.lowerBound
-        guard let hh = twoDigits(b), let mm = twoDigits(b + 2), let ss = twoDigits(b + 4),
-              hh < 24, mm < 60, ss <= 60
-        else { failed = true; return nil }
+        if takeEmpty() { return nil }
+        let b = position
+        guard b + 6 <= bytes.count, let hh = twoDigits(b), let mm = twoDigits(b + 2), let ss = twoDigits(b + 4)
+        else { return reject(from: b) }
+        var i = b + 6
         var ms = 0
-        if r.count > 6 {
-            guard bytes[b + 6] == 0x2E else { failed = true; return nil }
+        if i < bytes.count && bytes[i] == 0x2E {
             var scale = 100
-            var i = b + 7
+            i += 1
             // A bare trailing dot (`123519.`) is tolerated; digits past milliseconds are dropped.
-            while i < r.upperBound {
+            while i < bytes.count {
                 let d = bytes[i] &- 0x30
-                guard d < 10 else { failed = true; return nil }
+                if d >= 10 { break }
                 ms += Int(d) * scale
                 scale /= 10
                 i += 1
             }
         }
+        guard close(at: i), hh < 24, mm < 60, ss <= 60 else { failed = true; return nil }
         return ((hh * 60 + mm) * 60 + ss) * 1000 + ms
     }
 
     /// Date `ddmmyy` as (day, month, two-digit year), or nil when empty.
     mutating func dateDDMMYY() -> (day: Int, month: Int, year: Int)? {
-        let r = next()
-        if r.isEmpty { return nil }
-        let b = r.lowerBound
-        guard r.count == 6, let d = twoDigits(b), let m = twoDigits(b + 2), let y = twoDigits(b + 4),
-              (1...31).contains(d), (1...12).contains(m)
-        else { failed = true; return nil }
+        if takeEmpty() { return nil }
+        let b = position
+        guard b + 6 <= bytes.count, let d = twoDigits(b), let m = twoDigits(b + 2), let y = twoDigits(b + 4)
+        else { return reject(from: b) }
+        guard close(at: b + 6), (1...31).contains(d), (1...12).contains(m) else { failed = true; return nil }
         return (d, m, y)
     }
 
@@ -117,14 +227,17 @@ struct FieldReader {
     ///   - negative: the hemisphere letter for negative values (`S` or `W`).
     ///   - limit: the largest absolute value in degrees (90 or 180).
     mutating func coordinate(positive: UInt8, negative: UInt8, limit: Double) -> Double? {
-        let valueRange = next()
-        let hemisphereRange = next()
-        if valueRange.isEmpty && hemisphereRange.isEmpty { return nil }
+        let valueEmpty = takeEmpty()
+        let parsed = valueEmpty ? nil : mantissa()
+        if takeEmpty() {
+            if !valueEmpty { failed = true }
+            return nil
+        }
+        let h = bytes[position]
         // ddmm.mmmm with more than 10 decimals of minutes is no receiver's (and 100·10^scale must fit an Int).
-        guard let (mantissa, scale) = parseMantissa(valueRange), mantissa >= 0, scale <= 10, hemisphereRange.count == 1
+        guard close(at: position + 1), let (mantissa, scale) = parsed, mantissa >= 0, scale <= 10,
+              h == positive || h == negative
         else { failed = true; return nil }
-        let h = bytes[hemisphereRange.lowerBound]
-        guard h == positive || h == negative else { failed = true; return nil }
         // Split whole degrees off in integers so the minutes keep every digit.
         // Receivers send 2 to 6 decimals of minutes: constant divisors become multiplications.
         let degrees: Int
@@ -146,25 +259,19 @@ struct FieldReader {
 
     // MARK: - Number parsing
 
-    /// A decimal number from the field's bytes; sets ``failed`` when it is not one.
-    mutating func parseDecimal(_ r: Range<Int>) -> Double? {
-        if r.isEmpty { return nil }
-        guard let (m, s) = parseMantissa(r) else { failed = true; return nil }
-        // Exact for up to 15 significant digits: both operands are exact doubles, one rounding.
-        return Double(m) / Self.pow10(s)
-    }
-
-    /// Parses `[+-]digits[.digits]` into an integer mantissa and a count of fraction digits.
+    /// Parses `[+-]digits[.digits]` from the start of a non-empty field into an integer mantissa
+    /// and a count of fraction digits, and moves past the field; nil when it is no such number.
     ///
     /// Fraction digits beyond 15 significant digits are dropped: no receiver is that precise.
     @inline(__always)
-    private func parseMantissa(_ r: Range<Int>) -> (Int, Int)? {
+    private mutating func mantissa() -> (Int, Int)? {
         // Fast path for what receivers send: at most 15 digits, so none is dropped and the
         // result is the same as the general loop's.
-        var i = r.lowerBound
-        let end = r.upperBound
+        let start = position
+        var i = start
+        let end = bytes.count
         var negative = false
-        if i < end && (bytes[i] == 0x2D || bytes[i] == 0x2B) {
+        if bytes[i] == 0x2D || bytes[i] == 0x2B {
             negative = bytes[i] == 0x2D
             i += 1
         }
@@ -190,13 +297,15 @@ struct FieldReader {
             scale = i - fracStart
         }
         guard intDigits + scale > 15 else {
-            guard i == end, intDigits + scale > 0 else { return nil }
+            guard close(at: i), intDigits + scale > 0 else { return nil }
             return (negative ? -mantissa : mantissa, scale)
         }
-        return parseLongMantissa(r)
+        let stop = fieldEnd(from: i)
+        _ = close(at: stop)
+        return parseLongMantissa(start..<stop)
     }
 
-    /// ``parseMantissa(_:)`` for fields of more than 15 digits.
+    /// ``mantissa()`` for fields of more than 15 digits.
     private func parseLongMantissa(_ r: Range<Int>) -> (Int, Int)? {
         var i = r.lowerBound
         var negative = false

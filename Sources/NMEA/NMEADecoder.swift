@@ -10,6 +10,8 @@ public struct NMEADecoder: Sendable {
     private var assembler: EpochAssembler
     private var counts = NMEAStatistics()
     private let requireChecksum: Bool
+    /// Field texts remembered from one sentence to the next (the time and coordinates an epoch repeats).
+    private var memos = FieldReader.Memos()
     /// Antenna statuses seen since the last ``takeAntennaReports()``, oldest first.
     private var antennaReports: [AntennaStatus] = []
 
@@ -26,7 +28,8 @@ public struct NMEADecoder: Sendable {
         var offset = 0
         while let framed = framer.nextLine(in: bytes, from: &offset) {
             switch framed {
-            case .input(let r): handle(Self.check(UnsafeRawBufferPointer(rebasing: bytes[r]), requireChecksum: requireChecksum), into: &out)
+            case .input(let r):
+                handle(Self.check(UnsafeRawBufferPointer(rebasing: bytes[r]), requireChecksum: requireChecksum, memos: &memos), into: &out)
             case .carried: handleLine(into: &out)
             }
         }
@@ -68,7 +71,9 @@ public struct NMEADecoder: Sendable {
 
     private mutating func handleLine(into out: inout [Position]) {
         let requireChecksum = requireChecksum
-        handle(framer.withLine { Self.check($0, requireChecksum: requireChecksum) }, into: &out)
+        var memos = memos
+        handle(framer.withLine { Self.check($0, requireChecksum: requireChecksum, memos: &memos) }, into: &out)
+        self.memos = memos
     }
 
     private mutating func handle(_ outcome: LineOutcome, into out: inout [Position]) {
@@ -139,7 +144,7 @@ public struct NMEADecoder: Sendable {
     }
 
     /// Verifies a framed line (from `$`/`!`, without its ending) and parses its body.
-    private static func check(_ line: UnsafeRawBufferPointer, requireChecksum: Bool) -> LineOutcome {
+    private static func check(_ line: UnsafeRawBufferPointer, requireChecksum: Bool, memos: inout FieldReader.Memos) -> LineOutcome {
         guard let first = line.first else { return .unknown }
         if first == 0x21 { return .ais }
         var end = line.count
@@ -163,7 +168,7 @@ public struct NMEADecoder: Sendable {
         }
         guard bodyEnd > 1 else { return .unknown }
         let body = UnsafeRawBufferPointer(rebasing: line[1..<bodyEnd])
-        switch SentenceParser.parse(body: body) {
+        switch SentenceParser.parse(body: body, memos: &memos) {
         case .sentence(let s): return .sentence(s)
         case .unknown: return AntennaSentence.status(body: body).map { .antenna($0, proprietary: false) } ?? .unknown
         case .proprietary: return AntennaSentence.status(body: body).map { .antenna($0, proprietary: true) } ?? .proprietary

@@ -26,8 +26,8 @@ enum SentenceParser {
     private static let hdt = code(0x48, 0x44, 0x54)
     private static let ths = code(0x54, 0x48, 0x53)
 
-    /// Classifies and parses one body.
-    static func parse(body: UnsafeRawBufferPointer) -> SentenceKind {
+    /// Classifies and parses one body; `memos` carry field texts from one sentence to the next.
+    static func parse(body: UnsafeRawBufferPointer, memos: inout FieldReader.Memos) -> SentenceKind {
         var addressLength = 0
         while addressLength < body.count && body[addressLength] != 0x2C { addressLength += 1 }
         guard addressLength >= 1 else { return .unknown }
@@ -41,15 +41,15 @@ enum SentenceParser {
         var f = FieldReader(body: body)
         let sentence: NMEASentence
         switch code(body[2], body[3], body[4]) {
-        case rmc: sentence = parseRMC(&f)
-        case gga: sentence = parseGGA(&f)
-        case gns: sentence = parseGNS(&f, body: body)
-        case gll: sentence = parseGLL(&f)
+        case rmc: sentence = parseRMC(&f, &memos)
+        case gga: sentence = parseGGA(&f, &memos)
+        case gns: sentence = parseGNS(&f, &memos, body: body)
+        case gll: sentence = parseGLL(&f, &memos)
         case gsa: sentence = parseGSA(&f)
         case gsv: sentence = parseGSV(&f)
         case vtg: sentence = parseVTG(&f)
-        case zda: sentence = parseZDA(&f)
-        case gst: sentence = parseGST(&f)
+        case zda: sentence = parseZDA(&f, &memos)
+        case gst: sentence = parseGST(&f, &memos)
         case hdt:
             let heading = f.decimal()
             _ = f.flag("T")
@@ -63,12 +63,12 @@ enum SentenceParser {
         return f.failed ? .badField : .sentence(sentence)
     }
 
-    private static func parseRMC(_ f: inout FieldReader) -> NMEASentence {
+    private static func parseRMC(_ f: inout FieldReader, _ memos: inout FieldReader.Memos) -> NMEASentence {
         var s = NMEASentence.RMC()
-        s.time = f.timeOfDay()
+        s.time = f.timeOfDay(&memos.time)
         s.status = f.flag("AV")
-        s.latitude = f.coordinate(positive: 0x4E, negative: 0x53, limit: 90)
-        s.longitude = f.coordinate(positive: 0x45, negative: 0x57, limit: 180)
+        s.latitude = f.coordinate(positive: 0x4E, negative: 0x53, limit: 90, &memos.latitude)
+        s.longitude = f.coordinate(positive: 0x45, negative: 0x57, limit: 180, &memos.longitude)
         s.speedKnots = f.decimal()
         s.course = f.decimal()
         s.date = f.dateDDMMYY()
@@ -78,11 +78,11 @@ enum SentenceParser {
         return .rmc(s)
     }
 
-    private static func parseGGA(_ f: inout FieldReader) -> NMEASentence {
+    private static func parseGGA(_ f: inout FieldReader, _ memos: inout FieldReader.Memos) -> NMEASentence {
         var s = NMEASentence.GGA()
-        s.time = f.timeOfDay()
-        s.latitude = f.coordinate(positive: 0x4E, negative: 0x53, limit: 90)
-        s.longitude = f.coordinate(positive: 0x45, negative: 0x57, limit: 180)
+        s.time = f.timeOfDay(&memos.time)
+        s.latitude = f.coordinate(positive: 0x4E, negative: 0x53, limit: 90, &memos.latitude)
+        s.longitude = f.coordinate(positive: 0x45, negative: 0x57, limit: 180, &memos.longitude)
         s.quality = f.integer()
         if let q = s.quality, q > 9 { f.failed = true }
         s.satellites = f.integer()
@@ -91,10 +91,10 @@ enum SentenceParser {
         return .gga(s)
     }
 
-    private static func parseGNS(_ f: inout FieldReader, body: UnsafeRawBufferPointer) -> NMEASentence {
-        let time = f.timeOfDay()
-        let latitude = f.coordinate(positive: 0x4E, negative: 0x53, limit: 90)
-        let longitude = f.coordinate(positive: 0x45, negative: 0x57, limit: 180)
+    private static func parseGNS(_ f: inout FieldReader, _ memos: inout FieldReader.Memos, body: UnsafeRawBufferPointer) -> NMEASentence {
+        let time = f.timeOfDay(&memos.time)
+        let latitude = f.coordinate(positive: 0x4E, negative: 0x53, limit: 90, &memos.latitude)
+        let longitude = f.coordinate(positive: 0x45, negative: 0x57, limit: 180, &memos.longitude)
         // One mode character per constellation (GPS, GLONASS, Galileo, BeiDou, …).
         let modes = f.next()
         var first: UInt8?
@@ -115,11 +115,11 @@ enum SentenceParser {
                           anyFix: anyFix, satellites: satellites, hdop: hdop, altitude: altitude))
     }
 
-    private static func parseGLL(_ f: inout FieldReader) -> NMEASentence {
+    private static func parseGLL(_ f: inout FieldReader, _ memos: inout FieldReader.Memos) -> NMEASentence {
         var s = NMEASentence.GLL()
-        s.latitude = f.coordinate(positive: 0x4E, negative: 0x53, limit: 90)
-        s.longitude = f.coordinate(positive: 0x45, negative: 0x57, limit: 180)
-        s.time = f.timeOfDay()
+        s.latitude = f.coordinate(positive: 0x4E, negative: 0x53, limit: 90, &memos.latitude)
+        s.longitude = f.coordinate(positive: 0x45, negative: 0x57, limit: 180, &memos.longitude)
+        s.time = f.timeOfDay(&memos.time)
         s.status = f.flag("AV")
         s.modeIndicator = f.flag("ADEFMNPRS")
         return .gll(s)
@@ -165,9 +165,9 @@ enum SentenceParser {
         return .vtg(s)
     }
 
-    private static func parseZDA(_ f: inout FieldReader) -> NMEASentence {
+    private static func parseZDA(_ f: inout FieldReader, _ memos: inout FieldReader.Memos) -> NMEASentence {
         var s = NMEASentence.ZDA()
-        s.time = f.timeOfDay()
+        s.time = f.timeOfDay(&memos.time)
         s.day = f.integer()
         s.month = f.integer()
         s.year = f.integer()
@@ -177,9 +177,9 @@ enum SentenceParser {
         return .zda(s)
     }
 
-    private static func parseGST(_ f: inout FieldReader) -> NMEASentence {
+    private static func parseGST(_ f: inout FieldReader, _ memos: inout FieldReader.Memos) -> NMEASentence {
         var s = NMEASentence.GST()
-        s.time = f.timeOfDay()
+        s.time = f.timeOfDay(&memos.time)
         _ = f.decimal()  // RMS of pseudorange residuals
         _ = f.decimal()  // error ellipse semi-major
         _ = f.decimal()  // semi-minor
