@@ -1,4 +1,4 @@
-// Positions per second through the geofence transform with 10, 1,000 and 10,000 polygon fences.
+// Positions per second through the geofence transform with 1, 10, 1,000 and 10,000 polygon fences.
 //
 // Fences are seeded, real-looking polygons: 50–500 vertices around a centre, radius 100 m–1.5 km
 // wobbling by low-frequency noise (like parcels, depots, districts). Positions are
@@ -113,7 +113,7 @@ let positionCount = Int(CommandLine.arguments.dropFirst().first ?? "") ?? 100_00
 print("geofence benchmark: \(positionCount) positions per run (100 vehicles), polygons of 50–500 vertices, seeded")
 print("                     spread (constant density)                      | dense (one 1° × 1° region)")
 print("fences  vertices  side   inside%  annotate pos/s  +events pos/s | inside%  annotate pos/s  +events pos/s")
-for count in [10, 1_000, 10_000] {
+for count in [1, 10, 1_000, 10_000] {
     var cells = [String]()
     for dense in [false, true] {
         let region = Region(size: dense ? 1.0 : 0.1 * (Double(count) / 10).squareRoot())

@@ -116,8 +116,12 @@ public struct GeofenceTransform: PositionTransform {
         var found: [Int] = []
         swap(&found, &containing)
         found.removeAll(keepingCapacity: true)
-        fenceSet.index.forEachCandidate(containing: point) { i in
-            if fenceSet.fences[i].shape.locate(point) != .outside { found.append(i) }
+        fenceSet.fences.withUnsafeBufferPointer { fences in
+            // Read in place through the buffer: `fences[i]` through the array copied the fence
+            // (a retain and a release of its id, name and shape) per candidate.
+            fenceSet.index.forEachCandidate(containing: point) { i in
+                if fences[i].shape.locate(point) != .outside { found.append(i) }
+            }
         }
         found.sort()
         swap(&found, &containing)

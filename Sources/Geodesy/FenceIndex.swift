@@ -38,6 +38,8 @@ public struct FenceIndex: Sendable {
     private let top: Range<Int>
     /// Depth-first stack size that cannot overflow: a full node's children per level, plus the top level.
     private let stackCapacity: Int
+    /// Some box reaches longitude 180 (its stored copy runs past the antimeridian).
+    private let crossesAntimeridian: Bool
 
     /// Number of indexed entries.
     public var count: Int { ids.count }
@@ -73,6 +75,7 @@ public struct FenceIndex: Sendable {
         }
         self.nodes = nodes
         self.top = top
+        crossesAntimeridian = rects.contains { $0.maxX >= 180 }
         stackCapacity = Self.capacity * (levels.count + 1)
     }
 
@@ -113,16 +116,23 @@ public struct FenceIndex: Sendable {
     /// Calls `body` with the id of every entry whose box contains the point (edges included).
     public func forEachCandidate(containing point: GeoPoint, _ body: (Int) throws -> Void) rethrows {
         let x = normalizeLongitude(point.longitude), y = point.latitude
-        let ids = self.ids, rects = self.rects
-        // Stored boxes start in -180..<180 and end before 540: x and x + 360 are the only copies.
-        try search(Rect(minX: x, maxX: x, minY: y, maxY: y)) { entry in
-            try body(ids[entry])
-        }
-        try search(Rect(minX: x + 360, maxX: x + 360, minY: y, maxY: y)) { entry in
-            let r = rects[entry]
-            // Already reported by the first copy.
-            if r.minX <= x && r.maxX >= x { return }
-            try body(ids[entry])
+        // Through buffer pointers: this runs once per position per geofence, and copies of the
+        // arrays for the closures cost a retain and a release each.
+        try ids.withUnsafeBufferPointer { ids in
+            try search(Rect(minX: x, maxX: x, minY: y, maxY: y)) { entry in
+                try body(ids[entry])
+            }
+            // Stored boxes start in -180..<180 and end before 540: x and x + 360 are the only
+            // copies, and x + 360 (from 180 on) only meets boxes that cross the antimeridian.
+            guard crossesAntimeridian else { return }
+            try rects.withUnsafeBufferPointer { rects in
+                try search(Rect(minX: x + 360, maxX: x + 360, minY: y, maxY: y)) { entry in
+                    let r = rects[entry]
+                    // Already reported by the first copy.
+                    if r.minX <= x && r.maxX >= x { return }
+                    try body(ids[entry])
+                }
+            }
         }
     }
 
