@@ -1,17 +1,37 @@
 /// "Did you mean" for configuration typos: the known name closest to what was written.
 public enum Suggestion {
     /// The candidate a typo of `word` most likely meant: within an edit distance of a third of
-    /// the word (at least 1), or one that extends it (`min_distance` → `min_distance_m`); nil
-    /// when nothing is that close.
+    /// the word (at least 1), one that extends it (`min_distance` → `min_distance_m`), or one it
+    /// abbreviates (`ubx` → `ublox`, `cmds` → `commands`); nil when nothing is that close. A
+    /// nearer edit wins over an abbreviation.
     public static func closest(to word: String, among candidates: [String]) -> String? {
         let w = Array(word.lowercased().utf8)
-        var best: (name: String, distance: Int)?
+        let limit = max(1, w.count / 3)
+        // Ranks in half steps: an edit of d is 2d, an abbreviation ranks just behind the limit.
+        var best: (name: String, rank: Int)?
         for c in candidates where c != word {
-            let lower = c.lowercased()
-            let d = lower.hasPrefix(word.lowercased()) || word.lowercased().hasPrefix(lower) ? 1 : distance(w, Array(lower.utf8))
-            if d <= max(1, w.count / 3), d < w.count, best.map({ d < $0.distance }) ?? true { best = (c, d) }
+            let lower = Array(c.lowercased().utf8)
+            let d = lower.starts(with: w) || w.starts(with: lower) ? 1 : distance(w, lower)
+            let rank: Int
+            if d <= limit && d < w.count {
+                rank = 2 * d
+            } else if abbreviates(w, lower) {
+                rank = 2 * limit + 1
+            } else {
+                continue
+            }
+            if best.map({ rank < $0.rank }) ?? true { best = (c, rank) }
         }
         return best?.name
+    }
+
+    /// Whether `a` (three letters or more) keeps the first letter of `b` and the rest of its
+    /// letters in order: how names are shortened.
+    static func abbreviates(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count >= 3, a.count < b.count, a.first == b.first else { return false }
+        var i = 0
+        for c in b where i < a.count && c == a[i] { i += 1 }
+        return i == a.count
     }
 
     /// Levenshtein distance (insertions, deletions, substitutions, and swaps of neighbours).
