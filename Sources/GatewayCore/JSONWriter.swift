@@ -97,20 +97,20 @@ struct RawJSONWriter {
     @inline(__always)
     mutating func byte(_ b: UInt8) {
         base[count] = b
-        count += 1
+        count &+= 1
     }
 
     @inline(__always)
     mutating func bytes(_ s: StaticString) {
         (base + count).update(from: s.utf8Start, count: s.utf8CodeUnitCount)
-        count += s.utf8CodeUnitCount
+        count &+= s.utf8CodeUnitCount
     }
 
     @inline(__always)
     mutating func bytes(_ b: UnsafeBufferPointer<UInt8>) {
         guard let start = b.baseAddress else { return }
         (base + count).update(from: start, count: b.count)
-        count += b.count
+        count &+= b.count
     }
 
     /// Room `id` can take as a quoted, escaped JSON string.
@@ -121,50 +121,66 @@ struct RawJSONWriter {
         }
     }
 
+    /// `v` (0...99) as two digits, a leading zero included.
+    @inline(__always)
+    mutating func twoDigits(_ v: Int) {
+        byte(UInt8(truncatingIfNeeded: 48 &+ v / 10))
+        byte(UInt8(truncatingIfNeeded: 48 &+ v % 10))
+    }
+
     /// `s` as a quoted JSON string with the required escapes.
+    @inline(__always)
     mutating func string(_ s: String) {
         byte(0x22)
-        stringContents(s)
+        count = Self.writeContents(s, base, at: count)
         byte(0x22)
     }
 
     /// The text of `id` as a JSON string, written from its parts.
+    @inline(__always)
     mutating func string(_ id: PositionID) {
         switch id.storage {
         case .text(let s): string(s)
         case .numbered(let prefix, let marker, let number):
             byte(0x22)
-            stringContents(prefix)
+            count = Self.writeContents(prefix, base, at: count)
             if marker != 0 { byte(marker) }
             int(number)
             byte(0x22)
         }
     }
 
-    /// `s` escaped, without quotes.
-    private mutating func stringContents(_ s: String) {
+    /// Writes `s` escaped, without quotes, at `base + at`; returns the count after it.
+    ///
+    /// Out of line and by value, like ``writeShortest(_:_:at:)``: a writer whose address is never
+    /// passed to a call keeps its count in a register while the position is written; passed
+    /// once, it is stored to memory after every byte.
+    private static func writeContents(_ s: String, _ base: UnsafeMutablePointer<UInt8>, at: Int) -> Int {
+        var w = RawJSONWriter(base)
+        w.count = at
         var s = s
         s.withUTF8 { utf8 in
             // Ids, sources, devices and datums need no escapes: one copy.
             var clean = true
             for c in utf8 where c < 0x20 || c == 0x22 || c == 0x5C { clean = false; break }
-            if clean { bytes(utf8); return }
+            if clean { w.bytes(utf8); return }
             for c in utf8 {
                 switch c {
-                case 0x22: byte(0x5C); byte(0x22)
-                case 0x5C: byte(0x5C); byte(0x5C)
-                case 0x0A: byte(0x5C); byte(UInt8(ascii: "n"))
-                case 0x0D: byte(0x5C); byte(UInt8(ascii: "r"))
-                case 0x09: byte(0x5C); byte(UInt8(ascii: "t"))
+                case 0x22: w.byte(0x5C); w.byte(0x22)
+                case 0x5C: w.byte(0x5C); w.byte(0x5C)
+                case 0x0A: w.byte(0x5C); w.byte(UInt8(ascii: "n"))
+                case 0x0D: w.byte(0x5C); w.byte(UInt8(ascii: "r"))
+                case 0x09: w.byte(0x5C); w.byte(UInt8(ascii: "t"))
                 case 0..<0x20:
                     let hex: StaticString = "0123456789abcdef"
-                    bytes("\\u00")
-                    byte(hex.utf8Start[Int(c >> 4)])
-                    byte(hex.utf8Start[Int(c & 15)])
-                default: byte(c)
+                    w.bytes("\\u00")
+                    w.byte(hex.utf8Start[Int(c >> 4)])
+                    w.byte(hex.utf8Start[Int(c & 15)])
+                default: w.byte(c)
                 }
             }
         }
+        return w.count
     }
 
     /// Same text as ``JSONWriter/appendInt(_:to:)``.
@@ -212,7 +228,7 @@ struct RawJSONWriter {
         case 3: number(v, ThreeDecimals.self)
         case 9: number(v, NineDecimals.self)
         case 0...18: number(v, decimals: decimals, scale: runtimeScale(decimals))
-        default: shortest(v)  // beyond 18 decimals the scaled value no longer fits the integers used here
+        default: count = Self.writeShortest(v, base, at: count)  // beyond 18 decimals the scaled value no longer fits the integers used here
         }
     }
 
@@ -231,7 +247,7 @@ struct RawJSONWriter {
         let x = abs(v) * scale.factor
         // `x.rounded()` (half away from zero) without a libm call: below 2^53 the integer
         // part and the remainder are exact.
-        guard x < 9e15 else { shortest(v); return }
+        guard x < 9e15 else { count = Self.writeShortest(v, base, at: count); return }
         var n = UInt64(x)
         if x - Double(n) >= 0.5 { n &+= 1 }
         let whole = n / scale.divisor
@@ -245,11 +261,15 @@ struct RawJSONWriter {
         while base[count &- 1] == 0x30 { count &-= 1 }
     }
 
-    /// The shortest form that reads back exactly, for values fixed-point cannot hold.
-    private mutating func shortest(_ v: Double) {
+    /// Writes the shortest form that reads back exactly, for values fixed-point cannot hold, at
+    /// `base + at`; returns the count after it.
+    private static func writeShortest(_ v: Double, _ base: UnsafeMutablePointer<UInt8>, at: Int) -> Int {
         var text: [UInt8] = []
         JSONWriter.appendNumber(v, to: &text)
-        text.withUnsafeBufferPointer { bytes($0) }
+        var w = RawJSONWriter(base)
+        w.count = at
+        text.withUnsafeBufferPointer { w.bytes($0) }
+        return w.count
     }
 }
 
