@@ -170,7 +170,7 @@ struct HealthAndDutyCycleTests {
     @Test(arguments: [
         (#"{ "type": "file", "path": "x.nmea", "duty_cycle": { "on": "10s", "every": "2m" } }"#, "sources.rx.duty_cycle: not supported by this component: duty cycling works on the serial and gpsd sources only"),
         (#"{ "type": "serial", "port": "/dev/ttyS0", "duty_cycle": { "on": "3m", "every": "2m", "method": "ublox" } }"#, "sources.rx.duty_cycle.on: must be shorter than every (2m)"),
-        (#"{ "type": "serial", "port": "/dev/ttyS0", "duty_cycle": { "on": "10s", "every": "2m", "method": "ubx" } }"#, "sources.rx.duty_cycle.method: unknown method \"ubx\"; expected one of \"ublox\", \"mtk\", \"commands\", \"close\""),
+        (#"{ "type": "serial", "port": "/dev/ttyS0", "duty_cycle": { "on": "10s", "every": "2m", "method": "ubx" } }"#, "sources.rx.duty_cycle.method: unknown method \"ubx\"; expected one of \"ublox\", \"mtk\", \"commands\", \"close\"; did you mean \"ublox\"?"),
         (#"{ "type": "gpsd", "duty_cycle": { "on": "10s", "every": "2m", "method": "ublox" } }"#, "sources.rx.duty_cycle.method: unknown option"),
     ])
     func badDutyCyclesAreRejectedAtValidate(source: String, expected: String) throws {
@@ -178,16 +178,8 @@ struct HealthAndDutyCycleTests {
         let path = dir.path + "/bad.json"
         try #"{ "sources": { "rx": \#(source) }, "sinks": { "out": { "type": "stdout", "inputs": ["rx"] } } }"#
             .write(toFile: path, atomically: true, encoding: .utf8)
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: PackagePaths.locgate)
-        p.arguments = ["validate", path]
-        let err = Pipe()
-        p.standardError = err
-        p.standardOutput = err
-        try p.run()
-        let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        #expect(p.terminationStatus == 2)
-        #expect(text.contains(expected), "validate said: \(text)")
+        let r = try Program.run(PackagePaths.locgate, ["validate", path])
+        #expect(r.status == 2)
+        #expect(r.output.contains(expected), "validate said: \(r.output)")
     }
 }
