@@ -17,7 +17,7 @@ struct CustomBuildTests {
                 "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
         let binary = example + "/.build/debug/locgate-custom"
 
-        let plugins = try run(binary, ["plugins"])
+        let plugins = try Program.run(binary, ["plugins"])
         #expect(plugins.status == 0)
         #expect(plugins.stdout.contains("source beacon — "))
         #expect(plugins.stdout.contains("source serial — "), "the built-in plugins are all there")
@@ -27,24 +27,10 @@ struct CustomBuildTests {
         let config = dir.appendingPathComponent("beacon.json")
         try #"{"sources":{"b":{"type":"beacon","lat":31.2304,"lon":121.4737,"interval":"10ms","count":2}},"sinks":{"o":{"type":"stdout","inputs":["b"],"format":"jsonl"}}}"#
             .write(to: config, atomically: true, encoding: .utf8)
-        let r = try run(binary, ["run", config.path])
+        let r = try Program.run(binary, ["run", config.path])
         #expect(r.status == 0, "\(r.stderr)")
         let lines = r.stdout.split(separator: "\n")
         #expect(lines.count == 2)
         #expect(lines.allSatisfy { $0.contains(#""lat":31.2304,"lon":121.4737"#) && $0.contains(#""device":"beacon""#) })
-    }
-
-    func run(_ binary: String, _ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: binary)
-        p.arguments = arguments
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
     }
 }

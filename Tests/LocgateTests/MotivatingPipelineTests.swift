@@ -139,13 +139,8 @@ import Testing
         let copy = try String(contentsOf: dir.appendingPathComponent("sent.jsonl"), encoding: .utf8).split(separator: "\n")
         #expect(copy.count == uploaded.count)
         #expect(copy.allSatisfy { $0.contains(#""datum":"bd09""#) })
-        let sqlite = Process()
-        sqlite.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        sqlite.arguments = ["sqlite3", dir.appendingPathComponent("upload.sqlite").path, "SELECT count(*) FROM pending;"]
-        let q = Pipe()
-        sqlite.standardOutput = q
-        try sqlite.run()
-        sqlite.waitUntilExit()
-        #expect(String(decoding: q.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "0")
+        let pending = try Program.run("/usr/bin/env", ["sqlite3", dir.appendingPathComponent("upload.sqlite").path, "SELECT count(*) FROM pending;"])
+        #expect(pending.status == 0, "\(pending.stderr)")
+        #expect(pending.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0")
     }
 }
