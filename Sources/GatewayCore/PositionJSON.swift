@@ -134,7 +134,7 @@ public enum PositionJSON {
     /// Writes the object from `{` up to the last scalar member (`y`), without closing it.
     private static func appendScalars(_ p: Position, to writer: inout RawJSONWriter) {
         // A local copy whose address no call sees: its count stays in a register instead of
-        // being stored to the caller's writer after every byte (about a third of the time).
+        // being stored to the caller's writer after every byte.
         var w = writer
         defer { writer = w }
         w.bytes(#"{"class":"TPV","id":"#)
