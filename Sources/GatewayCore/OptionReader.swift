@@ -53,8 +53,9 @@ public struct OptionReader {
             }
             let topLevel = path.isEmpty
             var message = topLevel ? "unknown top-level key" : "unknown option"
-            if let guess = Suggestion.closest(to: m.key, among: options) { message += "; did you mean \"\(guess)\"?" }
-            if !options.isEmpty { message += " \(topLevel ? "keys" : "options"): \(options.joined(separator: ", "))" }
+            let guess = Suggestion.closest(to: m.key, among: options)
+            if let guess { message += "; did you mean \"\(guess)\"?" }
+            if !options.isEmpty { message += "\(guess == nil ? ";" : "") \(topLevel ? "keys" : "options"): \(options.joined(separator: ", "))" }
             diagnostics.report(path(of: m.key), message)
         }
     }
@@ -128,7 +129,8 @@ public struct OptionReader {
     public mutating func choice(_ key: String, _ allowed: [String], default value: String) -> String {
         guard let s = string(key) else { return value }
         guard allowed.contains(s) else {
-            report(key, "expected one of \(allowed.map { "\"\($0)\"" }.joined(separator: ", ")), got \"\(s)\"")
+            let guess = Suggestion.closest(to: s, among: allowed).map { "; did you mean \"\($0)\"?" } ?? ""
+            report(key, "expected one of \(allowed.map { "\"\($0)\"" }.joined(separator: ", ")), got \"\(s)\"\(guess)")
             return value
         }
         return s

@@ -126,6 +126,8 @@ func metres(_ a: (Double, Double), _ b: (Double, Double)) -> Double {
         let (_, missing) = try configure(#"{"china_bounds": "all"}"#)
         #expect(missing.contains("transforms.c.to: required option is missing"))
         #expect(missing.contains { $0.hasPrefix("transforms.c.china_bounds: expected one of") })
+        let (_, typo) = try configure(#"{"to": "gcj2"}"#)
+        #expect(typo == [#"transforms.c.to: expected "wgs84", "gcj02", "bd09" or "EPSG:<code>", got "gcj2"; did you mean "gcj02"?"#])
     }
 }
 

@@ -45,6 +45,16 @@ import Testing
         #expect(p.first?.hasPrefix(#"sources.rx.rat: unknown option; did you mean "rate"? options: path, "#) == true, "\(p)")
     }
 
+    @Test func anUnknownKeyWithoutALikelyMeaningListsTheOptions() {
+        let p = problems(#"{"sources":{"rx":{"type":"file","path":"a.nmea","colour":"red"}},"sinks":{"o":{"type":"stdout","inputs":["rx"]}}}"#)
+        #expect(p.first?.hasPrefix("sources.rx.colour: unknown option; options: path, ") == true, "\(p)")
+    }
+
+    @Test func aMisspelledChoiceGetsTheSpellingItMeant() {
+        let p = problems(#"{"sources":{"rx":{"type":"file","path":"a.nmea"}},"sinks":{"o":{"type":"file","inputs":["rx"],"path":"o","format":"geojsn"}}}"#)
+        #expect(p == [#"sinks.o.format: expected one of "jsonl", "csv", "geojson", "gpx", got "geojsn"; did you mean "geojson"?"#])
+    }
+
     @Test func badValuesAreAllReportedAtOnce() {
         let p = problems("""
         {"settings":{"shutdown_timeout":"abc"},
