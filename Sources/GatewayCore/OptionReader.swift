@@ -14,6 +14,9 @@ public struct OptionReader {
     /// Every key an accessor asked for, present or not: plugin tests compare it with the documented options.
     public private(set) var askedKeys: [String] = []
     private var consumed: Set<String> = []
+    /// Dotted names of options documented inside nested objects (`batch.interval`): an unknown
+    /// key that is one of their last parts is pointed there (`interval` → `batch.interval`).
+    public var nestedOptions: [String] = []
 
     public init(object: JSONObject, path: String, diagnostics: ConfigurationDiagnostics,
                 environment: [String: String] = [:], baseDirectory: String = ".") {
@@ -54,6 +57,7 @@ public struct OptionReader {
             let topLevel = path.isEmpty
             var message = topLevel ? "unknown top-level key" : "unknown option"
             let guess = Suggestion.closest(to: m.key, among: options)
+                ?? nestedOptions.first { $0.split(separator: ".").last.map(String.init) == m.key }
             if let guess { message += "; did you mean \"\(guess)\"?" }
             if !options.isEmpty { message += "\(guess == nil ? ";" : "") \(topLevel ? "keys" : "options"): \(options.joined(separator: ", "))" }
             diagnostics.report(path(of: m.key), message)

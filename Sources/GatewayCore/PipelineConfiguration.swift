@@ -215,6 +215,7 @@ public struct PipelineConfiguration: Sendable {
             reader.report("type", "unknown \(kind.rawValue) type \"\(type)\";\(guess) known: \(known.joined(separator: ", "))")
             return nil
         }
+        reader.nestedOptions = plugin.info.options.map(\.name).filter { $0.contains(".") }
         let prepared = plugin.prepare(&reader)
         reader.finish()
         var written = object

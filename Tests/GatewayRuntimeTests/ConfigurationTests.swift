@@ -50,6 +50,11 @@ import Testing
         #expect(p.first?.hasPrefix("sources.rx.colour: unknown option; options: path, ") == true, "\(p)")
     }
 
+    @Test func anOptionOfANestedObjectWrittenAtTheTopIsPointedToItsPlace() {
+        let p = problems(#"{"sources":{"rx":{"type":"serial","port":"/dev/ttyS0","every":"2m"}},"sinks":{"o":{"type":"stdout","inputs":["rx"]}}}"#)
+        #expect(p.first?.hasPrefix(#"sources.rx.every: unknown option; did you mean "duty_cycle.every"? options: "#) == true, "\(p)")
+    }
+
     @Test func aMisspelledChoiceGetsTheSpellingItMeant() {
         let p = problems(#"{"sources":{"rx":{"type":"file","path":"a.nmea"}},"sinks":{"o":{"type":"file","inputs":["rx"],"path":"o","format":"geojsn"}}}"#)
         #expect(p == [#"sinks.o.format: expected one of "jsonl", "csv", "geojson", "gpx", got "geojsn"; did you mean "geojson"?"#])
