@@ -197,12 +197,20 @@ struct EpochAssembler: Sendable {
             resetEpoch()
             return
         }
-        var p = blank
-        swap(&p, &epoch.position)
+        // Swapped into the output for a blank and finished there: the position is never copied
+        // (a copy retains and later releases each of its strings).
         let mode = epoch.mode ?? lastMode
         let timeOfDay = epoch.timeOfDay
         resetEpoch()
         lastMode = mode
+        out.append(blank)
+        let last = out.count - 1
+        swap(&out[last], &epoch.position)
+        finish(&out[last], mode: mode, timeOfDay: timeOfDay)
+    }
+
+    /// Gives a merged position its mode, time, datum, origin and id.
+    private mutating func finish(_ p: inout Position, mode: FixMode, timeOfDay: Int?) {
         p.mode = mode
         if mode == .noFix {
             // gpsd reports no coordinates without a fix; neither do we.
@@ -229,7 +237,6 @@ struct EpochAssembler: Sendable {
         } else {
             p.identifier = PositionID(prefix: options.idPrefix, marker: UInt8(ascii: "n"), number: Int64(emitted))
         }
-        out.append(p)
     }
 
     /// Starts a new epoch; the caller has already left `epoch.position` blank.
