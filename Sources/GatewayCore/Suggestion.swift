@@ -9,7 +9,7 @@ public enum Suggestion {
         let limit = max(1, w.count / 3)
         // Ranks in half steps: an edit of d is 2d, an abbreviation ranks just behind the limit.
         var best: (name: String, rank: Int)?
-        for c in candidates where c != word {
+        for c in candidates where c != word && !c.isEmpty {
             let lower = Array(c.lowercased().utf8)
             let d = lower.starts(with: w) || w.starts(with: lower) ? 1 : distance(w, lower)
             let rank: Int

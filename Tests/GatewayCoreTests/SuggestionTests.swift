@@ -24,5 +24,7 @@ import Testing
         // Letters in order are not enough without the first one, nor for two letters.
         #expect(Suggestion.closest(to: "box", among: ["ublox", "mtk"]) == nil)
         #expect(Suggestion.closest(to: "ux", among: ["ublox", "mtk"]) == nil)
+        // An empty name is no suggestion (it is a prefix of every word).
+        #expect(Suggestion.closest(to: "colour", among: ["", "path"]) == nil)
     }
 }
