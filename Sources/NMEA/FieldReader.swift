@@ -44,11 +44,10 @@ struct FieldReader {
     /// The byte range of the next field; empty once the sentence has no more fields.
     @inline(__always)
     mutating func next() -> Range<Int> {
-        let end = bytes.count
         let start = position
-        guard start <= end else { return end..<end }
+        guard start <= bytes.count else { return bytes.count..<bytes.count }
         let stop = fieldEnd(from: start)
-        position = stop < end ? stop + 1 : end + 1
+        moveOn(after: stop)
         return start..<stop
     }
 
@@ -65,12 +64,17 @@ struct FieldReader {
         return i
     }
 
+    /// Moves to the field after the one that ends at `stop` (its comma, or the end of the body).
+    @inline(__always)
+    private mutating func moveOn(after stop: Int) {
+        position = stop < bytes.count ? stop + 1 : bytes.count + 1
+    }
+
     /// True, stepping past it, when the next field is empty or there is none.
     @inline(__always)
     private mutating func takeEmpty() -> Bool {
-        let end = bytes.count
-        if position < end && bytes[position] != 0x2C { return false }
-        position = position < end ? position + 1 : end + 1
+        if position < bytes.count && bytes[position] != 0x2C { return false }
+        moveOn(after: position)
         return true
     }
 
@@ -78,18 +82,15 @@ struct FieldReader {
     /// it); false when bytes are left over (the reader skips them and the comma).
     @inline(__always)
     private mutating func close(at i: Int) -> Bool {
-        let end = bytes.count
-        if i >= end { position = end + 1; return true }
-        if bytes[i] == 0x2C { position = i + 1; return true }
         let stop = fieldEnd(from: i)
-        position = stop < end ? stop + 1 : end + 1
-        return false
+        moveOn(after: stop)
+        return stop == i
     }
 
     /// Marks the field holding `i` bad and skips the rest of it.
     @inline(__always)
     private mutating func reject<T>(from i: Int) -> T? {
-        _ = close(at: fieldEnd(from: i))
+        moveOn(after: fieldEnd(from: i))
         failed = true
         return nil
     }
@@ -100,8 +101,7 @@ struct FieldReader {
     @inline(__always)
     private mutating func recall(_ memo: Memo) -> UInt64? {
         guard memo.length > 0, position + 16 <= bytes.count else { return nil }
-        let w0 = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
-        let w1 = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position + 8, as: UInt64.self))
+        let (w0, w1) = words(at: position)
         guard w0 & memo.mask.0 == memo.key.0, w1 & memo.mask.1 == memo.key.1 else { return nil }
         position += memo.length
         return memo.bits
@@ -119,10 +119,17 @@ struct FieldReader {
         guard length <= 16, start + 16 <= bytes.count else { return }
         let ones = UInt64.max
         memo.mask = (length >= 8 ? ones : ones >> (64 - 8 * length), length >= 16 ? ones : length > 8 ? ones >> (128 - 8 * length) : 0)
-        memo.key = (UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: start, as: UInt64.self)) & memo.mask.0,
-                    UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: start + 8, as: UInt64.self)) & memo.mask.1)
+        let (w0, w1) = words(at: start)
+        memo.key = (w0 & memo.mask.0, w1 & memo.mask.1)
         memo.length = length
         memo.bits = bits
+    }
+
+    /// The 16 bytes from `i` as two words, the first byte lowest.
+    @inline(__always)
+    private func words(at i: Int) -> (UInt64, UInt64) {
+        (UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)),
+         UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: i + 8, as: UInt64.self)))
     }
 
     /// ``timeOfDay()`` through a memo.
@@ -166,7 +173,7 @@ struct FieldReader {
             v = v * 10 + Int(d)
             i += 1
         }
-        guard i > position, close(at: i) else { return reject(from: i) }
+        guard close(at: i) else { failed = true; return nil }
         return v
     }
 
