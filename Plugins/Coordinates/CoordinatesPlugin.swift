@@ -62,23 +62,18 @@ public enum CoordinatesPlugin: TransformPlugin {
                     }
                 }
             } else {
-                options.report("to", "expected \"wgs84\", \"gcj02\", \"bd09\" or \"EPSG:<code>\", got \"\(text)\"\(Self.guess(text))")
+                options.report("to", "expected \"wgs84\", \"gcj02\", \"bd09\" or \"EPSG:<code>\", got \"\(text)\"\(Suggestion.hint(for: text, among: ["wgs84", "gcj02", "bd09"]))")
             }
         }
         if let text = options.string("from") {
             if case .geographic(let d)? = target(parsing: text) {
                 c.from = d
             } else {
-                options.report("from", "expected \"wgs84\", \"gcj02\" or \"bd09\", got \"\(text)\"\(Self.guess(text))")
+                options.report("from", "expected \"wgs84\", \"gcj02\" or \"bd09\", got \"\(text)\"\(Suggestion.hint(for: text, among: ["wgs84", "gcj02", "bd09"]))")
             }
         }
         c.chinaBounds = options.choice("china_bounds", ["box", "none"], default: "box") == "none" ? .none : .box
         return c
-    }
-
-    /// `; did you mean "gcj02"?` for a misspelled datum name, else nothing.
-    static func guess(_ text: String) -> String {
-        Suggestion.closest(to: text, among: ["wgs84", "gcj02", "bd09"]).map { "; did you mean \"\($0)\"?" } ?? ""
     }
 
     /// Parses `wgs84`, `gcj02`, `bd09` (with the spellings `Datum(parsing:)` accepts) or `EPSG:<code>`.

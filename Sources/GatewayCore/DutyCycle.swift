@@ -90,9 +90,8 @@ public struct DutyCycleConfiguration: Sendable, Hashable {
             let names = Method.allCases.map(\.rawValue)
             if let m = d.string("method") {
                 if let method = Method(rawValue: m) { c.method = method } else {
-                    var message = "unknown method \"\(m)\"; expected one of \(names.map { "\"\($0)\"" }.joined(separator: ", "))"
-                    if let guess = Suggestion.closest(to: m, among: names) { message += "; did you mean \"\(guess)\"?" }
-                    d.report("method", message)
+                    d.report("method", "unknown method \"\(m)\"; expected one of \(names.map { "\"\($0)\"" }.joined(separator: ", "))"
+                        + Suggestion.hint(for: m, among: names))
                     ok = false
                 }
             } else if !d.has("method") {

@@ -58,7 +58,7 @@ public struct OptionReader {
             var message = topLevel ? "unknown top-level key" : "unknown option"
             let guess = Suggestion.closest(to: m.key, among: options)
                 ?? nestedOptions.first { $0.split(separator: ".").last.map(String.init) == m.key }
-            if let guess { message += "; did you mean \"\(guess)\"?" }
+            message += Suggestion.hint(guess)
             if !options.isEmpty { message += "\(guess == nil ? ";" : "") \(topLevel ? "keys" : "options"): \(options.joined(separator: ", "))" }
             diagnostics.report(path(of: m.key), message)
         }
@@ -133,8 +133,7 @@ public struct OptionReader {
     public mutating func choice(_ key: String, _ allowed: [String], default value: String) -> String {
         guard let s = string(key) else { return value }
         guard allowed.contains(s) else {
-            let guess = Suggestion.closest(to: s, among: allowed).map { "; did you mean \"\($0)\"?" } ?? ""
-            report(key, "expected one of \(allowed.map { "\"\($0)\"" }.joined(separator: ", ")), got \"\(s)\"\(guess)")
+            report(key, "expected one of \(allowed.map { "\"\($0)\"" }.joined(separator: ", ")), got \"\(s)\"\(Suggestion.hint(for: s, among: allowed))")
             return value
         }
         return s

@@ -25,6 +25,17 @@ public enum Suggestion {
         return best?.name
     }
 
+    /// `; did you mean "NAME"?` for the candidate ``closest(to:among:)`` finds, or nothing: the
+    /// tail of a configuration message.
+    public static func hint(for word: String, among candidates: [String]) -> String {
+        hint(closest(to: word, among: candidates))
+    }
+
+    /// `; did you mean "NAME"?`, or nothing for nil.
+    public static func hint(_ name: String?) -> String {
+        name.map { "; did you mean \"\($0)\"?" } ?? ""
+    }
+
     /// Whether `a` (three letters or more) keeps the first letter of `b` and the rest of its
     /// letters in order: how names are shortened.
     static func abbreviates(_ a: [UInt8], _ b: [UInt8]) -> Bool {
