@@ -187,37 +187,128 @@ struct RawJSONWriter {
     @inline(__always)
     mutating func int(_ v: Int64) {
         let m = v.magnitude
-        // Digits counted by multiplying up (10^19 is the last power below 2^64).
-        var digits = 1
-        var power: UInt64 = 10
-        while digits < 20 && m >= power { digits += 1; power = power &* 10 }
+        // Digits from the bit length: log10(2) ≈ 1233 / 4096 gives the count or one less.
+        // `m | 1` gives 0 its one digit and compares like `m` with every power of ten above 1.
+        let bits = 64 &- (m | 1).leadingZeroBitCount
+        var digits = (bits &* 1233) >> 12
+        if m | 1 >= Self.power10(digits) { digits &+= 1 }
         if v < 0 { byte(UInt8(ascii: "-")) }
         self.digits(m, width: digits)
     }
 
-    /// "00" to "99": two digits per division.
+    /// 10^e for e in 0...19 (a switch of constants, compiled to a table lookup).
+    @inline(__always)
+    private static func power10(_ e: Int) -> UInt64 {
+        switch e {
+        case 0: 1
+        case 1: 10
+        case 2: 100
+        case 3: 1_000
+        case 4: 10_000
+        case 5: 100_000
+        case 6: 1_000_000
+        case 7: 10_000_000
+        case 8: 100_000_000
+        case 9: 1_000_000_000
+        case 10: 10_000_000_000
+        case 11: 100_000_000_000
+        case 12: 1_000_000_000_000
+        case 13: 10_000_000_000_000
+        case 14: 100_000_000_000_000
+        case 15: 1_000_000_000_000_000
+        case 16: 10_000_000_000_000_000
+        case 17: 100_000_000_000_000_000
+        case 18: 1_000_000_000_000_000_000
+        default: 10_000_000_000_000_000_000
+        }
+    }
+
+    /// The eight decimal digits of `v` (below 10^8), leading zeros included, as values 0...9 in
+    /// the bytes of one word, the first digit in the lowest byte (`| 0x3030…` makes them ASCII).
+    ///
+    /// No library formats integers into a caller's buffer without a string in between, and this
+    /// runs for the longer numbers of every record: the halves, quarters and digits are split in
+    /// parallel lanes of one word, each division a multiply and a shift that is exact for the
+    /// lane's range (x·10486 >> 20 = x / 100 below 43,699; x·103 >> 10 = x / 10 below 179).
+    @inline(__always)
+    static func digitValues(_ v: UInt64) -> UInt64 {
+        let high = v / 10_000
+        var x = high | (v &- high &* 10_000) << 32
+        var q = ((x &* 10486) >> 20) & 0x0000_007F_0000_007F
+        x = q | (x &- q &* 100) << 16
+        q = ((x &* 103) >> 10) & 0x000F_000F_000F_000F
+        return q | (x &- q &* 10) << 8
+    }
+
+    private static let zeros: UInt64 = 0x3030_3030_3030_3030
+
+    /// "00" to "99", for numbers of one or two digits (counts, modes, whole degrees).
     private static let digitPairs: StaticString = """
         00010203040506070809101112131415161718192021222324252627282930313233343536373839\
         40414243444546474849505152535455565758596061626364656667686970717273747576777879\
         8081828384858687888990919293949596979899
         """
 
-    /// Writes the last `width` decimal digits of `value`, leading zeros included.
+    /// Stores the eight bytes of `word`, lowest first, at `i`.
+    @inline(__always)
+    private func store(_ word: UInt64, at i: Int) {
+        UnsafeMutableRawPointer(base + i).storeBytes(of: word.littleEndian, as: UInt64.self)
+    }
+
+    /// Writes `value` (below 10^`width`, `width` at most 20) as `width` decimal digits, leading
+    /// zeros included.
+    ///
+    /// One or two digits from the pair table; more eight per store, left to right: a store may
+    /// write up to seven bytes past the number's end, which the following stores or text
+    /// overwrite. Every writer's buffer holds ``maxNumberLength`` bytes per number, which leaves
+    /// room for them.
     @inline(__always)
     private mutating func digits(_ value: UInt64, width: Int) {
-        var n = value
         let start = count
-        var i = start + width
-        count = i
-        let pairs = Self.digitPairs.utf8Start
-        while i - start >= 2 {
-            let r = Int(truncatingIfNeeded: n % 100)
-            n /= 100
-            i -= 2
-            base[i] = pairs[2 &* r]
-            base[i + 1] = pairs[2 &* r &+ 1]
+        count = start &+ width
+        if width <= 2 {
+            let pair = Self.digitPairs.utf8Start + 2 &* Int(truncatingIfNeeded: value)
+            if width == 2 { base[start] = pair[0] }
+            base[count &- 1] = pair[1]
+            return
         }
-        if i > start { base[start] = UInt8(truncatingIfNeeded: 48 &+ n % 10) }
+        if width <= 8 {
+            store(Self.digitValues(value) &>> (64 &- 8 &* UInt64(width)) | Self.zeros, at: start)
+            return
+        }
+        let low = value % 100_000_000
+        var rest = value / 100_000_000
+        if width <= 16 {
+            store(Self.digitValues(rest) &>> (128 &- 8 &* UInt64(width)) | Self.zeros, at: start)
+        } else {
+            let middle = rest % 100_000_000
+            rest /= 100_000_000
+            store(Self.digitValues(rest) &>> (192 &- 8 &* UInt64(width)) | Self.zeros, at: start)
+            store(Self.digitValues(middle) | Self.zeros, at: start &+ width &- 16)
+        }
+        store(Self.digitValues(low) | Self.zeros, at: start &+ width &- 8)
+    }
+
+    /// Writes the fraction `value` (not zero, below 10^`width`) as `width` digits without
+    /// their trailing zeros: the last digit kept is the highest non-zero byte of the digit word.
+    @inline(__always)
+    private mutating func fraction(_ value: UInt64, width: Int) {
+        let start = count
+        if width <= 8 {
+            let d = Self.digitValues(value) &>> (64 &- 8 &* UInt64(width))
+            store(d | Self.zeros, at: start)
+            count = start &+ (71 &- d.leadingZeroBitCount) >> 3
+        } else if width <= 16 {
+            let low = Self.digitValues(value % 100_000_000)
+            let head = Self.digitValues(value / 100_000_000) &>> (128 &- 8 &* UInt64(width))
+            store(head | Self.zeros, at: start)
+            store(low | Self.zeros, at: start &+ width &- 8)
+            count = low != 0 ? start &+ width &- 8 &+ (71 &- low.leadingZeroBitCount) >> 3
+                : start &+ (71 &- head.leadingZeroBitCount) >> 3
+        } else {
+            digits(value, width: width)
+            while base[count &- 1] == 0x30 { count &-= 1 }
+        }
     }
 
     /// Same text as ``JSONWriter/appendNumber(_:decimals:to:)``: rounded to `decimals`, without
@@ -248,7 +339,8 @@ struct RawJSONWriter {
         // `x.rounded()` (half away from zero) without a libm call: below 2^53 the integer
         // part and the remainder are exact.
         guard x < 9e15 else { count = Self.writeShortest(v, base, at: count); return }
-        var n = UInt64(x)
+        // Through Int64: one instruction, where a conversion to UInt64 takes two paths.
+        var n = UInt64(bitPattern: Int64(x))
         if x - Double(n) >= 0.5 { n &+= 1 }
         let whole = n / scale.divisor
         if v < 0 && n != 0 { byte(UInt8(ascii: "-")) }
@@ -256,9 +348,7 @@ struct RawJSONWriter {
         let fraction = n &- whole &* scale.divisor
         guard fraction != 0 else { return }
         byte(UInt8(ascii: "."))
-        digits(fraction, width: decimals)
-        // Trailing zeros of the fraction are not written; a digit before them is not a zero.
-        while base[count &- 1] == 0x30 { count &-= 1 }
+        self.fraction(fraction, width: decimals)
     }
 
     /// Writes the shortest form that reads back exactly, for values fixed-point cannot hold, at

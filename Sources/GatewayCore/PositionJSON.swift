@@ -46,6 +46,11 @@ public enum PositionJSON {
         fileprivate let remembers: Bool
         fileprivate var attributes: [String: String] = [:]
         fileprivate var text: [UInt8] = []
+        /// Where each object is written before its one copy to the output, kept from record to
+        /// record: the room an object may need is over a kilobyte, which is more than a
+        /// temporary allocation takes on the stack, so a fresh buffer would be a heap
+        /// allocation per record.
+        fileprivate var scratch: [UInt8] = []
 
         public init() { remembers = true }
         private init(remembers: Bool) { self.remembers = remembers }
@@ -63,8 +68,8 @@ public enum PositionJSON {
     /// Appends the JSON object for `p` (no trailing newline), taking the attributes' text from
     /// `cache` when they are those of the position before.
     public static func append(_ p: Position, to out: inout [UInt8], cache: inout AttributeCache) {
-        // The object has a known maximum size: it is written into a scratch buffer and appended
-        // with one copy (this runs once per position per sink).
+        // The object has a known maximum size: it is written into the cache's scratch buffer and
+        // appended with one copy (this runs once per position per sink).
         var room = 1200 + RawJSONWriter.maxLength(of: p.identifier) + RawJSONWriter.maxStringLength(p.source)
             + RawJSONWriter.maxStringLength(p.datum.name)
         if let d = p.device { room += RawJSONWriter.maxStringLength(d) }
@@ -81,7 +86,11 @@ public enum PositionJSON {
             room += 64 + RawJSONWriter.maxStringLength(e.fenceId ?? "") + RawJSONWriter.maxStringLength(e.fenceName ?? "")
                 + RawJSONWriter.maxStringLength(e.status ?? "")
         }
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: room) { buf in
+        var scratch: [UInt8] = []
+        swap(&scratch, &cache.scratch)
+        defer { swap(&scratch, &cache.scratch) }
+        if scratch.count < room { scratch = [UInt8](repeating: 0, count: room) }
+        scratch.withUnsafeMutableBufferPointer { buf in
             guard let base = buf.baseAddress else { return }
             var w = RawJSONWriter(base)
             appendScalars(p, to: &w)

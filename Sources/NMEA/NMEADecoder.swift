@@ -31,6 +31,9 @@ public struct NMEADecoder: Sendable {
             case .input(let r):
                 handle(Self.check(UnsafeRawBufferPointer(rebasing: bytes[r]), requireChecksum: requireChecksum, memos: &memos), into: &out)
             case .carried: handleLine(into: &out)
+            case .clean(let body, let sum, let declared):
+                handle(sum == declared ? Self.parse(UnsafeRawBufferPointer(rebasing: bytes[body]), memos: &memos) : .badChecksum,
+                       into: &out)
             }
         }
     }
@@ -167,7 +170,11 @@ public struct NMEADecoder: Sendable {
             for i in 1..<bodyEnd where !Self.isBodyCharacter(line[i]) { return .invalidCharacter }
         }
         guard bodyEnd > 1 else { return .unknown }
-        let body = UnsafeRawBufferPointer(rebasing: line[1..<bodyEnd])
+        return parse(UnsafeRawBufferPointer(rebasing: line[1..<bodyEnd]), memos: &memos)
+    }
+
+    /// Parses a checked, non-empty body.
+    private static func parse(_ body: UnsafeRawBufferPointer, memos: inout FieldReader.Memos) -> LineOutcome {
         switch SentenceParser.parse(body: body, memos: &memos) {
         case .sentence(let s): return .sentence(s)
         case .unknown: return AntennaSentence.status(body: body).map { .antenna($0, proprietary: false) } ?? .unknown

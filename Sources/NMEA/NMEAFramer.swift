@@ -50,6 +50,11 @@ public struct NMEAFramer: Sendable {
         case input(Range<Int>)
         /// The line spans reads: read it with ``withLine(_:)``.
         case carried
+        /// A whole `$body*HH` line in `input`, `body` its range between `$` and `*`, whose body
+        /// bytes are all printable ASCII other than `!`, `$` and `*` (so the decoder's byte
+        /// checks are done) and whose `HH` are hex digits: `bodyXOR` is the XOR of the body and
+        /// `declared` the value of `HH`. The common line, framed and summed in one pass.
+        case clean(body: Range<Int>, bodyXOR: UInt8, declared: UInt8)
     }
 
     /// Consumes bytes of `input` from `offset` until a line is complete.
@@ -60,6 +65,9 @@ public struct NMEAFramer: Sendable {
         switch nextLine(in: input, from: &offset) {
         case nil: return false
         case .carried?: return true
+        case .clean(let body, _, _)?:
+            line.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[(body.lowerBound - 1)..<(body.upperBound + 3)]))
+            return true
         case .input(let r)?:
             line.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[r]))
             return true
@@ -78,6 +86,19 @@ public struct NMEAFramer: Sendable {
         var lineStart = -1
         var i = offset
         let n = input.count
+        if case .idle = state {
+            // Fast path: past the last line's ending, a whole clean line. Anything else (noise,
+            // a comment, `$$`, a cut or over-long line, a line running past this input) takes
+            // the general path below from `offset`, which nothing here has changed.
+            var j = i
+            while j < n && (input[j] == 0x0A || input[j] == 0x0D) { j += 1 }
+            if j < n && input[j] == 0x24, let line = Self.cleanLine(in: input, dollar: j, maxLength: maxLineLength) {
+                state = .idle(lineStart: true)
+                complete = true
+                offset = line.body.upperBound + 4
+                return .clean(body: line.body, bodyXOR: line.xor, declared: line.declared)
+            }
+        }
         while i < n {
             switch state {
             case .idle(var atLineStart):
@@ -205,6 +226,46 @@ public struct NMEAFramer: Sendable {
             i += 8
         }
         return i
+    }
+
+    /// The clean line (see ``Framed/clean(body:bodyXOR:declared:)``) starting at the `$` at
+    /// `dollar` and ending with CR or LF in `input`, or nil when the line is anything else.
+    ///
+    /// Eight bytes at a time, one test per word: a byte below `+` (0x2B: controls, CR, LF,
+    /// space, `!`, `$`, `*` and a few punctuation marks) or above `~` stops the scan, and the
+    /// first stop must be the `*` before `HH` and the line ending. The bit tests may flag bytes
+    /// after the first real stop but never before it, so the lowest flag is exact.
+    @inline(__always)
+    private static func cleanLine(in input: UnsafeRawBufferPointer, dollar: Int, maxLength: Int)
+        -> (body: Range<Int>, xor: UInt8, declared: UInt8)? {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        let n = input.count
+        var x: UInt64 = 0
+        var i = dollar + 1
+        // Words that fit in `input`, and no further than a line may be long.
+        let last = min(n - 8, dollar + maxLength)
+        while i <= last {
+            let w = UInt64(littleEndian: input.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+            let stops = ((w &- ones &* 0x2B) & ~w | (w &+ ones) | w) & highs
+            if stops == 0 {
+                x ^= w
+                i += 8
+                continue
+            }
+            let k = stops.trailingZeroBitCount >> 3
+            x ^= w & ((1 &<< UInt64(k &* 8)) &- 1)
+            let star = i + k
+            guard star > dollar + 1, star + 3 < n, star + 3 - dollar <= maxLength, input[star] == 0x2A,
+                  let hi = NMEAChecksum.hexValue(input[star + 1]), let lo = NMEAChecksum.hexValue(input[star + 2]),
+                  input[star + 3] == 0x0D || input[star + 3] == 0x0A
+            else { return nil }
+            x ^= x >> 32
+            x ^= x >> 16
+            x ^= x >> 8
+            return ((dollar + 1)..<star, UInt8(truncatingIfNeeded: x), hi << 4 | lo)
+        }
+        return nil
     }
 
     /// Ends the input: frames a last line that had no line ending.

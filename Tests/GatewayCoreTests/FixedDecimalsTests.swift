@@ -68,12 +68,40 @@ import GatewayTesting
             var v = Double.random(in: -1...1, using: &random) * pow(10, Double(i % 14) - 8)
             if i % 5 == 0 { v = (v * 1000).rounded() / 1000 }  // values with trailing zeros
             if i % 11 == 0 { v = (v * 200).rounded() / 200 + 0.005 }  // ties at 2 decimals
-            for d in [0, 1, 2, 3, 6, 7, 9] where abs(v) * pow(10, Double(d)) < 9e15 {
+            for d in [0, 1, 2, 3, 6, 7, 9, 12, 15, 18] where abs(v) * pow(10, Double(d)) < 9e15 {
                 let written = Self.text(v, d)
                 if written != Self.reference(v, d) && mismatches.count < 5 {
                     mismatches.append("\(v) with \(d) decimals: \(written), expected \(Self.reference(v, d))")
                 }
             }
+        }
+        #expect(mismatches.isEmpty, "\(mismatches)")
+    }
+
+    /// Integers of every length (ids are 13 digits, counts one or two) against the standard
+    /// library's text: the digit count and the eight-digit groups at each boundary.
+    @Test func integersMatchTheStandardLibrary() {
+        var values: [Int64] = [0, 1, 9, 10, 11, 99, 100, 1_714_521_600_000, Int64.max, Int64.min, Int64.min + 1]
+        var power: Int64 = 10
+        while true {
+            values += [power - 1, power, power + 1, -power, -(power - 1)]
+            let (next, overflow) = power.multipliedReportingOverflow(by: 10)
+            if overflow { break }
+            power = next
+        }
+        var random = SeededGenerator(seed: 20)
+        for i in 0..<50_000 {
+            let digits = i % 19 + 1
+            let limit = digits == 19 ? Int64.max : Int64(pow(10, Double(digits))) - 1
+            let v = Int64.random(in: 0...limit, using: &random)
+            values.append(i % 2 == 0 ? v : -v)
+        }
+        var mismatches: [String] = []
+        for v in values {
+            var out: [UInt8] = []
+            JSONWriter.appendInt(v, to: &out)
+            let written = String(decoding: out, as: UTF8.self)
+            if written != String(v) && mismatches.count < 5 { mismatches.append("\(v): \(written)") }
         }
         #expect(mismatches.isEmpty, "\(mismatches)")
     }
