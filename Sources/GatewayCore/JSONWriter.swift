@@ -328,7 +328,16 @@ struct RawJSONWriter {
     /// value, the compiler merged the cases into one hardware division per number.
     @inline(__always)
     mutating func number<D: FixedDecimals>(_ v: Double, _: D.Type) {
-        number(v, decimals: D.count, scale: (D.scale, D.divisor))
+        count = Self.writeFixed(v, D.self, base, at: count)
+    }
+
+    /// `number(v, D.self)` at `base + at`; returns the count after it. By value, like
+    /// ``writeContents(_:_:at:)``: the count stays in a register.
+    private static func writeFixed<D: FixedDecimals>(_ v: Double, _: D.Type, _ base: UnsafeMutablePointer<UInt8>, at: Int) -> Int {
+        var w = RawJSONWriter(base)
+        w.count = at
+        w.number(v, decimals: D.count, scale: (D.scale, D.divisor))
+        return w.count
     }
 
     /// The body of every `number` overload: `decimals` digits at most, `scale` = 10^decimals.
@@ -336,12 +345,13 @@ struct RawJSONWriter {
     private mutating func number(_ v: Double, decimals: Int, scale: (factor: Double, divisor: UInt64)) {
         guard v.isFinite else { bytes("null"); return }
         let x = abs(v) * scale.factor
-        // `x.rounded()` (half away from zero) without a libm call: below 2^53 the integer
-        // part and the remainder are exact.
         guard x < 9e15 else { count = Self.writeShortest(v, base, at: count); return }
-        // Through Int64: one instruction, where a conversion to UInt64 takes two paths.
-        var n = UInt64(bitPattern: Int64(x))
-        if x - Double(n) >= 0.5 { n &+= 1 }
+        // `x.rounded()` (half away from zero) without a libm call: below 2^53 the integer
+        // part and the remainder are exact. Through Int64: one instruction each way, where
+        // conversions to and from UInt64 take two paths.
+        var whole64 = Int64(x)
+        if x - Double(whole64) >= 0.5 { whole64 &+= 1 }
+        let n = UInt64(bitPattern: whole64)
         let whole = n / scale.divisor
         if v < 0 && n != 0 { byte(UInt8(ascii: "-")) }
         int(Int64(whole))
