@@ -41,6 +41,12 @@ struct FieldReader {
         _ = next()
     }
 
+    /// A reader over `body` whose address field is known to end at the comma at `comma`.
+    init(body: UnsafeRawBufferPointer, addressEndingAt comma: Int) {
+        self.bytes = body
+        self.position = comma + 1
+    }
+
     /// The byte range of the next field; empty once the sentence has no more fields.
     @inline(__always)
     mutating func next() -> Range<Int> {

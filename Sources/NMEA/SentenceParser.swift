@@ -28,17 +28,19 @@ enum SentenceParser {
 
     /// Classifies and parses one body; `memos` carry field texts from one sentence to the next.
     static func parse(body: UnsafeRawBufferPointer, memos: inout FieldReader.Memos) -> SentenceKind {
-        var addressLength = 0
-        while addressLength < body.count && body[addressLength] != 0x2C { addressLength += 1 }
-        guard addressLength >= 1 else { return .unknown }
-        if body[0] == 0x50 { return .proprietary }  // `P…`: vendor sentences
-        // A standard address is a two-letter talker and a three-letter formatter.
-        guard addressLength == 5 else { return .unknown }
-        for i in 0..<5 {
-            let c = body[i]
-            guard (c >= 0x41 && c <= 0x5A) || (c >= 0x30 && c <= 0x39) else { return .unknown }
+        if body.count < 8 || !isStandardAddress(body) {
+            var addressLength = 0
+            while addressLength < body.count && body[addressLength] != 0x2C { addressLength += 1 }
+            guard addressLength >= 1 else { return .unknown }
+            if body[0] == 0x50 { return .proprietary }  // `P…`: vendor sentences
+            // A standard address is a two-letter talker and a three-letter formatter.
+            guard addressLength == 5 else { return .unknown }
+            for i in 0..<5 {
+                let c = body[i]
+                guard (c >= 0x41 && c <= 0x5A) || (c >= 0x30 && c <= 0x39) else { return .unknown }
+            }
         }
-        var f = FieldReader(body: body)
+        var f = FieldReader(body: body, addressEndingAt: 5)
         let sentence: NMEASentence
         switch code(body[2], body[3], body[4]) {
         case rmc: sentence = parseRMC(&f, &memos)
@@ -61,6 +63,21 @@ enum SentenceParser {
         default: return .unknown
         }
         return f.failed ? .badField : .sentence(sentence)
+    }
+
+    /// True when `body` (eight bytes or more) starts with five capital letters or digits and a
+    /// comma, and not with `P`: the address of nearly every sentence, checked in one word (the
+    /// body's bytes are printable ASCII, so the per-byte sums do not carry). False sends the
+    /// body to the byte-by-byte checks, which also tell proprietary and unknown addresses apart.
+    @inline(__always)
+    private static func isStandardAddress(_ body: UnsafeRawBufferPointer) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let w = UInt64(littleEndian: body.loadUnaligned(as: UInt64.self))
+        // High bit of each byte from `0` to `9`, and of each from `A` to `Z`.
+        let digit = (w &+ ones &* (0x80 - 0x30)) & ~(w &+ ones &* (0x80 - 0x3A))
+        let capital = (w &+ ones &* (0x80 - 0x41)) & ~(w &+ ones &* (0x80 - 0x5B))
+        let firstFive: UInt64 = 0x80_8080_8080
+        return (digit | capital) & firstFive == firstFive && (w >> 40) & 0xFF == 0x2C && w & 0xFF != 0x50
     }
 
     private static func parseRMC(_ f: inout FieldReader, _ memos: inout FieldReader.Memos) -> NMEASentence {
