@@ -26,7 +26,14 @@ public struct NMEADecoder: Sendable {
     public mutating func decode(_ bytes: UnsafeRawBufferPointer, into out: inout [Position]) {
         counts.bytes += bytes.count
         var offset = 0
-        while let framed = framer.nextLine(in: bytes, from: &offset) {
+        while true {
+            // Most lines are clean: framed, summed and parsed here without the general framer.
+            if let line = framer.nextClean(in: bytes, from: &offset) {
+                handle(line.xor == line.declared ? Self.parse(UnsafeRawBufferPointer(rebasing: bytes[line.body]), memos: &memos) : .badChecksum,
+                       into: &out)
+                continue
+            }
+            guard let framed = framer.nextLine(in: bytes, from: &offset) else { break }
             switch framed {
             case .input(let r):
                 handle(Self.check(UnsafeRawBufferPointer(rebasing: bytes[r]), requireChecksum: requireChecksum, memos: &memos), into: &out)

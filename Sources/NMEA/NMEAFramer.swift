@@ -86,18 +86,9 @@ public struct NMEAFramer: Sendable {
         var lineStart = -1
         var i = offset
         let n = input.count
-        if case .idle = state {
-            // Fast path: past the last line's ending, a whole clean line. Anything else (noise,
-            // a comment, `$$`, a cut or over-long line, a line running past this input) takes
-            // the general path below from `offset`, which nothing here has changed.
-            var j = i
-            while j < n && (input[j] == 0x0A || input[j] == 0x0D) { j += 1 }
-            if j < n && input[j] == 0x24, let line = Self.cleanLine(in: input, dollar: j, maxLength: maxLineLength) {
-                state = .idle(lineStart: true)
-                complete = true
-                offset = line.body.upperBound + 4
-                return .clean(body: line.body, bodyXOR: line.xor, declared: line.declared)
-            }
+        if let line = nextClean(in: input, from: &offset) {
+            complete = true
+            return .clean(body: line.body, bodyXOR: line.xor, declared: line.declared)
         }
         while i < n {
             switch state {
@@ -226,6 +217,25 @@ public struct NMEAFramer: Sendable {
             i += 8
         }
         return i
+    }
+
+    /// The fast path of ``nextLine(in:from:)``, which the decoder also takes directly: between
+    /// lines, past the last line's ending, a whole clean line (see
+    /// ``Framed/clean(body:bodyXOR:declared:)``), with `offset` moved past its ending. Anything
+    /// else (noise, a comment, `$$`, a cut or over-long line, a line running past this input)
+    /// is nil, with `offset` and the framer unchanged, for the general path.
+    @inline(__always)
+    mutating func nextClean(in input: UnsafeRawBufferPointer, from offset: inout Int)
+        -> (body: Range<Int>, xor: UInt8, declared: UInt8)? {
+        guard case .idle = state else { return nil }
+        let n = input.count
+        var j = offset
+        while j < n && (input[j] == 0x0A || input[j] == 0x0D) { j += 1 }
+        guard j < n && input[j] == 0x24, let line = Self.cleanLine(in: input, dollar: j, maxLength: maxLineLength)
+        else { return nil }
+        state = .idle(lineStart: true)
+        offset = line.body.upperBound + 4
+        return line
     }
 
     /// The clean line (see ``Framed/clean(body:bodyXOR:declared:)``) starting at the `$` at
