@@ -346,12 +346,13 @@ struct RawJSONWriter {
         guard v.isFinite else { bytes("null"); return }
         let x = abs(v) * scale.factor
         guard x < 9e15 else { count = Self.writeShortest(v, base, at: count); return }
-        // `x.rounded()` (half away from zero) without a libm call: below 2^53 the integer
-        // part and the remainder are exact. Through Int64: one instruction each way, where
-        // conversions to and from UInt64 take two paths.
-        var whole64 = Int64(x)
-        if x - Double(whole64) >= 0.5 { whole64 &+= 1 }
-        let n = UInt64(bitPattern: whole64)
+        // `x.rounded()` (half away from zero) without a libm call, in two dependent steps:
+        // from 0.5 to 2^52 adding one half is exact, or rounds only up to the next whole
+        // number above x + 0.5 when that is where x rounds anyway, so truncating the sum rounds
+        // x; below 0.5 the sum can round up to 1 (0.49999999999999994) but x rounds to 0; from
+        // 2^52 on every double is a whole number. Through Int64: one instruction, where a
+        // conversion to UInt64 takes two paths.
+        let n = UInt64(bitPattern: x < 0.5 ? 0 : x < 0x1p52 ? Int64(x + 0.5) : Int64(x))
         let whole = n / scale.divisor
         if v < 0 && n != 0 { byte(UInt8(ascii: "-")) }
         int(Int64(whole))

@@ -34,6 +34,9 @@ import GatewayTesting
         (0.5, 0, "1"),
         (1e300, 9, "1e+300"),
         (9_000_001.0, 9, "9000001"),
+        (0.49999999999999994, 0, "0"),  // the largest double below one half: one half added rounds to 1
+        (4_503_599_627_370_497, 0, "4503599627370497"),  // 2^52 + 1: one half added is a tie that rounds to even
+        (4_503_599_627_370_495.5, 0, "4503599627370496"),
         (1.5, 18, "1.5"),
         (0.25, 19, "0.25"),
         (Double.nan, 3, "null"),
