@@ -16,9 +16,10 @@ import Testing
     }
 
     /// Runs `read` on the field(s) `fields` of a body, then checks the field after them reads
-    /// as `42` (or that the body ended there).
-    static func read<V: Equatable>(_ fields: String, followed: Bool, _ read: (inout FieldReader, UnsafeRawBufferPointer) -> V?) -> Outcome<V> {
-        let body = Array(("GPXXX," + fields + (followed ? ",42" : "")).utf8)
+    /// as `42` (or that the body ended there, or, `padded`, that only empty fields follow: a
+    /// field with sixteen bytes after its start is read in words).
+    static func read<V: Equatable>(_ fields: String, followed: Bool, padded: Bool = false, _ read: (inout FieldReader, UnsafeRawBufferPointer) -> V?) -> Outcome<V> {
+        let body = Array(("GPXXX," + fields + (followed ? ",42" : "") + (padded ? String(repeating: ",", count: 16) : "")).utf8)
         return body.withUnsafeBytes { raw in
             var f = FieldReader(body: raw)
             let v = read(&f, raw)
@@ -247,7 +248,7 @@ import Testing
                 if Bool.random(using: &rng) { value += "." + String(Int.random(in: 0...999_999_999, using: &rng)).prefix(Int.random(in: 0...12, using: &rng)) }
             }
             let hemisphere = i % 5 == 0 ? hemispheres.randomElement(using: &rng)! : (Bool.random(using: &rng) ? "N" : "S")
-            let got = Self.read(value + "," + hemisphere, followed: i % 3 != 0) { f, _ in
+            let got = Self.read(value + "," + hemisphere, followed: i % 3 != 0, padded: i % 4 < 2) { f, _ in
                 f.coordinate(positive: UInt8(ascii: "N"), negative: UInt8(ascii: "S"), limit: 90)
             }
             #expect(got == Self.coordinate(value, hemisphere, limit: 90), "\(value),\(hemisphere)")
