@@ -183,6 +183,38 @@ struct FieldReader {
         return v
     }
 
+    /// Skips `n` fields that must each be empty or an ``integer()`` (a GSA's twelve satellite
+    /// ids), as `n` calls of it would, in one pass over their bytes: digits and commas only, no
+    /// run of ten digits. Anything else (a bad id, or ten digits that may still be a valid id
+    /// when they start with zeros) is left to those `n` calls.
+    mutating func skipIntegers(_ n: Int) {
+        var i = position
+        var commas = 0
+        var run = 0
+        var longest = 0
+        var plain = true
+        while i < bytes.count {
+            let c = bytes[i]
+            if c == 0x2C {
+                commas += 1
+                if commas == n { break }
+                run = 0
+            } else if c &- 0x30 < 10 {
+                run += 1
+                longest = max(longest, run)
+            } else {
+                plain = false
+                break
+            }
+            i += 1
+        }
+        guard plain && longest < 10 else {
+            for _ in 0..<n { _ = integer() }
+            return
+        }
+        moveOn(after: i)
+    }
+
     /// The first byte of the field, or nil when empty (mode indicators, statuses, units).
     mutating func character() -> UInt8? {
         if takeEmpty() { return nil }

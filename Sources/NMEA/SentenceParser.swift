@@ -147,7 +147,7 @@ enum SentenceParser {
         _ = f.flag("AM")
         s.mode = f.integer()
         if let m = s.mode, !(1...3).contains(m) { f.failed = true }
-        for _ in 0..<12 { _ = f.integer() }  // satellite ids in use
+        f.skipIntegers(12)  // satellite ids in use
         s.pdop = f.decimal()
         s.hdop = f.decimal()
         s.vdop = f.decimal()

@@ -255,6 +255,31 @@ import Testing
         }
     }
 
+    /// A GSA's satellite ids skipped in one pass must leave the reader where twelve calls of
+    /// `integer()` leave it, failed or not: ids, empty ids, bad ids, ten-digit ids (valid with
+    /// leading zeros), fewer than twelve fields, and the fields after them.
+    @Test func skippedIdsAreCheckedAsIntegers() {
+        var rng = SeededGenerator(seed: 19)
+        let ids = ["", "", "01", "7", "32", "193", "0000000001", "1000000000", "000000000012", "x", "1.5", " 3", "-2"]
+        for i in 0..<Self.rounds {
+            let count = i % 5 == 0 ? Int.random(in: 0...14, using: &rng) : 12
+            var fields = (0..<count).map { _ in
+                i % 3 == 0 ? ids.randomElement(using: &rng)! : ids[Int.random(in: 0...5, using: &rng)]
+            }
+            if i % 7 == 0 { fields += ["1.9", "2.3"] }
+            let body = Array(("GPGSA," + fields.joined(separator: ",")).utf8)
+            body.withUnsafeBytes { raw in
+                var f = FieldReader(body: raw)
+                f.skipIntegers(12)
+                var g = FieldReader(body: raw)
+                for _ in 0..<12 { _ = g.integer() }
+                let text = fields.joined(separator: ",")
+                #expect(f.failed == g.failed, "\(text)")
+                #expect(f.decimal() == g.decimal() && f.decimal() == g.decimal(), "\(text)")
+            }
+        }
+    }
+
     @Test func characterReadsTheFirstByteAndSkipsTheField() {
         for (s, expected) in [("", nil), ("T", UInt8(ascii: "T")), ("12.5", UInt8(ascii: "1")), ("xyz", UInt8(ascii: "x"))] as [(String, UInt8?)] {
             #expect(Self.read(s, followed: true) { f, _ in f.character() } == Outcome(value: expected, failed: false))
