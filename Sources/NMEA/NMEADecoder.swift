@@ -29,18 +29,23 @@ public struct NMEADecoder: Sendable {
         while true {
             // Most lines are clean: framed, summed and parsed here without the general framer.
             if let line = framer.nextClean(in: bytes, from: &offset) {
-                handle(line.xor == line.declared ? Self.parse(UnsafeRawBufferPointer(rebasing: bytes[line.body]), memos: &memos) : .badChecksum,
-                       into: &out)
+                if line.xor == line.declared {
+                    handleBody(UnsafeRawBufferPointer(rebasing: bytes[line.body]), into: &out)
+                } else {
+                    counts.badChecksum += 1
+                }
                 continue
             }
             guard let framed = framer.nextLine(in: bytes, from: &offset) else { break }
             switch framed {
-            case .input(let r):
-                handle(Self.check(UnsafeRawBufferPointer(rebasing: bytes[r]), requireChecksum: requireChecksum, memos: &memos), into: &out)
-            case .carried: handleLine(into: &out)
+            case .input(let r): handleLine(UnsafeRawBufferPointer(rebasing: bytes[r]), into: &out)
+            case .carried: handleCarriedLine(into: &out)
             case .clean(let body, let sum, let declared):
-                handle(sum == declared ? Self.parse(UnsafeRawBufferPointer(rebasing: bytes[body]), memos: &memos) : .badChecksum,
-                       into: &out)
+                if sum == declared {
+                    handleBody(UnsafeRawBufferPointer(rebasing: bytes[body]), into: &out)
+                } else {
+                    counts.badChecksum += 1
+                }
             }
         }
     }
@@ -54,7 +59,7 @@ public struct NMEADecoder: Sendable {
     /// Ends the input: frames an unterminated last line and emits the pending epoch.
     public mutating func flush(into out: inout [Position]) {
         if framer.finish() {
-            handleLine(into: &out)
+            handleCarriedLine(into: &out)
         }
         assembler.flush(into: &out)
     }
@@ -79,35 +84,50 @@ public struct NMEADecoder: Sendable {
         return s
     }
 
-    private mutating func handleLine(into out: inout [Position]) {
-        let requireChecksum = requireChecksum
-        var memos = memos
-        handle(framer.withLine { Self.check($0, requireChecksum: requireChecksum, memos: &memos) }, into: &out)
-        self.memos = memos
+    /// The framer's carried line (one that spanned reads), copied out first: handling it
+    /// changes the decoder, which holds the framer.
+    private mutating func handleCarriedLine(into out: inout [Position]) {
+        let count = framer.withLine { $0.count }
+        withUnsafeTemporaryAllocation(byteCount: count, alignment: 1) { copy in
+            framer.withLine { copy.copyMemory(from: $0) }
+            handleLine(UnsafeRawBufferPointer(copy), into: &out)
+        }
     }
 
-    private mutating func handle(_ outcome: LineOutcome, into out: inout [Position]) {
-        switch outcome {
+    /// Checks a framed line and parses its body, or counts why it has none.
+    private mutating func handleLine(_ line: UnsafeRawBufferPointer, into out: inout [Position]) {
+        switch Self.check(line, requireChecksum: requireChecksum) {
+        case .body(let r): handleBody(UnsafeRawBufferPointer(rebasing: line[r]), into: &out)
         case .ais: counts.ais += 1
         case .badChecksum: counts.badChecksum += 1
         case .missingChecksum: counts.missingChecksum += 1
         case .invalidCharacter: counts.invalidCharacter += 1
         case .unknown: counts.unknown += 1
-        case .proprietary: counts.proprietary += 1
-        case .antenna(let status, let proprietary):
-            if proprietary { counts.proprietary += 1 } else { counts.unknown += 1 }
-            antennaReports.append(status)
-        case .badField: counts.badField += 1
-        case .sentence(let s):
-            counts.accepted += 1
-            assembler.add(s, into: &out)
         }
     }
 
-    private enum LineOutcome {
-        case ais, badChecksum, missingChecksum, invalidCharacter, unknown, proprietary, badField
-        case sentence(NMEASentence)
-        case antenna(AntennaStatus, proprietary: Bool)
+    /// Parses a checked, non-empty body and merges or counts what it is. The sentence goes
+    /// straight to the assembler: wrapping it again on the way (it is the size of its largest
+    /// kind) cost as much as a field.
+    private mutating func handleBody(_ body: UnsafeRawBufferPointer, into out: inout [Position]) {
+        switch SentenceParser.parse(body: body, memos: &memos) {
+        case .sentence(let s):
+            counts.accepted += 1
+            assembler.add(s, into: &out)
+        case .unknown:
+            counts.unknown += 1
+            if let status = AntennaSentence.status(body: body) { antennaReports.append(status) }
+        case .proprietary:
+            counts.proprietary += 1
+            if let status = AntennaSentence.status(body: body) { antennaReports.append(status) }
+        case .badField: counts.badField += 1
+        }
+    }
+
+    /// What checking a framed line found: where its body is, or why it has none.
+    private enum Checked {
+        case body(Range<Int>)
+        case ais, badChecksum, missingChecksum, invalidCharacter, unknown
     }
 
     /// `*` is reserved and anything outside printable ASCII means a damaged line.
@@ -153,8 +173,9 @@ public struct NMEADecoder: Sendable {
         return (sum, suspect)
     }
 
-    /// Verifies a framed line (from `$`/`!`, without its ending) and parses its body.
-    private static func check(_ line: UnsafeRawBufferPointer, requireChecksum: Bool, memos: inout FieldReader.Memos) -> LineOutcome {
+    /// Verifies a framed line (from `$`/`!`, without its ending): where its body is, or why it
+    /// has none.
+    private static func check(_ line: UnsafeRawBufferPointer, requireChecksum: Bool) -> Checked {
         guard let first = line.first else { return .unknown }
         if first == 0x21 { return .ais }
         var end = line.count
@@ -177,16 +198,6 @@ public struct NMEADecoder: Sendable {
             for i in 1..<bodyEnd where !Self.isBodyCharacter(line[i]) { return .invalidCharacter }
         }
         guard bodyEnd > 1 else { return .unknown }
-        return parse(UnsafeRawBufferPointer(rebasing: line[1..<bodyEnd]), memos: &memos)
-    }
-
-    /// Parses a checked, non-empty body.
-    private static func parse(_ body: UnsafeRawBufferPointer, memos: inout FieldReader.Memos) -> LineOutcome {
-        switch SentenceParser.parse(body: body, memos: &memos) {
-        case .sentence(let s): return .sentence(s)
-        case .unknown: return AntennaSentence.status(body: body).map { .antenna($0, proprietary: false) } ?? .unknown
-        case .proprietary: return AntennaSentence.status(body: body).map { .antenna($0, proprietary: true) } ?? .proprietary
-        case .badField: return .badField
-        }
+        return .body(1..<bodyEnd)
     }
 }

@@ -156,9 +156,7 @@ enum SentenceParser {
 
     private static func parseGSV(_ f: inout FieldReader) -> NMEASentence {
         // Validate the numbers; a GSV contributes nothing to a position.
-        _ = f.integer()
-        _ = f.integer()
-        _ = f.integer()
+        f.skipIntegers(3)
         return .gsv
     }
 
