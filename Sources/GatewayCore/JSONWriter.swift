@@ -191,36 +191,9 @@ struct RawJSONWriter {
         // `m | 1` gives 0 its one digit and compares like `m` with every power of ten above 1.
         let bits = 64 &- (m | 1).leadingZeroBitCount
         var digits = (bits &* 1233) >> 12
-        if m | 1 >= Self.power10(digits) { digits &+= 1 }
+        if m | 1 >= PowersOfTen.integer(digits) { digits &+= 1 }
         if v < 0 { byte(UInt8(ascii: "-")) }
         self.digits(m, width: digits)
-    }
-
-    /// 10^e for e in 0...19 (a switch of constants, compiled to a table lookup).
-    @inline(__always)
-    private static func power10(_ e: Int) -> UInt64 {
-        switch e {
-        case 0: 1
-        case 1: 10
-        case 2: 100
-        case 3: 1_000
-        case 4: 10_000
-        case 5: 100_000
-        case 6: 1_000_000
-        case 7: 10_000_000
-        case 8: 100_000_000
-        case 9: 1_000_000_000
-        case 10: 10_000_000_000
-        case 11: 100_000_000_000
-        case 12: 1_000_000_000_000
-        case 13: 10_000_000_000_000
-        case 14: 100_000_000_000_000
-        case 15: 1_000_000_000_000_000
-        case 16: 10_000_000_000_000_000
-        case 17: 100_000_000_000_000_000
-        case 18: 1_000_000_000_000_000_000
-        default: 10_000_000_000_000_000_000
-        }
     }
 
     /// The eight decimal digits of `v` (below 10^8), leading zeros included, as values 0...9 in

@@ -1,3 +1,5 @@
+import GatewayCore
+
 /// Reads the comma-separated fields of one sentence body and parses them from bytes.
 ///
 /// Empty and missing trailing fields are absent values (nil). A non-empty field that does
@@ -292,7 +294,7 @@ struct FieldReader {
         case 4: degrees = mantissa / 1_000_000
         case 5: degrees = mantissa / 10_000_000
         case 6: degrees = mantissa / 100_000_000
-        default: degrees = mantissa / (100 * Self.powersOf10Int[scale])
+        default: degrees = mantissa / (100 * Self.pow10Int(scale))
         }
         let minuteMantissa = mantissa - degrees * 100 * Self.pow10Int(scale)
         let minutes = Double(minuteMantissa) / Self.pow10(scale)
@@ -472,32 +474,12 @@ struct FieldReader {
         }
     }
 
-    /// `powersOf10Int[s]`, from constants for the usual scales.
+    /// 10^s for s in 0...18.
     @inline(__always)
-    static func pow10Int(_ s: Int) -> Int {
-        switch s {
-        case 0: 1
-        case 1: 10
-        case 2: 100
-        case 3: 1_000
-        case 4: 10_000
-        case 5: 100_000
-        case 6: 1_000_000
-        case 7: 10_000_000
-        case 8: 100_000_000
-        case 9: 1_000_000_000
-        default: powersOf10Int[s]
-        }
-    }
+    static func pow10Int(_ s: Int) -> Int { Int(truncatingIfNeeded: PowersOfTen.integer(s)) }
 
     static let powersOf10: [Double] = (0...22).map { p in
         var v = 1.0
-        for _ in 0..<p { v *= 10 }
-        return v
-    }
-
-    static let powersOf10Int: [Int] = (0...18).map { p in
-        var v = 1
         for _ in 0..<p { v *= 10 }
         return v
     }
