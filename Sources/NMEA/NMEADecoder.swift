@@ -27,7 +27,8 @@ public struct NMEADecoder: Sendable {
         counts.bytes += bytes.count
         var offset = 0
         while true {
-            // Most lines are clean: framed, summed and parsed here without the general framer.
+            // Most lines are clean: framed, summed and parsed here; the general framer takes the
+            // rest from the same offset.
             if let line = framer.nextClean(in: bytes, from: &offset) {
                 if line.xor == line.declared {
                     handleBody(UnsafeRawBufferPointer(rebasing: bytes[line.body]), into: &out)
@@ -40,12 +41,6 @@ public struct NMEADecoder: Sendable {
             switch framed {
             case .input(let r): handleLine(UnsafeRawBufferPointer(rebasing: bytes[r]), into: &out)
             case .carried: handleCarriedLine(into: &out)
-            case .clean(let body, let sum, let declared):
-                if sum == declared {
-                    handleBody(UnsafeRawBufferPointer(rebasing: bytes[body]), into: &out)
-                } else {
-                    counts.badChecksum += 1
-                }
             }
         }
     }

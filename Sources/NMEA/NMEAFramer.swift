@@ -50,11 +50,6 @@ public struct NMEAFramer: Sendable {
         case input(Range<Int>)
         /// The line spans reads: read it with ``withLine(_:)``.
         case carried
-        /// A whole `$body*HH` line in `input`, `body` its range between `$` and `*`, whose body
-        /// bytes are all printable ASCII other than `!`, `$` and `*` (so the decoder's byte
-        /// checks are done) and whose `HH` are hex digits: `bodyXOR` is the XOR of the body and
-        /// `declared` the value of `HH`. The common line, framed and summed in one pass.
-        case clean(body: Range<Int>, bodyXOR: UInt8, declared: UInt8)
     }
 
     /// Consumes bytes of `input` from `offset` until a line is complete.
@@ -65,9 +60,6 @@ public struct NMEAFramer: Sendable {
         switch nextLine(in: input, from: &offset) {
         case nil: return false
         case .carried?: return true
-        case .clean(let body, _, _)?:
-            line.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[(body.lowerBound - 1)..<(body.upperBound + 3)]))
-            return true
         case .input(let r)?:
             line.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[r]))
             return true
@@ -86,10 +78,6 @@ public struct NMEAFramer: Sendable {
         var lineStart = -1
         var i = offset
         let n = input.count
-        if let line = nextClean(in: input, from: &offset) {
-            complete = true
-            return .clean(body: line.body, bodyXOR: line.xor, declared: line.declared)
-        }
         while i < n {
             switch state {
             case .idle(var atLineStart):
@@ -219,11 +207,14 @@ public struct NMEAFramer: Sendable {
         return i
     }
 
-    /// The fast path of ``nextLine(in:from:)``, which the decoder also takes directly: between
-    /// lines, past the last line's ending, a whole clean line (see
-    /// ``Framed/clean(body:bodyXOR:declared:)``), with `offset` moved past its ending. Anything
-    /// else (noise, a comment, `$$`, a cut or over-long line, a line running past this input)
-    /// is nil, with `offset` and the framer unchanged, for the general path.
+    /// The decoder's fast path, tried before ``nextLine(in:from:)``: between lines, past the
+    /// last line's ending, a whole clean line in `input`, with `offset` moved past its ending.
+    /// A clean line is `$body*HH` with every body byte printable ASCII other than `!`, `$` and
+    /// `*` (so the decoder's byte checks are done) and `HH` hex digits; `body` is its range
+    /// between `$` and `*`, `xor` the XOR of the body and `declared` the value of `HH`. It is
+    /// the line the general path would frame. Anything else (noise, a comment, `$$`, a cut or
+    /// over-long line, a line running past this input) is nil, with `offset` and the framer
+    /// unchanged, for the general path.
     @inline(__always)
     mutating func nextClean(in input: UnsafeRawBufferPointer, from offset: inout Int)
         -> (body: Range<Int>, xor: UInt8, declared: UInt8)? {
@@ -238,8 +229,8 @@ public struct NMEAFramer: Sendable {
         return line
     }
 
-    /// The clean line (see ``Framed/clean(body:bodyXOR:declared:)``) starting at the `$` at
-    /// `dollar` and ending with CR or LF in `input`, or nil when the line is anything else.
+    /// The clean line (see ``nextClean(in:from:)``) starting at the `$` at `dollar` and ending
+    /// with CR or LF in `input`, or nil when the line is anything else.
     ///
     /// Eight bytes at a time, one test per word: a byte below `+` (0x2B: controls, CR, LF,
     /// space, `!`, `$`, `*` and a few punctuation marks) or above `~` stops the scan, and the
