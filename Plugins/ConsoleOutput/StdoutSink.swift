@@ -16,14 +16,12 @@ public struct StdoutSink: PositionSink {
 
     public func run(input: any SinkInput) async throws {
         var bytes: [UInt8] = []
-        var attributeText = PositionJSON.AttributeCache()
+        var attributeText = PositionJSON.TextCache()
         while let batch = await input.next() {
             bytes.removeAll(keepingCapacity: true)
-            for p in batch {
-                switch configuration.format {
-                case .jsonl: PositionFormat.jsonl.appendRecord(p, to: &bytes, cache: &attributeText)
-                case .text: StdoutSink.appendText(p, to: &bytes)
-                }
+            switch configuration.format {
+            case .jsonl: PositionFormat.jsonl.appendRecords(batch, to: &bytes, cache: &attributeText)
+            case .text: for p in batch { StdoutSink.appendText(p, to: &bytes) }
             }
             try StdoutSink.writeAll(bytes)
             input.acknowledge()

@@ -35,20 +35,12 @@ public struct FileSink: PositionSink {
         defer { file.close() }
         var bytes: [UInt8] = []
         let format = configuration.format
-        let separator = Array(format.separator.utf8)
-        var attributeText = PositionJSON.AttributeCache()
+        var attributeText = PositionJSON.TextCache()
         while let batch = await input.next() {
             bytes.removeAll(keepingCapacity: true)
             // Typical records are 200-300 bytes: one allocation per batch instead of regrowing.
             bytes.reserveCapacity(batch.count * 320)
-            // Through a buffer pointer: `for p in batch` copies (retains and releases) every position.
-            batch.withUnsafeBufferPointer { positions in
-                for i in positions.indices {
-                    if format == .gpx && !positions[i].hasCoordinates { continue }
-                    if !separator.isEmpty && (file.hasRecords || !bytes.isEmpty) { bytes.append(contentsOf: separator) }
-                    format.appendRecord(positions[i], to: &bytes, cache: &attributeText)
-                }
-            }
+            format.appendRecords(batch, to: &bytes, cache: &attributeText, afterRecord: file.hasRecords)
             try file.append(bytes)
             input.acknowledge()
             context.stats.addEmitted(batch.count)

@@ -63,7 +63,7 @@ public struct HTTPSink: PositionSink {
         let clock = ContinuousClock()
         var records: [OutboxEntry] = []
         // Consecutive positions usually carry the same attributes: their text is written once.
-        var attributeText = PositionJSON.AttributeCache()
+        var attributeText = PositionJSON.TextCache()
         func intervalFlush() {
             if unflushedCount > 0 || queue.depth > 0 { signal.post(ended: false, flushAll: true) }
             unflushedCount = 0

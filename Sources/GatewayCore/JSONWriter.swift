@@ -128,6 +128,15 @@ struct RawJSONWriter {
         byte(UInt8(truncatingIfNeeded: 48 &+ v % 10))
     }
 
+    /// `YYYY-MM-DDT` of `day`, days since 1970-01-01 (years clamped to 0...9999).
+    mutating func date(_ day: Int) {
+        let c = Timestamp.civilFromDays(day)
+        let y = max(0, min(9999, c.year))
+        twoDigits(y / 100); twoDigits(y % 100)
+        byte(UInt8(ascii: "-")); twoDigits(c.month); byte(UInt8(ascii: "-")); twoDigits(c.day)
+        byte(UInt8(ascii: "T"))
+    }
+
     /// `s` as a quoted JSON string with the required escapes.
     @inline(__always)
     mutating func string(_ s: String) {

@@ -72,36 +72,63 @@ public enum PositionFormat: String, Sendable, CaseIterable {
 
     /// Appends one record (without separator; `jsonl` and `csv` records end with a newline).
     public func appendRecord(_ p: Position, to out: inout [UInt8]) {
-        var none = PositionJSON.AttributeCache.none
+        var none = PositionJSON.TextCache.none
         appendRecord(p, to: &out, cache: &none)
     }
 
     /// ``appendRecord(_:to:)`` for a sink writing many records: the JSON formats take repeated
-    /// attributes' text from `cache` (``PositionJSON/AttributeCache``).
-    public func appendRecord(_ p: Position, to out: inout [UInt8], cache: inout PositionJSON.AttributeCache) {
+    /// attributes' text from `cache` (``PositionJSON/TextCache``).
+    public func appendRecord(_ p: Position, to out: inout [UInt8], cache: inout PositionJSON.TextCache) {
+        withUnsafePointer(to: p) { appendRecord(at: $0, to: &out, cache: &cache) }
+    }
+
+    /// Appends a batch's records, each after the format's separator when a record precedes it
+    /// (`afterRecord`: one already does in the document; then each one written). GPX has no
+    /// point for a position without coordinates: those are left out. Returns the number of
+    /// records written.
+    ///
+    /// This is how sinks write: the positions are read where the batch holds them. Passing a
+    /// batch's element to a function copies it (retaining and later releasing its strings), which
+    /// cost as much as a tenth of writing the record.
+    @discardableResult
+    public func appendRecords(_ batch: [Position], to out: inout [UInt8], cache: inout PositionJSON.TextCache,
+                              afterRecord: Bool = false) -> Int {
+        let separator = self.separator.utf8
+        var written = 0
+        batch.withUnsafeBufferPointer { positions in
+            guard let base = positions.baseAddress else { return }
+            for i in positions.indices {
+                let p = base + i
+                if self == .gpx && !p.pointee.hasCoordinates { continue }
+                if !separator.isEmpty && (afterRecord || written > 0) { out.append(contentsOf: separator) }
+                appendRecord(at: p, to: &out, cache: &cache)
+                written += 1
+            }
+        }
+        return written
+    }
+
+    private func appendRecord(at p: UnsafePointer<Position>, to out: inout [UInt8], cache: inout PositionJSON.TextCache) {
         switch self {
         case .jsonl:
-            PositionJSON.append(p, to: &out, cache: &cache)
+            PositionJSON.append(at: p, to: &out, cache: &cache)
             out.append(10)
         case .jsonArray:
-            PositionJSON.append(p, to: &out, cache: &cache)
+            PositionJSON.append(at: p, to: &out, cache: &cache)
         case .csv:
-            PositionFormat.appendCSV(p, to: &out)
+            PositionFormat.appendCSV(p.pointee, to: &out)
         case .geojson:
-            PositionFormat.appendFeature(p, to: &out)
+            PositionFormat.appendFeature(p.pointee, to: &out)
         case .gpx:
-            PositionFormat.appendTrackPoint(p, to: &out)
+            PositionFormat.appendTrackPoint(p.pointee, to: &out)
         }
     }
 
     /// A whole document for a batch (the HTTP sink's bodies).
     public func document(_ positions: [Position]) -> [UInt8] {
         var out = Array(header.utf8)
-        var attributeText = PositionJSON.AttributeCache()
-        for (i, p) in positions.enumerated() {
-            if i > 0 { out.append(contentsOf: separator.utf8) }
-            appendRecord(p, to: &out, cache: &attributeText)
-        }
+        var attributeText = PositionJSON.TextCache()
+        appendRecords(positions, to: &out, cache: &attributeText)
         out.append(contentsOf: trailer.utf8)
         return out
     }

@@ -35,17 +35,27 @@ public enum PositionJSON {
         ("event", "geofence transition {\"type\":\"enter|exit|dwell\",\"fence\":ID,\"name\":NAME} or receiver health {\"type\":\"fix_lost|fix_regained|no_data|data_resumed|antenna\",\"status\":\"ok|open|short\" (antenna only)}"),
     ]
 
-    /// Remembers the last attributes written and their JSON text.
+    /// Remembers the text of what a sink writes again and again: the last attributes written,
+    /// the source's name and id prefix, the datum and the date.
     ///
     /// Consecutive positions usually carry the same attributes (the geofence and set transforms
     /// hand one shared dictionary to every position they change), and sorting and writing them
-    /// costs more than the rest of the object. A sink that writes many positions keeps one cache
-    /// and passes it to ``PositionJSON/append(_:to:cache:)``.
-    public struct AttributeCache: Sendable {
+    /// costs more than the rest of the object; a source's positions share their source, id
+    /// prefix, datum and day, whose text is checked for escapes (or computed from the day
+    /// number) every time otherwise. A sink that writes many positions keeps one cache and
+    /// passes it to ``PositionJSON/append(_:to:cache:)``.
+    public struct TextCache: Sendable {
         /// False for ``none``: a single record has nothing to share its text with.
         fileprivate let remembers: Bool
         fileprivate var attributes: [String: String] = [:]
         fileprivate var text: [UInt8] = []
+        /// `"prefix` (the quote opened: the number follows), `"source"` and `"datum"`.
+        fileprivate var idPrefix = StringText(closed: false)
+        fileprivate var source = StringText(closed: true)
+        fileprivate var datum = StringText(closed: true)
+        /// `YYYY-MM-DDT` of `day` (days since 1970).
+        fileprivate var day = Int.min
+        fileprivate var dayText: [UInt8] = []
         /// Where each object is written before its one copy to the output, kept from record to
         /// record: the room an object may need is over a kilobyte, which is more than a
         /// temporary allocation takes on the stack, so a fresh buffer would be a heap
@@ -56,24 +66,62 @@ public enum PositionJSON {
         private init(remembers: Bool) { self.remembers = remembers }
 
         /// A cache that keeps nothing, for one record on its own.
-        public static var none: AttributeCache { AttributeCache(remembers: false) }
+        public static var none: TextCache { TextCache(remembers: false) }
+    }
+
+    /// A string and its text as a JSON string (quoted, or only opened when `closed` is false).
+    fileprivate struct StringText: Sendable {
+        let closed: Bool
+        private var string = ""
+        private var text: [UInt8]
+
+        init(closed: Bool) {
+            self.closed = closed
+            text = closed ? [0x22, 0x22] : [0x22]
+        }
+
+        /// Writes the text of `s`: the one remembered when `s` is the same string (for the
+        /// same small or shared string, one comparison of its two words).
+        @inline(__always)
+        mutating func write(_ s: String, to w: inout RawJSONWriter) {
+            if s != string { remember(s) }
+            text.withUnsafeBufferPointer { w.bytes($0) }
+        }
+
+        @inline(never)
+        private mutating func remember(_ s: String) {
+            string = s
+            text = [UInt8](repeating: 0, count: RawJSONWriter.maxStringLength(s))
+            let n = text.withUnsafeMutableBufferPointer { buf in
+                var w = RawJSONWriter(buf.baseAddress!)
+                w.string(s)
+                return closed ? w.count : w.count - 1
+            }
+            text.removeSubrange(n...)
+        }
     }
 
     /// Appends the JSON object for `p` (no trailing newline).
     public static func append(_ p: Position, to out: inout [UInt8]) {
-        var none = AttributeCache.none
+        var none = TextCache.none
         append(p, to: &out, cache: &none)
     }
 
     /// Appends the JSON object for `p` (no trailing newline), taking the attributes' text from
     /// `cache` when they are those of the position before.
-    public static func append(_ p: Position, to out: inout [UInt8], cache: inout AttributeCache) {
+    public static func append(_ p: Position, to out: inout [UInt8], cache: inout TextCache) {
+        withUnsafePointer(to: p) { append(at: $0, to: &out, cache: &cache) }
+    }
+
+    /// ``append(_:to:cache:)`` for the position at `p`, read where it is: a sink writing
+    /// a batch passes its elements this way, as passing one by value copies it.
+    static func append(at p: UnsafePointer<Position>, to out: inout [UInt8], cache: inout TextCache) {
         // The object has a known maximum size: it is written into the cache's scratch buffer and
         // appended with one copy (this runs once per position per sink).
-        var room = 1200 + RawJSONWriter.maxLength(of: p.identifier) + RawJSONWriter.maxStringLength(p.source)
-            + RawJSONWriter.maxStringLength(p.datum.name)
-        if let d = p.device { room += RawJSONWriter.maxStringLength(d) }
-        let attributes = p.attributes
+        var room = 1200 + RawJSONWriter.maxLength(of: p.pointee.identifier) + RawJSONWriter.maxStringLength(p.pointee.source)
+            + RawJSONWriter.maxStringLength(p.pointee.datum.name)
+        if let d = p.pointee.device { room += RawJSONWriter.maxStringLength(d) }
+        let attributes = p.pointee.attributes
         let cached = cache.remembers && !attributes.isEmpty && !cache.text.isEmpty && cache.attributes == attributes
         if cached {
             room += cache.text.count
@@ -81,7 +129,7 @@ public enum PositionJSON {
             room += 16
             for (k, v) in attributes { room += RawJSONWriter.maxStringLength(k) + RawJSONWriter.maxStringLength(v) + 2 }
         }
-        let event = p.event
+        let event = p.pointee.event
         if let e = event {
             room += 64 + RawJSONWriter.maxStringLength(e.fenceId ?? "") + RawJSONWriter.maxStringLength(e.fenceName ?? "")
                 + RawJSONWriter.maxStringLength(e.status ?? "")
@@ -93,7 +141,7 @@ public enum PositionJSON {
         scratch.withUnsafeMutableBufferPointer { buf in
             guard let base = buf.baseAddress else { return }
             var w = RawJSONWriter(base)
-            appendScalars(p, to: &w)
+            appendScalars(p, to: &w, cache: &cache)
             if cached {
                 cache.text.withUnsafeBufferPointer { w.bytes($0) }
             } else if !attributes.isEmpty {
@@ -141,44 +189,69 @@ public enum PositionJSON {
     }
 
     /// Writes the object from `{` up to the last scalar member (`y`), without closing it.
-    private static func appendScalars(_ p: Position, to writer: inout RawJSONWriter) {
+    private static func appendScalars(_ p: UnsafePointer<Position>, to writer: inout RawJSONWriter,
+                                      cache: inout TextCache) {
         // A local copy whose address no call sees: its count stays in a register instead of
         // being stored to the caller's writer after every byte.
         var w = writer
         defer { writer = w }
+        let remembers = cache.remembers
         w.bytes(#"{"class":"TPV","id":"#)
-        w.string(p.identifier)
-        if !p.source.isEmpty { w.bytes(#","source":"#); w.string(p.source) }
-        if let d = p.device { w.bytes(#","device":"#); w.string(d) }
-        if let t = p.time {
+        if remembers, case .numbered(let prefix, let marker, let number) = p.pointee.identifier.storage {
+            cache.idPrefix.write(prefix, to: &w)
+            if marker != 0 { w.byte(marker) }
+            w.int(number)
+            w.byte(0x22)
+        } else {
+            w.string(p.pointee.identifier)
+        }
+        if !p.pointee.source.isEmpty {
+            w.bytes(#","source":"#)
+            if remembers { cache.source.write(p.pointee.source, to: &w) } else { w.string(p.pointee.source) }
+        }
+        if let d = p.pointee.device { w.bytes(#","device":"#); w.string(d) }
+        if let t = p.pointee.time {
             // The text of `Timestamp.appendISO8601(to:)`: `YYYY-MM-DDTHH:MM:SS.mmmZ`.
-            let c = t.components
+            let (day, ms) = t.dayAndTimeOfDay
             w.bytes(#","time":""#)
-            let y = max(0, min(9999, c.year))
-            w.twoDigits(y / 100); w.twoDigits(y % 100)
-            w.byte(UInt8(ascii: "-")); w.twoDigits(c.month); w.byte(UInt8(ascii: "-")); w.twoDigits(c.day)
-            w.byte(UInt8(ascii: "T")); w.twoDigits(c.hour); w.byte(UInt8(ascii: ":")); w.twoDigits(c.minute)
-            w.byte(UInt8(ascii: ":")); w.twoDigits(c.second); w.byte(UInt8(ascii: "."))
-            w.byte(UInt8(truncatingIfNeeded: 48 + c.millisecond / 100)); w.twoDigits(c.millisecond % 100)
+            if remembers {
+                if day != cache.day {
+                    cache.day = day
+                    cache.dayText = [UInt8](repeating: 0, count: 11)
+                    cache.dayText.withUnsafeMutableBufferPointer { buf in
+                        var d = RawJSONWriter(buf.baseAddress!)
+                        d.date(day)
+                    }
+                }
+                cache.dayText.withUnsafeBufferPointer { w.bytes($0) }
+            } else {
+                w.date(day)
+            }
+            let seconds = ms / 1000
+            w.twoDigits(seconds / 3600); w.byte(UInt8(ascii: ":")); w.twoDigits(seconds / 60 % 60)
+            w.byte(UInt8(ascii: ":")); w.twoDigits(seconds % 60); w.byte(UInt8(ascii: "."))
+            let fraction = ms % 1000
+            w.byte(UInt8(truncatingIfNeeded: 48 + fraction / 100)); w.twoDigits(fraction % 100)
             w.bytes(#"Z""#)
         }
-        w.bytes(#","mode":"#); w.int(Int64(p.mode.rawValue))
-        if let q = p.quality { w.bytes(#","status":"#); w.int(Int64(q.rawValue)) }
-        if let v = p.latitude { w.bytes(#","lat":"#); w.number(v, NineDecimals.self) }
-        if let v = p.longitude { w.bytes(#","lon":"#); w.number(v, NineDecimals.self) }
-        if let v = p.altitude { w.bytes(#","altMSL":"#); w.number(v, ThreeDecimals.self) }
-        if let v = p.speed { w.bytes(#","speed":"#); w.number(v, ThreeDecimals.self) }
-        if let v = p.course { w.bytes(#","track":"#); w.number(v, ThreeDecimals.self) }
-        if let v = p.heading { w.bytes(#","heading":"#); w.number(v, ThreeDecimals.self) }
-        if let v = p.satellites { w.bytes(#","uSat":"#); w.int(Int64(v)) }
-        if let v = p.hdop { w.bytes(#","hdop":"#); w.number(v, TwoDecimals.self) }
-        if let v = p.vdop { w.bytes(#","vdop":"#); w.number(v, TwoDecimals.self) }
-        if let v = p.pdop { w.bytes(#","pdop":"#); w.number(v, TwoDecimals.self) }
-        if let v = p.horizontalError { w.bytes(#","eph":"#); w.number(v, ThreeDecimals.self) }
-        if let v = p.verticalError { w.bytes(#","epv":"#); w.number(v, ThreeDecimals.self) }
-        w.bytes(#","datum":"#); w.string(p.datum.name)
-        if let v = p.x { w.bytes(#","x":"#); w.number(v, ThreeDecimals.self) }
-        if let v = p.y { w.bytes(#","y":"#); w.number(v, ThreeDecimals.self) }
+        w.bytes(#","mode":"#); w.int(Int64(p.pointee.mode.rawValue))
+        if let q = p.pointee.quality { w.bytes(#","status":"#); w.int(Int64(q.rawValue)) }
+        if let v = p.pointee.latitude { w.bytes(#","lat":"#); w.number(v, NineDecimals.self) }
+        if let v = p.pointee.longitude { w.bytes(#","lon":"#); w.number(v, NineDecimals.self) }
+        if let v = p.pointee.altitude { w.bytes(#","altMSL":"#); w.number(v, ThreeDecimals.self) }
+        if let v = p.pointee.speed { w.bytes(#","speed":"#); w.number(v, ThreeDecimals.self) }
+        if let v = p.pointee.course { w.bytes(#","track":"#); w.number(v, ThreeDecimals.self) }
+        if let v = p.pointee.heading { w.bytes(#","heading":"#); w.number(v, ThreeDecimals.self) }
+        if let v = p.pointee.satellites { w.bytes(#","uSat":"#); w.int(Int64(v)) }
+        if let v = p.pointee.hdop { w.bytes(#","hdop":"#); w.number(v, TwoDecimals.self) }
+        if let v = p.pointee.vdop { w.bytes(#","vdop":"#); w.number(v, TwoDecimals.self) }
+        if let v = p.pointee.pdop { w.bytes(#","pdop":"#); w.number(v, TwoDecimals.self) }
+        if let v = p.pointee.horizontalError { w.bytes(#","eph":"#); w.number(v, ThreeDecimals.self) }
+        if let v = p.pointee.verticalError { w.bytes(#","epv":"#); w.number(v, ThreeDecimals.self) }
+        w.bytes(#","datum":"#)
+        if remembers { cache.datum.write(p.pointee.datum.name, to: &w) } else { w.string(p.pointee.datum.name) }
+        if let v = p.pointee.x { w.bytes(#","x":"#); w.number(v, ThreeDecimals.self) }
+        if let v = p.pointee.y { w.bytes(#","y":"#); w.number(v, ThreeDecimals.self) }
     }
 
     /// The JSON text of one position.

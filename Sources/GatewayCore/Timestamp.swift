@@ -51,13 +51,18 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
         return (yoe + era * 400 + (m <= 2 ? 1 : 0), m, d)
     }
 
-    /// Civil UTC fields of this instant.
-    public var components: (year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int, millisecond: Int) {
+    /// Days since 1970-01-01 and milliseconds since that day's midnight (UTC).
+    public var dayAndTimeOfDay: (day: Int, millisecond: Int) {
         var ms = milliseconds % 86_400_000
         var days = Int(milliseconds / 86_400_000)
         if ms < 0 { ms += 86_400_000; days -= 1 }
+        return (days, Int(ms))
+    }
+
+    /// Civil UTC fields of this instant.
+    public var components: (year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int, millisecond: Int) {
+        let (days, msi) = dayAndTimeOfDay
         let (y, m, d) = Timestamp.civilFromDays(days)
-        let msi = Int(ms)
         return (y, m, d, msi / 3_600_000, (msi / 60_000) % 60, (msi / 1000) % 60, msi % 1000)
     }
 

@@ -28,7 +28,8 @@ struct EpochAssembler: Sendable {
     private let options: NMEAOptions
     /// The id prefix of positions without a time when the source has an `untimedToken`.
     private let untimedPrefix: String?
-    /// An empty position, copied to start each epoch (cheaper than building one every time).
+    /// An empty position with this source's origin (datum, source, device), copied to start
+    /// each epoch: cheaper than building one every time, and no sentence changes those three.
     private let blank: Position
     private var epoch: Epoch
     /// Days since 1970 of the current UTC date, once RMC or ZDA gave one.
@@ -50,7 +51,7 @@ struct EpochAssembler: Sendable {
     init(options: NMEAOptions) {
         self.options = options
         untimedPrefix = options.untimedToken.map { "\(options.idPrefix)n\($0)-" }
-        blank = Position()
+        blank = Position(datum: .wgs84, source: options.source, device: options.device)
         epoch = Epoch(position: blank)
     }
 
@@ -197,19 +198,22 @@ struct EpochAssembler: Sendable {
             resetEpoch()
             return
         }
-        // Swapped into the output for a blank and finished there: the position is never copied
-        // (a copy retains and later releases each of its strings).
         let mode = epoch.mode ?? lastMode
         let timeOfDay = epoch.timeOfDay
         resetEpoch()
         lastMode = mode
-        out.append(blank)
-        let last = out.count - 1
-        swap(&out[last], &epoch.position)
-        finish(&out[last], mode: mode, timeOfDay: timeOfDay)
+        // Moved out, the blank copied in its place, finished and moved into the output: the
+        // position itself is never copied (a copy retains and later releases each of its
+        // strings) nor swapped through a temporary.
+        var p = withUnsafeMutablePointer(to: &epoch.position) { position in
+            defer { position.initialize(to: blank) }
+            return position.move()
+        }
+        finish(&p, mode: mode, timeOfDay: timeOfDay)
+        out.append(consume p)
     }
 
-    /// Gives a merged position its mode, time, datum, origin and id.
+    /// Gives a merged position its mode, time and id (the blank it started from has its origin).
     private mutating func finish(_ p: inout Position, mode: FixMode, timeOfDay: Int?) {
         p.mode = mode
         if mode == .noFix {
@@ -219,9 +223,6 @@ struct EpochAssembler: Sendable {
         if let tod = timeOfDay, let d = date {
             p.time = Timestamp(milliseconds: Int64(d) * Int64(Self.day) + Int64(tod))
         }
-        p.datum = .wgs84
-        p.source = options.source
-        p.device = options.device
         emitted += 1
         if let t = p.time {
             if t.milliseconds == lastTime {
