@@ -140,15 +140,20 @@ public enum ChinaDatums {
     static func gcjDelta(latitude: Double, longitude: Double) -> (latitude: Double, longitude: Double) {
         let x = longitude - 105.0, y = latitude - 35.0
         let pi = Double.pi
+        // sin 3θ = sin θ · (3 − 4 sin² θ) gives three of the series' sines from three others:
+        // eight calls instead of eleven, the sines a few ulps from the library's (the offset
+        // moves by about 1e-16°), while a call is most of the cost of a conversion.
+        @inline(__always) func tripled(_ s: Double) -> Double { s * (3.0 - 4.0 * s * s) }
+        let sin2x = sin(2.0 * x * pi), sinX3 = sin(x / 3.0 * pi), sinY3 = sin(y / 3.0 * pi)
         // Terms shared by both series.
-        let common = (20.0 * sin(6.0 * x * pi) + 20.0 * sin(2.0 * x * pi)) * 2.0 / 3.0
+        let common = (20.0 * tripled(sin2x) + 20.0 * sin2x) * 2.0 / 3.0
         var dLat = -100.0 + 2.0 * x + 3.0 * y + 0.2 * y * y + 0.1 * x * y + 0.2 * abs(x).squareRoot()
         dLat += common
-        dLat += (20.0 * sin(y * pi) + 40.0 * sin(y / 3.0 * pi)) * 2.0 / 3.0
+        dLat += (20.0 * tripled(sinY3) + 40.0 * sinY3) * 2.0 / 3.0
         dLat += (160.0 * sin(y / 12.0 * pi) + 320 * sin(y * pi / 30.0)) * 2.0 / 3.0
         var dLon = 300.0 + x + 2.0 * y + 0.1 * x * x + 0.1 * x * y + 0.1 * abs(x).squareRoot()
         dLon += common
-        dLon += (20.0 * sin(x * pi) + 40.0 * sin(x / 3.0 * pi)) * 2.0 / 3.0
+        dLon += (20.0 * tripled(sinX3) + 40.0 * sinX3) * 2.0 / 3.0
         dLon += (150.0 * sin(x / 12.0 * pi) + 300.0 * sin(x / 30.0 * pi)) * 2.0 / 3.0
         let radLat = latitude / 180.0 * pi
         var magic = sin(radLat)
