@@ -185,36 +185,72 @@ struct FieldReader {
         return v
     }
 
-    /// Skips `n` fields that must each be empty or an ``integer()`` (a GSA's twelve satellite
-    /// ids), as `n` calls of it would, in one pass over their bytes: digits and commas only, no
-    /// run of ten digits. Anything else (a bad id, or ten digits that may still be a valid id
-    /// when they start with zeros) is left to those `n` calls.
+    /// Skips `n` (1 or more) fields that must each be empty or an ``integer()`` (a GSA's twelve
+    /// satellite ids, a GSV's counts), as `n` calls of it would, in one pass over their bytes:
+    /// digits and commas only, no run of ten digits. Anything else (a bad id, or ten digits that
+    /// may still be a valid id when they start with zeros) is left to those `n` calls.
+    ///
+    /// Eight bytes at a time: each byte's comma and digit tests are exact (the high bit is
+    /// masked off before the range sums), the `n`-th comma is found among a word's commas by
+    /// clearing the lower ones, and only the run of digits that crosses into a word can reach
+    /// ten (within a word a run between two commas has at most six).
     mutating func skipIntegers(_ n: Int) {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs = ones &* 0x80, lows = ones &* 0x7F
         var i = position
-        var commas = 0
-        var run = 0
-        var longest = 0
-        var plain = true
+        var remaining = n  // commas still to pass; the last one ends the last field
+        var run = 0  // digits since the last comma
+        while i &+ 8 <= bytes.count {
+            let w = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+            let t = w ^ (ones &* 0x2C)
+            let commas = ~(((t & lows) &+ lows) | t) & highs
+            let v = w & lows
+            let digits = (v &+ ones &* (0x80 - 0x30)) & ~(v &+ ones &* (0x80 - 0x3A)) & ~w & highs
+            // Bytes of this word that belong to the skipped fields: all, or those before the
+            // last comma to pass.
+            // Their count by one multiplication (the byte flags summed into the top byte): the
+            // baseline x86-64 this is built for has no population count instruction.
+            let count = Int(truncatingIfNeeded: ((commas >> 7) &* ones) >> 56)
+            var end = 8
+            if count >= remaining {
+                var c = commas
+                for _ in 1..<remaining { c &= c &- 1 }
+                end = c.trailingZeroBitCount >> 3
+            }
+            let span = end == 8 ? highs : highs & ((1 &<< UInt64(end &* 8)) &- 1)
+            let within = commas & span
+            let lead = within == 0 ? end : within.trailingZeroBitCount >> 3
+            guard (commas | digits) & span == span, run &+ lead < 10 else { return integers(n) }
+            if end < 8 {
+                moveOn(after: i &+ end)
+                return
+            }
+            run = within == 0 ? run &+ 8 : 7 &- ((63 &- within.leadingZeroBitCount) >> 3)
+            remaining &-= count
+            i &+= 8
+        }
+        // The last bytes of the body, one at a time.
         while i < bytes.count {
             let c = bytes[i]
             if c == 0x2C {
-                commas += 1
-                if commas == n { break }
+                remaining &-= 1
+                if remaining == 0 { break }
                 run = 0
             } else if c &- 0x30 < 10 {
-                run += 1
-                longest = max(longest, run)
+                run &+= 1
+                if run >= 10 { return integers(n) }
             } else {
-                plain = false
-                break
+                return integers(n)
             }
-            i += 1
-        }
-        guard plain && longest < 10 else {
-            for _ in 0..<n { _ = integer() }
-            return
+            i &+= 1
         }
         moveOn(after: i)
+    }
+
+    /// `n` calls of ``integer()``, their values dropped.
+    @inline(never)
+    private mutating func integers(_ n: Int) {
+        for _ in 0..<n { _ = integer() }
     }
 
     /// The first byte of the field, or nil when empty (mode indicators, statuses, units).

@@ -255,27 +255,30 @@ import Testing
         }
     }
 
-    /// A GSA's satellite ids skipped in one pass must leave the reader where twelve calls of
-    /// `integer()` leave it, failed or not: ids, empty ids, bad ids, ten-digit ids (valid with
-    /// leading zeros), fewer than twelve fields, and the fields after them.
+    /// A GSA's satellite ids (and a GSV's three counts) skipped in one pass must leave the reader
+    /// where twelve (three) calls of `integer()` leave it, failed or not: ids, empty ids, bad ids,
+    /// nine-digit ids, ten-digit ids (valid with leading zeros), fewer fields than skipped, and
+    /// the fields after them, at every offset from the words the pass reads.
     @Test func skippedIdsAreCheckedAsIntegers() {
         var rng = SeededGenerator(seed: 19)
-        let ids = ["", "", "01", "7", "32", "193", "0000000001", "1000000000", "000000000012", "x", "1.5", " 3", "-2"]
+        let ids = ["", "", "01", "7", "32", "193", "123456789", "0000000001", "1000000000", "000000000012", "x", "1.5", " 3", "-2", "é"]
         for i in 0..<Self.rounds {
-            let count = i % 5 == 0 ? Int.random(in: 0...14, using: &rng) : 12
+            let n = i % 4 == 3 ? 3 : 12
+            let count = i % 5 == 0 ? Int.random(in: 0...(n + 2), using: &rng) : n
             var fields = (0..<count).map { _ in
-                i % 3 == 0 ? ids.randomElement(using: &rng)! : ids[Int.random(in: 0...5, using: &rng)]
+                i % 3 == 0 ? ids.randomElement(using: &rng)! : ids[Int.random(in: 0...6, using: &rng)]
             }
-            if i % 7 == 0 { fields += ["1.9", "2.3"] }
-            let body = Array(("GPGSA," + fields.joined(separator: ",")).utf8)
+            if i % 7 != 0 { fields += ["1.9", "2.3"] }
+            let talker = String(repeating: "G", count: 1 + i % 8)  // moves the ids against the words
+            let body = Array((talker + "GSA," + fields.joined(separator: ",")).utf8)
             body.withUnsafeBytes { raw in
                 var f = FieldReader(body: raw)
-                f.skipIntegers(12)
+                f.skipIntegers(n)
                 var g = FieldReader(body: raw)
-                for _ in 0..<12 { _ = g.integer() }
+                for _ in 0..<n { _ = g.integer() }
                 let text = fields.joined(separator: ",")
-                #expect(f.failed == g.failed, "\(text)")
-                #expect(f.decimal() == g.decimal() && f.decimal() == g.decimal(), "\(text)")
+                #expect(f.failed == g.failed, "\(n): \(text)")
+                #expect(f.decimal() == g.decimal() && f.decimal() == g.decimal() && f.next() == g.next(), "\(n): \(text)")
             }
         }
     }
