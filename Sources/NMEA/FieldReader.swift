@@ -261,11 +261,17 @@ struct FieldReader {
         return c
     }
 
-    /// A single-byte field that must be one of `allowed`, or nil when empty.
+    /// A single-byte field that must be one of `allowed` (capital letters), or nil when empty.
+    ///
+    /// Inlined, so that the set becomes a constant bit mask at each call site instead of a
+    /// search through the string for every field.
+    @inline(__always)
     mutating func flag(_ allowed: StaticString) -> UInt8? {
         if takeEmpty() { return nil }
         let c = bytes[position]
-        guard close(at: position + 1), Self.contains(allowed, c) else { failed = true; return nil }
+        let letter = c &- 0x41
+        guard close(at: position + 1), letter < 26, Self.letters(allowed) & (1 &<< UInt32(letter)) != 0
+        else { failed = true; return nil }
         return c
     }
 
@@ -487,9 +493,15 @@ struct FieldReader {
         return Int(a) * 10 + Int(b)
     }
 
+    /// The capital letters of `set` as bits 0 (`A`) to 25 (`Z`).
     @inline(__always)
-    private static func contains(_ set: StaticString, _ c: UInt8) -> Bool {
-        set.withUTF8Buffer { $0.contains(c) }
+    private static func letters(_ set: StaticString) -> UInt32 {
+        var mask: UInt32 = 0
+        for i in 0..<set.utf8CodeUnitCount {
+            let letter = set.utf8Start[i] &- 0x41
+            if letter < 26 { mask |= 1 &<< UInt32(letter) }
+        }
+        return mask
     }
 
     /// `powersOf10[s]`, from constants for the usual scales (no lazy-global access per field).

@@ -199,13 +199,19 @@ import Testing
         }
     }
 
+    /// Every byte next to and inside the capital letters, against each set the parser uses
+    /// (the reader turns each set into a bit mask).
     @Test func flagsFollowTheirRules() {
         var rng = SeededGenerator(seed: 13)
-        let texts = ["", "A", "V", "AV", "x", "N", "*", " ", "AA"]
-        for i in 0..<2_000 {
+        let texts = ["", "A", "V", "AV", "x", "N", "*", " ", "AA", "@", "[", "Z", "a", "v", "`", "{", "\u{C1}", "1"]
+            + (0x41...0x5A).map { String(UnicodeScalar(UInt8($0))) }
+        for i in 0..<4_000 {
             let s = texts.randomElement(using: &rng)!
-            let got = Self.read(s, followed: i % 3 != 0) { f, _ in f.flag("AV") }
-            #expect(got == Self.flag(s, "AV"), "\(s)")
+            let followed = i % 3 != 0
+            #expect(Self.read(s, followed: followed) { f, _ in f.flag("AV") } == Self.flag(s, "AV"), "\(s)")
+            #expect(Self.read(s, followed: followed) { f, _ in f.flag("ADEFMNPRS") } == Self.flag(s, "ADEFMNPRS"), "\(s)")
+            #expect(Self.read(s, followed: followed) { f, _ in f.flag("AEMSV") } == Self.flag(s, "AEMSV"), "\(s)")
+            #expect(Self.read(s, followed: followed) { f, _ in f.flag("Z") } == Self.flag(s, "Z"), "\(s)")
         }
     }
 
