@@ -174,7 +174,11 @@ struct DocumentFile {
 
     mutating func close() {
         if fd >= 0 {
-            Glibc.fsync(fd)
+            // Without `fsync` the file is left to the page cache like any other file a program
+            // writes (a clean shutdown or reboot writes it out); syncing only at the end would
+            // make every run wait for, and spend CPU on, writing the whole file back, and still
+            // not protect what a power cut mid-run takes.
+            if configuration.fsync { Glibc.fsync(fd) }
             Glibc.close(fd)
             fd = -1
         }
