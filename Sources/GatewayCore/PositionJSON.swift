@@ -36,12 +36,12 @@ public enum PositionJSON {
     ]
 
     /// Remembers the text of what a sink writes again and again: the last attributes written,
-    /// the source's name and id prefix, the datum and the date.
+    /// the source's name and id prefix, the device, the datum and the date.
     ///
     /// Consecutive positions usually carry the same attributes (the geofence and set transforms
     /// hand one shared dictionary to every position they change), and sorting and writing them
     /// costs more than the rest of the object; a source's positions share their source, id
-    /// prefix, datum and day, whose text is checked for escapes (or computed from the day
+    /// prefix, device, datum and day, whose text is checked for escapes (or computed from the day
     /// number) every time otherwise. A sink that writes many positions keeps one cache and
     /// passes it to ``PositionJSON/append(_:to:cache:)``.
     public struct TextCache: Sendable {
@@ -49,9 +49,10 @@ public enum PositionJSON {
         fileprivate let remembers: Bool
         fileprivate var attributes: [String: String] = [:]
         fileprivate var text: [UInt8] = []
-        /// `"prefix` (the quote opened: the number follows), `"source"` and `"datum"`.
+        /// `"prefix` (the quote opened: the number follows), `"source"`, `"device"` and `"datum"`.
         fileprivate var idPrefix = StringText(closed: false)
         fileprivate var source = StringText(closed: true)
+        fileprivate var device = StringText(closed: true)
         fileprivate var datum = StringText(closed: true)
         /// `YYYY-MM-DDT` of `day` (days since 1970).
         fileprivate var day = Int.min
@@ -209,7 +210,10 @@ public enum PositionJSON {
             w.bytes(#","source":"#)
             if remembers { cache.source.write(p.pointee.source, to: &w) } else { w.string(p.pointee.source) }
         }
-        if let d = p.pointee.device { w.bytes(#","device":"#); w.string(d) }
+        if let d = p.pointee.device {
+            w.bytes(#","device":"#)
+            if remembers { cache.device.write(d, to: &w) } else { w.string(d) }
+        }
         if let t = p.pointee.time {
             // The text of `Timestamp.appendISO8601(to:)`: `YYYY-MM-DDTHH:MM:SS.mmmZ`.
             let (day, ms) = t.dayAndTimeOfDay

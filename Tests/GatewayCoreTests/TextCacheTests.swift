@@ -25,7 +25,7 @@ import Testing
         #expect(String(decoding: without, as: UTF8.self).contains(#""attributes":{"fence_names":"Depot","fences":"depot","fleet":"north"}"#))
     }
 
-    /// Sources, id prefixes, datums and days that repeat for a while and then change, among
+    /// Sources, id prefixes, devices, datums and days that repeat for a while and then change, among
     /// them strings that need escapes, long (heap) strings, empty ones and days around the
     /// epoch, leap days and the clamped years.
     @Test func repeatedStringsAndDaysAreThoseWithout() {
@@ -34,7 +34,8 @@ import Testing
         let prefixes = ["rx-", "", "x\ty-", "a-very-long-prefix-for-a-numbered-identifier-"]
         let datums: [Datum] = [.wgs84, .gcj02, .bd09, Datum(name: "EPSG:32651"), Datum(name: "q\"")]
         let days: [Int64] = [0, -1, 19_844, 19_845, 11_016, -719_528, 2_932_896, 2_932_897, -800_000]
-        var source = sources[0], prefix = prefixes[0], datum = datums[0], day = days[0]
+        let devices: [String?] = [nil, "unit-1", "/dev/ttyACM0", "serial \"7\"", "a-device-name-longer-than-fifteen-bytes"]
+        var source = sources[0], prefix = prefixes[0], datum = datums[0], day = days[0], device = devices[0]
         var cache = PositionJSON.TextCache()
         var mismatches: [Int] = [], badText: [String] = []
         for i in 0..<3_000 {
@@ -43,9 +44,10 @@ import Testing
             if Int.random(in: 0..<10, using: &random) == 0 { prefix = prefixes.randomElement(using: &random)! }
             if Int.random(in: 0..<10, using: &random) == 0 { datum = datums.randomElement(using: &random)! }
             if Int.random(in: 0..<10, using: &random) == 0 { day = days.randomElement(using: &random)! }
+            if Int.random(in: 0..<10, using: &random) == 0 { device = devices.randomElement(using: &random)! }
             let ms = day * 86_400_000 + Int64.random(in: 0..<86_400_000, using: &random)
             var p = Position(time: Timestamp(milliseconds: ms), latitude: 31.2, longitude: 121.4, mode: .threeD,
-                             datum: datum, source: source)
+                             datum: datum, source: source, device: device)
             switch i % 5 {
             case 0: p.id = "text-\(i)"
             case 1: p.identifier = PositionID(prefix: prefix, marker: UInt8(ascii: "n"), number: Int64(i))
@@ -61,7 +63,8 @@ import Testing
             let text = String(decoding: without, as: UTF8.self)
             if !text.hasSuffix(#""datum":"# + jsonString(datum.name) + "}\n")
                 || !text.contains(#""time":""# + String(decoding: time, as: UTF8.self) + #"""#)
-                || !text.contains(#""id":"# + jsonString(p.id) + ",") {
+                || !text.contains(#""id":"# + jsonString(p.id) + ",")
+                || !text.contains(device.map { #","device":"# + jsonString($0) + "," } ?? #""time""#) {
                 badText.append(text)
             }
         }
