@@ -34,6 +34,8 @@ struct EpochAssembler: Sendable {
     private var epoch: Epoch
     /// Days since 1970 of the current UTC date, once RMC or ZDA gave one.
     private var date: Int?
+    /// The last RMC date field and its day number: every RMC repeats it all day.
+    private var rmcDate: (date: (day: Int, month: Int, year: Int), days: Int)?
     /// The time of day of the last epoch, to notice midnight.
     private var lastTimeOfDay: Int?
     /// Mode of the last emitted epoch: gpsd keeps a 3D fix across RMC/GLL.
@@ -99,9 +101,15 @@ struct EpochAssembler: Sendable {
         switch sentence {
         case .rmc(let s):
             if let d = s.date {
-                // gpsd's century rule: two-digit years from 81 on are 19xx.
-                let year = d.year > 80 ? 1900 + d.year : 2000 + d.year
-                date = Timestamp.daysFromCivil(year: year, month: d.month, day: d.day)
+                if let last = rmcDate, last.date == d {
+                    date = last.days
+                } else {
+                    // gpsd's century rule: two-digit years from 81 on are 19xx.
+                    let year = d.year > 80 ? 1900 + d.year : 2000 + d.year
+                    let days = Timestamp.daysFromCivil(year: year, month: d.month, day: d.day)
+                    date = days
+                    rmcDate = (d, days)
+                }
             }
             if let q = Self.quality(modeIndicator: s.modeIndicator) { epoch.position.quality = q }
             if s.status == 0x41 && s.modeIndicator != 0x4E {

@@ -41,6 +41,29 @@ import Testing
         ])
     }
 
+    /// Each RMC's date counts, repeated or changed (the assembler keeps the last one's day
+    /// number), whatever a ZDA between them said.
+    @Test func everyRMCDateCounts() {
+        let p = Self.decode([
+            "GPRMC,120000,A,4807.038,N,01131.000,E,0,0,010124,,",
+            "GPRMC,120001,A,4807.038,N,01131.000,E,0,0,010124,,",
+            "GPRMC,120002,A,4807.038,N,01131.000,E,0,0,020124,,",
+            "GPZDA,120003,05,06,2024,00,00",
+            "GPRMC,120004,A,4807.038,N,01131.000,E,0,0,020124,,",
+            "GPRMC,120005,A,4807.038,N,01131.000,E,0,0,010124,,",
+            "GPRMC,120006,A,4807.038,N,01131.000,E,0,0,010199,,",
+        ])
+        #expect(p.map(\.time) == [
+            Timestamp(year: 2024, month: 1, day: 1, hour: 12),
+            Timestamp(year: 2024, month: 1, day: 1, hour: 12, second: 1),
+            Timestamp(year: 2024, month: 1, day: 2, hour: 12, second: 2),
+            Timestamp(year: 2024, month: 6, day: 5, hour: 12, second: 3),
+            Timestamp(year: 2024, month: 1, day: 2, hour: 12, second: 4),
+            Timestamp(year: 2024, month: 1, day: 1, hour: 12, second: 5),
+            Timestamp(year: 1999, month: 1, day: 1, hour: 12, second: 6),
+        ])
+    }
+
     @Test(arguments: [("230394", 1994), ("230380", 2080), ("230381", 1981), ("230300", 2000), ("230324", 2024)])
     func twoDigitYearsFollowGpsdsCentury(date: String, year: Int) {
         let p = Self.decode(["GPRMC,120000,A,4807.038,N,01131.000,E,0,0,\(date),,"])
