@@ -156,11 +156,14 @@ public enum ChinaDatums {
         dLon += (20.0 * tripled(sinX3) + 40.0 * sinX3) * 2.0 / 3.0
         dLon += (150.0 * sin(x / 12.0 * pi) + 300.0 * sin(x / 30.0 * pi)) * 2.0 / 3.0
         let radLat = latitude / 180.0 * pi
-        var magic = sin(radLat)
-        magic = 1 - krasovskyEE * magic * magic
+        let sinLat = sin(radLat)
+        let magic = 1 - krasovskyEE * sinLat * sinLat
         let sqrtMagic = magic.squareRoot()
+        // cos from sin: |latitude| <= 90 makes it the non-negative root, as exact as the call
+        // where the shift is defined (cos >= 0.5 in China).
+        let cosLat = (1 - sinLat * sinLat).squareRoot()
         dLat = (dLat * 180.0) / ((krasovskyA * (1 - krasovskyEE)) / (magic * sqrtMagic) * pi)
-        dLon = (dLon * 180.0) / (krasovskyA / sqrtMagic * cos(radLat) * pi)
+        dLon = (dLon * 180.0) / (krasovskyA / sqrtMagic * cosLat * pi)
         return (dLat, dLon)
     }
 }
