@@ -159,8 +159,9 @@ public enum ChinaDatums {
         let sinLat = sin(radLat)
         let magic = 1 - krasovskyEE * sinLat * sinLat
         let sqrtMagic = magic.squareRoot()
-        // cos from sin: |latitude| <= 90 makes it the non-negative root, as exact as the call
-        // where the shift is defined (cos >= 0.5 in China).
+        // cos from sin: |latitude| <= 90 makes it the non-negative root; where the shift is
+        // defined (cos >= 0.5 in China) 1 − sin² does not cancel, so it is within an ulp or two
+        // of the call.
         let cosLat = (1 - sinLat * sinLat).squareRoot()
         dLat = (dLat * 180.0) / ((krasovskyA * (1 - krasovskyEE)) / (magic * sqrtMagic) * pi)
         dLon = (dLon * 180.0) / (krasovskyA / sqrtMagic * cosLat * pi)
