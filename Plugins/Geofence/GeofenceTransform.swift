@@ -103,7 +103,7 @@ public struct GeofenceTransform: PositionTransform {
             // sinks whatever the fences say, and must not move a device across one.
             return (true, nil)
         }
-        guard let point = fencePoint(of: p) else {
+        guard let point = fencePoint(latitude: p.latitude, longitude: p.longitude, datum: p.datum) else {
             switch configuration.action {
             case .keepInside:
                 context.stats.count("dropped.no_coordinates")
@@ -151,11 +151,12 @@ public struct GeofenceTransform: PositionTransform {
         return (true, point)
     }
 
-    /// The position's coordinates in the fence datum, or nil without usable coordinates.
-    func fencePoint(of position: Position) -> GeoPoint? {
-        guard let lat = position.latitude, let lon = position.longitude, lat.isFinite, lon.isFinite, abs(lat) <= 90 else { return nil }
+    /// A position's coordinates in the fence datum, or nil without usable coordinates. Given the
+    /// three fields, not the position: passing a position copies all of it.
+    func fencePoint(latitude: Double?, longitude: Double?, datum positionDatum: Datum) -> GeoPoint? {
+        guard let lat = latitude, let lon = longitude, lat.isFinite, lon.isFinite, abs(lat) <= 90 else { return nil }
         let datum: ChinaDatums.Datum
-        switch position.datum {
+        switch positionDatum {
         case .wgs84: datum = .wgs84
         case .gcj02: datum = .gcj02
         case .bd09: datum = .bd09
