@@ -235,10 +235,13 @@ extension Array where Element == Position {
     /// order: the in-place form of a transform that passes at most one position per position.
     public mutating func updateAndFilter(_ body: (inout Position) throws -> Bool) rethrows {
         var kept = 0
-        for i in indices {
-            if try body(&self[i]) {
-                if kept != i { swapAt(kept, i) }
-                kept += 1
+        // Through one buffer: `self[i]` checks that the storage is unique for every element.
+        try withUnsafeMutableBufferPointer { positions in
+            for i in positions.indices {
+                if try body(&positions[i]) {
+                    if kept != i { positions.swapAt(kept, i) }
+                    kept += 1
+                }
             }
         }
         if kept < count { removeLast(count - kept) }
