@@ -16,11 +16,11 @@ public struct StdoutSink: PositionSink {
 
     public func run(input: any SinkInput) async throws {
         var bytes: [UInt8] = []
-        var attributeText = PositionJSON.TextCache()
+        var textCache = PositionJSON.TextCache()
         while let batch = await input.next() {
             bytes.removeAll(keepingCapacity: true)
             switch configuration.format {
-            case .jsonl: PositionFormat.jsonl.appendRecords(batch, to: &bytes, cache: &attributeText)
+            case .jsonl: PositionFormat.jsonl.appendRecords(batch, to: &bytes, cache: &textCache)
             case .text: for p in batch { StdoutSink.appendText(p, to: &bytes) }
             }
             try StdoutSink.writeAll(bytes)

@@ -35,12 +35,12 @@ public struct FileSink: PositionSink {
         defer { file.close() }
         var bytes: [UInt8] = []
         let format = configuration.format
-        var attributeText = PositionJSON.TextCache()
+        var textCache = PositionJSON.TextCache()
         while let batch = await input.next() {
             bytes.removeAll(keepingCapacity: true)
             // Typical records are 200-300 bytes: one allocation per batch instead of regrowing.
             bytes.reserveCapacity(batch.count * 320)
-            format.appendRecords(batch, to: &bytes, cache: &attributeText, afterRecord: file.hasRecords)
+            format.appendRecords(batch, to: &bytes, cache: &textCache, afterRecord: file.hasRecords)
             try file.append(bytes)
             input.acknowledge()
             context.stats.addEmitted(batch.count)

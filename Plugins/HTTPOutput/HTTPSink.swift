@@ -63,7 +63,7 @@ public struct HTTPSink: PositionSink {
         let clock = ContinuousClock()
         var records: [OutboxEntry] = []
         // Consecutive positions usually carry the same attributes: their text is written once.
-        var attributeText = PositionJSON.TextCache()
+        var textCache = PositionJSON.TextCache()
         func intervalFlush() {
             if unflushedCount > 0 || queue.depth > 0 { signal.post(ended: false, flushAll: true) }
             unflushedCount = 0
@@ -85,7 +85,7 @@ public struct HTTPSink: PositionSink {
                 for p in batch {
                     var json: [UInt8] = []
                     json.reserveCapacity(320)
-                    PositionJSON.append(p, to: &json, cache: &attributeText)
+                    PositionJSON.append(p, to: &json, cache: &textCache)
                     unflushedBytes += json.count + 1
                     records.append(OutboxEntry(id: p.id, payload: json, time: p.time?.milliseconds))
                 }

@@ -127,8 +127,8 @@ public enum PositionFormat: String, Sendable, CaseIterable {
     /// A whole document for a batch (the HTTP sink's bodies).
     public func document(_ positions: [Position]) -> [UInt8] {
         var out = Array(header.utf8)
-        var attributeText = PositionJSON.TextCache()
-        appendRecords(positions, to: &out, cache: &attributeText)
+        var textCache = PositionJSON.TextCache()
+        appendRecords(positions, to: &out, cache: &textCache)
         out.append(contentsOf: trailer.utf8)
         return out
     }

@@ -54,9 +54,7 @@ public enum PositionJSON {
         fileprivate var source = StringText(closed: true)
         fileprivate var device = StringText(closed: true)
         fileprivate var datum = StringText(closed: true)
-        /// `YYYY-MM-DDT` of `day` (days since 1970).
-        fileprivate var day = Int.min
-        fileprivate var dayText: [UInt8] = []
+        fileprivate var date = DateText()
         /// Where each object is written before its one copy to the output, kept from record to
         /// record: the room an object may need is over a kilobyte, which is more than a
         /// temporary allocation takes on the stack, so a fresh buffer would be a heap
@@ -99,6 +97,29 @@ public enum PositionJSON {
                 return closed ? w.count : w.count - 1
             }
             text.removeSubrange(n...)
+        }
+    }
+
+    /// A day (days since 1970) and its text `YYYY-MM-DDT`.
+    fileprivate struct DateText: Sendable {
+        private var day = Int.min
+        private var text: [UInt8] = []
+
+        /// Writes the date of `day`: the one remembered when it is the same day.
+        @inline(__always)
+        mutating func write(_ day: Int, to w: inout RawJSONWriter) {
+            if day != self.day { remember(day) }
+            text.withUnsafeBufferPointer { w.bytes($0) }
+        }
+
+        @inline(never)
+        private mutating func remember(_ day: Int) {
+            self.day = day
+            text = [UInt8](repeating: 0, count: 11)
+            text.withUnsafeMutableBufferPointer { buf in
+                var w = RawJSONWriter(buf.baseAddress!)
+                w.date(day)
+            }
         }
     }
 
@@ -218,19 +239,7 @@ public enum PositionJSON {
             // The text of `Timestamp.appendISO8601(to:)`: `YYYY-MM-DDTHH:MM:SS.mmmZ`.
             let (day, ms) = t.dayAndTimeOfDay
             w.bytes(#","time":""#)
-            if remembers {
-                if day != cache.day {
-                    cache.day = day
-                    cache.dayText = [UInt8](repeating: 0, count: 11)
-                    cache.dayText.withUnsafeMutableBufferPointer { buf in
-                        var d = RawJSONWriter(buf.baseAddress!)
-                        d.date(day)
-                    }
-                }
-                cache.dayText.withUnsafeBufferPointer { w.bytes($0) }
-            } else {
-                w.date(day)
-            }
+            if remembers { cache.date.write(day, to: &w) } else { w.date(day) }
             let seconds = ms / 1000
             w.twoDigits(seconds / 3600); w.byte(UInt8(ascii: ":")); w.twoDigits(seconds / 60 % 60)
             w.byte(UInt8(ascii: ":")); w.twoDigits(seconds % 60); w.byte(UInt8(ascii: "."))

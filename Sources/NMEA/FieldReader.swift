@@ -195,8 +195,7 @@ struct FieldReader {
     /// clearing the lower ones, and only the run of digits that crosses into a word can reach
     /// ten (within a word a run between two commas has at most six).
     mutating func skipIntegers(_ n: Int) {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highs = ones &* 0x80, lows = ones &* 0x7F
+        let ones = WordBytes.ones, highs = WordBytes.highs, lows = ones &* 0x7F
         var i = position
         var remaining = n  // commas still to pass; the last one ends the last field
         var run = 0  // digits since the last comma
@@ -204,13 +203,12 @@ struct FieldReader {
             let w = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self))
             let t = w ^ (ones &* 0x2C)
             let commas = ~(((t & lows) &+ lows) | t) & highs
-            let v = w & lows
-            let digits = (v &+ ones &* (0x80 - 0x30)) & ~(v &+ ones &* (0x80 - 0x3A)) & ~w & highs
+            let digits = WordBytes.inRangeExact(w, 0x30, 0x3A)
+            // The commas' count by one multiplication (the byte flags summed into the top byte):
+            // the baseline x86-64 this is built for has no population count instruction.
+            let count = Int(truncatingIfNeeded: ((commas >> 7) &* ones) >> 56)
             // Bytes of this word that belong to the skipped fields: all, or those before the
             // last comma to pass.
-            // Their count by one multiplication (the byte flags summed into the top byte): the
-            // baseline x86-64 this is built for has no population count instruction.
-            let count = Int(truncatingIfNeeded: ((commas >> 7) &* ones) >> 56)
             var end = 8
             if count >= remaining {
                 var c = commas
@@ -408,10 +406,8 @@ struct FieldReader {
         let p = position
         guard p + 16 <= bytes.count else { return nil }
         let (w0, w1) = words(at: p)
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        @inline(__always) func nonDigits(_ w: UInt64) -> UInt64 {
-            ~((w &+ ones &* (0x80 - 0x30)) & ~(w &+ ones &* (0x80 - 0x3A))) & (ones &* 0x80)
-        }
+        let ones = WordBytes.ones
+        @inline(__always) func nonDigits(_ w: UInt64) -> UInt64 { ~WordBytes.inRange(w, 0x30, 0x3A) & WordBytes.highs }
         @inline(__always) func below(_ n: Int) -> UInt128 { (1 &<< UInt128(8 &* n)) &- 1 }
         let text = UInt128(w1) &<< 64 | UInt128(w0)
         let other = UInt128(nonDigits(w1)) &<< 64 | UInt128(nonDigits(w0))

@@ -71,11 +71,9 @@ enum SentenceParser {
     /// body to the byte-by-byte checks, which also tell proprietary and unknown addresses apart.
     @inline(__always)
     private static func isStandardAddress(_ body: UnsafeRawBufferPointer) -> Bool {
-        let ones: UInt64 = 0x0101_0101_0101_0101
         let w = UInt64(littleEndian: body.loadUnaligned(as: UInt64.self))
-        // High bit of each byte from `0` to `9`, and of each from `A` to `Z`.
-        let digit = (w &+ ones &* (0x80 - 0x30)) & ~(w &+ ones &* (0x80 - 0x3A))
-        let capital = (w &+ ones &* (0x80 - 0x41)) & ~(w &+ ones &* (0x80 - 0x5B))
+        let digit = WordBytes.inRange(w, 0x30, 0x3A)
+        let capital = WordBytes.inRange(w, 0x41, 0x5B)
         let firstFive: UInt64 = 0x80_8080_8080
         return (digit | capital) & firstFive == firstFive && (w >> 40) & 0xFF == 0x2C && w & 0xFF != 0x50
     }
