@@ -69,7 +69,7 @@ let package = Package(
         plugin("Filters", dependencies: ["GatewayCore", "Geodesy"]),
         plugin("Geofence", dependencies: ["GatewayCore", "Preflight", "Geodesy"]),
         plugin("FileOutput", dependencies: ["GatewayCore", "Preflight"]),
-        plugin("ConsoleOutput", dependencies: ["GatewayCore"]),
+        plugin("ConsoleOutput", dependencies: ["GatewayCore", "SystemIO"]),
         plugin("HTTPOutput", dependencies: ["GatewayCore", "Preflight", "Outbox", "CZlib", "CCurl", "PositionEncoding"]),
         plugin("NATSOutput", dependencies: ["GatewayCore", "Preflight", "Outbox", "NATSClient"]),
         plugin("MQTTOutput", dependencies: ["GatewayCore", "Preflight", "Outbox", "MQTTClient", "PositionEncoding"]),

@@ -1,4 +1,5 @@
 import GatewayCore
+import SystemIO
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -17,29 +18,33 @@ public struct StdoutSink: PositionSink {
     public func run(input: any SinkInput) async throws {
         var bytes: [UInt8] = []
         var textCache = PositionJSON.TextCache()
+        let wakeup = try Wakeup()
         while let batch = await input.next() {
             bytes.removeAll(keepingCapacity: true)
             switch configuration.format {
             case .jsonl: PositionFormat.jsonl.appendRecords(batch, to: &bytes, cache: &textCache)
             case .text: for p in batch { StdoutSink.appendText(p, to: &bytes) }
             }
-            try StdoutSink.writeAll(bytes)
+            try await StdoutSink.writeAll(bytes, wakeup: wakeup)
             input.acknowledge()
             context.stats.addEmitted(batch.count)
         }
     }
 
-    /// Writes everything, waiting for stdout in slices that observe cancellation: a reader that
-    /// stops reading (a paused pager, `| sleep`) must not hold shutdown past its deadline.
-    static func writeAll(_ bytes: [UInt8]) throws {
+    /// Writes everything. A reader that stops reading (a paused pager, `| sleep`) fills the pipe:
+    /// the sink then waits for room through `wakeup`, off the pipeline's thread and ended by
+    /// cancellation, so it neither stops the other components nor holds shutdown past its deadline.
+    static func writeAll(_ bytes: [UInt8], wakeup: Wakeup) async throws {
         var done = 0
         while done < bytes.count {
             var pfd = pollfd(fd: 1, events: Int16(POLLOUT), revents: 0)
-            let ready = poll(&pfd, 1, 100)
-            if ready < 0 && errno != EINTR {
+            let ready = poll(&pfd, 1, 0)
+            if ready < 0 {
+                if errno == EINTR { continue }
                 throw StdoutSinkError(message: "cannot wait for standard output: \(String(cString: strerror(errno)))")
             }
-            if ready <= 0 {
+            if ready == 0 {
+                _ = await wakeup.wait([1], events: Int16(POLLOUT), timeout: .seconds(1))
                 try Task.checkCancellation()
                 continue
             }

@@ -68,11 +68,16 @@ public struct PipelineConfiguration: Sendable {
         public var statsInterval: Duration? = .seconds(60)
         /// Log level from the file; `--log-level` wins over it.
         public var logLevel: LogLevel?
+        /// Threads that run the pipeline's components (see `PipelineThreads`).
+        public var threads: Int = 1
+        /// The most `threads` accepts.
+        public static let maximumThreads = 64
 
-        public init(shutdownTimeout: Duration = .seconds(10), statsInterval: Duration? = .seconds(60), logLevel: LogLevel? = nil) {
+        public init(shutdownTimeout: Duration = .seconds(10), statsInterval: Duration? = .seconds(60), logLevel: LogLevel? = nil, threads: Int = 1) {
             self.shutdownTimeout = shutdownTimeout
             self.statsInterval = statsInterval
             self.logLevel = logLevel
+            self.threads = threads
         }
     }
 
@@ -129,6 +134,7 @@ public struct PipelineConfiguration: Sendable {
             if let v = s.value("stats_interval") {
                 config.settings.statsInterval = v == .bool(false) ? nil : s.duration("stats_interval", default: .seconds(60), minimum: .milliseconds(100))
             }
+            config.settings.threads = s.int("threads", default: 1, in: 1...Settings.maximumThreads)
             if let l = s.string("log_level") {
                 if let level = LogLevel(name: l) { config.settings.logLevel = level } else {
                     s.report("log_level", "expected one of trace, debug, info, warning, error, got \"\(l)\"")

@@ -164,6 +164,8 @@ public final class Pipeline: Sendable {
     private let commands: AsyncStream<Command>
     private let mailbox: AsyncStream<Command>.Continuation
     private let settings: Mutex<PipelineConfiguration.Settings>
+    /// Where the components' tasks run (`settings.threads`; a reload does not change it).
+    let threads: PipelineThreads
     let logger: Logger
     private let logHandler: any LogHandler
     private let clock: any GatewayClock
@@ -200,6 +202,7 @@ public final class Pipeline: Sendable {
     public init(configuration: PipelineConfiguration, logHandler: any LogHandler, clock: any GatewayClock = SystemClock(),
                 drain: Drain = .off, observer: (any PipelineObserver)? = nil) throws {
         self.settings = Mutex(configuration.settings)
+        self.threads = PipelineThreads(count: configuration.settings.threads)
         self.drain = drain
         self.observer = observer
         self.clock = clock
@@ -317,7 +320,12 @@ public final class Pipeline: Sendable {
     /// Runs until every source has ended or shutdown was requested; returns the exit status
     /// (0, or 1 when a component failed). A `monitor` hears that every component started, and
     /// the heartbeat while the pipeline runs (see ``PipelineMonitor``).
+    ///
+    /// The components run on the pipeline's threads (``PipelineThreads``); this supervisor, the
+    /// heartbeat, the stats line and the shutdown deadlines on the global pool, so a component
+    /// that blocks its thread is still reported, and still cancelled at the deadline.
     public func run(monitor: (any PipelineMonitor)? = nil) async -> Int32 {
+        defer { threads.stop() }
         let (sourceCount, transformCount, sinkCount) = topology.withLock { ($0.sources.count, $0.transforms.count, $0.sinks.count) }
         logger.info("starting: \(sourceCount) source(s), \(transformCount) transform(s), \(sinkCount) sink(s)")
         var commandsIterator = commands.makeAsyncIterator()
@@ -426,7 +434,7 @@ public final class Pipeline: Sendable {
 
     private func start(_ h: SourceHandle, in group: inout DiscardingTaskGroup) {
         let id = h.component.id
-        group.addTask {
+        group.addTask(executorPreference: threads) {
             let output = SourceOutput(tracking: { batch, ack in
                 h.stats.addEmitted(batch.count)
                 self.observer?.sourceEmitted(id, batch)
@@ -453,7 +461,7 @@ public final class Pipeline: Sendable {
     }
 
     private func start(_ h: SinkHandle, sink: any PositionSink, in group: inout DiscardingTaskGroup) {
-        group.addTask {
+        group.addTask(executorPreference: threads) {
             await Pipeline.run(until: h.cancel) {
                 do {
                     try await sink.run(input: h.buffer)
@@ -530,7 +538,7 @@ public final class Pipeline: Sendable {
         let ticking = table.transforms.filter { $0.0.tickInterval != nil }
         guard !ticking.isEmpty else { return }
         let step = ticking.compactMap(\.0.tickInterval).min() ?? .seconds(1)
-        group.addTask {
+        group.addTask(executorPreference: threads) {
             await Pipeline.run(until: stop) { await self.runTicks(step: step) }
         }
     }
@@ -659,6 +667,10 @@ public final class Pipeline: Sendable {
         if oldSettings.logLevel != new.settings.logLevel {
             outcome.needsRestart.append("settings.log_level")
             logger.warning("settings.log_level changed: that needs a restart; kept \(oldSettings.logLevel?.name ?? "the level it started with")")
+        }
+        if oldSettings.threads != new.settings.threads {
+            outcome.needsRestart.append("settings.threads")
+            logger.warning("settings.threads changed: that needs a restart; kept \(oldSettings.threads)")
         }
 
         // What changed, by JSON path (an id that moved between sections is removed and added).

@@ -25,7 +25,9 @@ public protocol PipelineMonitor: Sendable {
 /// - a transform stayed inside one call (`process`, `tick`, `finish`): a blocked lock or a
 ///   runaway loop; every source feeding it is stuck behind it;
 /// - a sink left positions waiting in its buffer without taking any: a blocked write or a hung
-///   run loop. A durable sink retrying an unreachable peer is *not* wedged: it keeps committing
+///   run loop;
+/// - one job held the pipeline's threads (`threads: one job running for 31s, …`): a component
+///   blocking its thread with a synchronous wait, which stops every component that shares it. A durable sink retrying an unreachable peer is *not* wedged: it keeps committing
 ///   what arrives to its queue, so it keeps taking from its buffer.
 /// A source that produces nothing (a receiver unplugged, a quiet broker) is not a wedge: sources
 /// own their reconnection and stall timeouts.
@@ -111,6 +113,10 @@ extension Pipeline {
                     wedged.append("\(t.stats.id): inside one call for \(DurationText.format(d))")
                 }
             }
+            let jobs = tracker.observe(ObjectIdentifier(threads), stuckWith: threads.activity.busyMark, now: now)
+            if let d = jobs, d > limit {
+                wedged.append("threads: one job running for \(DurationText.format(d)), the components behind it waiting")
+            }
             var queued = 0
             var out = 0
             for s in sinks {
@@ -121,7 +127,7 @@ extension Pipeline {
                     wedged.append("\(s.stats.id): \(mark.waiting) position(s) waiting, none taken for \(DurationText.format(d))")
                 }
             }
-            tracker.keepOnly(Set(transforms.map { ObjectIdentifier($0) } + sinks.map { ObjectIdentifier($0.buffer) }))
+            tracker.keepOnly(Set(transforms.map { ObjectIdentifier($0) } + sinks.map { ObjectIdentifier($0.buffer) } + [ObjectIdentifier(threads)]))
             var positionsIn = 0
             var producing = 0
             for stats in sources {

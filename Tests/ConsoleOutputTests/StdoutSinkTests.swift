@@ -65,6 +65,24 @@ import Testing
         #expect(lines.allSatisfy { $0.hasPrefix("2024-05-01T00:") && $0.contains(" 3D ") })
     }
 
+    @Test func aStdoutNobodyReadsDoesNotStopTheOtherSinks() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // The stdout sink drops its oldest positions when its buffer is full, so the source never
+        // waits for it: while it waits for room in the pipe, the file sink on the same pipeline
+        // thread writes all 20,000 positions.
+        try NMEASamples.writeLog(epochs: 20_000, to: "\(dir)/in.nmea")
+        try #"{"settings":{"stats_interval":false,"shutdown_timeout":"2s"},"sources":{"rx":{"type":"file","path":"in.nmea"}},"sinks":{"out":{"type":"stdout","inputs":["rx"],"buffer":{"max_positions":100,"when_full":"drop_oldest"}},"copy":{"type":"file","inputs":["rx"],"path":"copy.jsonl"}}}"#
+            .write(toFile: "\(dir)/p.json", atomically: true, encoding: .utf8)
+        let (p, _, _) = try LocgateBinary.start(["run", "\(dir)/p.json"])
+        defer { if p.isRunning { kill(p.processIdentifier, SIGKILL) } }
+        #expect(await Poll.until(timeout: .seconds(30)) {
+            ((try? String(contentsOfFile: "\(dir)/copy.jsonl", encoding: .utf8))?.utf8.count { $0 == 0x0A } ?? 0) == 20_000
+        })
+        // The input has ended; the shutdown deadline cancels the stdout sink, still waiting.
+        #expect(await Poll.until(timeout: .seconds(20)) { !p.isRunning })
+    }
+
     @Test func aReaderThatStopsReadingDoesNotHoldShutdownPastItsDeadline() async throws {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }

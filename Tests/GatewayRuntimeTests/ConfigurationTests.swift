@@ -74,6 +74,21 @@ import Testing
         #expect(p.count == 5)
     }
 
+    @Test func theThreadsSettingIsReadAndCheckedWithItsPath() throws {
+        func json(_ threads: String?) -> String {
+            """
+            {"settings":{\(threads.map { "\"threads\":\($0)" } ?? "")},
+             "sources":{"rx":{"type":"file","path":"a.nmea"}},"sinks":{"o":{"type":"file","inputs":["rx"],"path":"o.jsonl"}}}
+            """
+        }
+        #expect(try PipelineConfiguration.load(json: Array(json(nil).utf8), registry: registry).settings.threads == 1)
+        #expect(try PipelineConfiguration.load(json: Array(json("4").utf8), registry: registry).settings.threads == 4)
+        #expect(problems(json("0")) == ["settings.threads: must be between 1 and 64, got 0"])
+        #expect(problems(json("65")) == ["settings.threads: must be between 1 and 64, got 65"])
+        #expect(problems(json("1.5")) == ["settings.threads: expected a whole number, got 1.5"])
+        #expect(problems(json("\"2\"")) == ["settings.threads: expected a number, got a string"])
+    }
+
     @Test func missingAndDanglingInputs() {
         let p = problems("""
         {"sources":{"rx":{"type":"file","path":"a.nmea"}},

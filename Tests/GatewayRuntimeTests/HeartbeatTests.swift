@@ -60,6 +60,8 @@ struct BlockingTransform: PositionTransform {
 
         let wedged = await Poll.until { monitor.all.contains { $0.wedged.contains { $0.hasPrefix("transforms.stuck:") } } }
         #expect(wedged)
+        // It holds the pipeline's one thread too.
+        #expect(monitor.all.contains { $0.wedged.contains { $0.hasPrefix("threads: one job running for ") } })
         #expect(monitor.started)
         gate.open()
         let count = monitor.all.count
