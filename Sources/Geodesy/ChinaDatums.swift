@@ -140,21 +140,27 @@ public enum ChinaDatums {
     static func gcjDelta(latitude: Double, longitude: Double) -> (latitude: Double, longitude: Double) {
         let x = longitude - 105.0, y = latitude - 35.0
         let pi = Double.pi
-        // sin 3θ = sin θ · (3 − 4 sin² θ) gives three of the series' sines from three others:
-        // eight calls instead of eleven, the sines a few ulps from the library's (the offset
-        // moves by about 1e-16°), while a call is most of the cost of a conversion.
-        @inline(__always) func tripled(_ s: Double) -> Double { s * (3.0 - 4.0 * s * s) }
-        let sin2x = sin(2.0 * x * pi), sinX3 = sin(x / 3.0 * pi), sinY3 = sin(y / 3.0 * pi)
+        // The series' angles are multiples of φ = π·x/60 (and of π·y/60): x/30 is 2φ, x/12 is
+        // 5φ, x/3 is 20φ, x is 60φ, 2x is 120φ, 6x is 360φ. Their sines follow from sin φ and
+        // cos φ by the double- and triple-angle identities and one sum: four library calls for
+        // the ten sines (a call is most of the cost of a conversion). Each identity adds an
+        // ulp or so, growing with the multiple; the offset stays within 1.5e-16° of the one
+        // from eleven library calls (2M seeded random points over the China box).
+        let x1 = Multiples(x / 60.0 * pi), y1 = Multiples(y / 60.0 * pi)
+        let x5 = x1.plus4(x1), y5 = y1.plus4(y1)
+        let x20 = x5.doubled.doubled, y20 = y5.doubled.doubled
+        let x60 = x20.tripled
+        let sin2x = x60.doubled.sin
         // Terms shared by both series.
-        let common = (20.0 * tripled(sin2x) + 20.0 * sin2x) * 2.0 / 3.0
+        let common = (20.0 * Multiples.tripledSine(sin2x) + 20.0 * sin2x) * 2.0 / 3.0
         var dLat = -100.0 + 2.0 * x + 3.0 * y + 0.2 * y * y + 0.1 * x * y + 0.2 * abs(x).squareRoot()
         dLat += common
-        dLat += (20.0 * tripled(sinY3) + 40.0 * sinY3) * 2.0 / 3.0
-        dLat += (160.0 * sin(y / 12.0 * pi) + 320 * sin(y * pi / 30.0)) * 2.0 / 3.0
+        dLat += (20.0 * Multiples.tripledSine(y20.sin) + 40.0 * y20.sin) * 2.0 / 3.0
+        dLat += (160.0 * y5.sin + 320 * y1.doubled.sin) * 2.0 / 3.0
         var dLon = 300.0 + x + 2.0 * y + 0.1 * x * x + 0.1 * x * y + 0.1 * abs(x).squareRoot()
         dLon += common
-        dLon += (20.0 * tripled(sinX3) + 40.0 * sinX3) * 2.0 / 3.0
-        dLon += (150.0 * sin(x / 12.0 * pi) + 300.0 * sin(x / 30.0 * pi)) * 2.0 / 3.0
+        dLon += (20.0 * x60.sin + 40.0 * x20.sin) * 2.0 / 3.0
+        dLon += (150.0 * x5.sin + 300.0 * x1.doubled.sin) * 2.0 / 3.0
         let radLat = latitude / 180.0 * pi
         let sinLat = sin(radLat)
         let magic = 1 - krasovskyEE * sinLat * sinLat
@@ -166,5 +172,41 @@ public enum ChinaDatums {
         dLat = (dLat * 180.0) / ((krasovskyA * (1 - krasovskyEE)) / (magic * sqrtMagic) * pi)
         dLon = (dLon * 180.0) / (krasovskyA / sqrtMagic * cosLat * pi)
         return (dLat, dLon)
+    }
+}
+
+/// The sine and cosine of an angle, and of its multiples by identities instead of library calls
+/// (``ChinaDatums/gcjDelta(latitude:longitude:)``).
+struct Multiples {
+    var sin: Double
+    var cos: Double
+
+    @inline(__always) init(_ angle: Double) {
+        sin = Foundation.sin(angle)
+        cos = Foundation.cos(angle)
+    }
+
+    @inline(__always) init(sin: Double, cos: Double) {
+        self.sin = sin
+        self.cos = cos
+    }
+
+    /// 2θ.
+    @inline(__always) var doubled: Multiples {
+        Multiples(sin: 2.0 * sin * cos, cos: 1.0 - 2.0 * sin * sin)
+    }
+
+    /// 3θ.
+    @inline(__always) var tripled: Multiples {
+        Multiples(sin: Multiples.tripledSine(sin), cos: cos * (4.0 * cos * cos - 3.0))
+    }
+
+    /// sin 3θ from sin θ.
+    @inline(__always) static func tripledSine(_ s: Double) -> Double { s * (3.0 - 4.0 * s * s) }
+
+    /// 4θ + α, where `self` is θ and `other` is α.
+    @inline(__always) func plus4(_ other: Multiples) -> Multiples {
+        let four = doubled.doubled
+        return Multiples(sin: four.sin * other.cos + four.cos * other.sin, cos: four.cos * other.cos - four.sin * other.sin)
     }
 }
