@@ -19,8 +19,8 @@ public protocol PipelineMonitor: Sendable {
 
 /// What the runtime's heartbeat task measured at one beat.
 ///
-/// The pipeline **makes progress** when the heartbeat task runs (the Swift executor is not
-/// starved or blocked) and no component is wedged. A component is wedged when, for longer than
+/// The pipeline **makes progress** when the heartbeat task runs (it runs on the global pool, not
+/// on the pipeline's threads: the global executor is not starved) and no component is wedged. A component is wedged when, for longer than
 /// the monitor's `stallLimit`:
 /// - a transform stayed inside one call (`process`, `tick`, `finish`): a blocked lock or a
 ///   runaway loop; every source feeding it is stuck behind it;

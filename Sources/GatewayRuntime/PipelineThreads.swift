@@ -104,7 +104,14 @@ public final class PipelineThreads: TaskExecutor, @unchecked Sendable {
                 // One job each, so the other threads find the rest.
                 batch.append(jobs[head])
                 head += 1
-                if head == jobs.count { jobs.removeAll(keepingCapacity: true); head = 0 }
+                if head == jobs.count {
+                    jobs.removeAll(keepingCapacity: true)
+                    head = 0
+                } else if head >= 1024 && 2 * head >= jobs.count {
+                    // A queue that never empties: drop the jobs taken, now and then.
+                    jobs.removeFirst(head)
+                    head = 0
+                }
             }
             condition.unlock()
             for job in batch {

@@ -124,6 +124,20 @@ struct NotingSink: PositionSink {
         #expect(await code == 0)
     }
 
+    @Test func thousandsOfQueuedJobsAllRunOnTheThreads() async throws {
+        let threads = PipelineThreads(count: 2, name: "lg-many")
+        defer { threads.stop() }
+        // More jobs at once than the queue keeps before dropping the ones taken.
+        let names = await withTaskExecutorPreference(threads) {
+            await withTaskGroup(of: String.self) { group in
+                for _ in 0..<5000 { group.addTask { threadName() } }
+                return await group.reduce(into: [String: Int]()) { $0[$1, default: 0] += 1 }
+            }
+        }
+        #expect(names.values.reduce(0, +) == 5000)
+        #expect(Set(names.keys).isSubset(of: ["lg-many-1", "lg-many-2"]), "\(names)")
+    }
+
     @Test func threadsEndAfterStopAndAJobThatComesLaterStillRuns() async throws {
         let threads = PipelineThreads(count: 2, name: "lg-test")
         let before = await withTaskExecutorPreference(threads) { threadName() }
