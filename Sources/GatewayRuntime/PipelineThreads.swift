@@ -4,17 +4,19 @@ import Foundation
 /// (with the transforms they call), sinks and transform ticks prefer this executor. The
 /// supervisor, heartbeat, stats line and shutdown deadlines stay on the global pool.
 ///
-/// One thread by default. A gateway moves a few positions a second per receiver, a bulk replay a
-/// million; either way one thread does the work in the least CPU time. With a source's task and a
+/// One thread by default. A gateway moves a few positions a second per receiver, a bulk replay
+/// hundreds of thousands; either way one thread does the work in the least CPU time. With a source's task and a
 /// sink's on two cores, every function of both took 20-30% more CPU time than when the two took
 /// turns on one core (same instructions; the cores of a virtual machine share execution units or
 /// caches), so a 1M-sentence replay took 0.48 s of CPU for 0.34 s of wall time on the global
 /// pool, and 0.39 s of CPU for 0.41 s on one thread. More threads buy wall time with CPU time:
 /// for a central gateway whose sinks encode for many inputs at once, or a replay in a hurry.
 ///
-/// Components never block a thread: waits on descriptors go through `Wakeup`, calls with nothing
-/// to wait on through `BlockingWork`, and C libraries' network loops have threads of their own.
-/// One that does anyway stops every component sharing the thread; the heartbeat reports it
+/// Components do not wait on these threads: waits on descriptors go through `Wakeup`, calls with
+/// nothing to wait on through `BlockingWork`, and C libraries' network loops have threads of
+/// their own. Disk writes do run here (files, a durable queue's SQLite commits): at a gateway's
+/// rates an `fsync` delays the other components a little, it loses nothing. A component that
+/// blocks anyway stops every component sharing the thread; the heartbeat reports it
 /// (``activity``). Unstructured tasks a component starts (`Task { }`) do not inherit the
 /// preference and run on the global pool.
 ///
