@@ -19,16 +19,16 @@ public protocol PipelineMonitor: Sendable {
 
 /// What the runtime's heartbeat task measured at one beat.
 ///
-/// The pipeline **makes progress** when the heartbeat task runs (it runs on the global pool, not
-/// on the pipeline's threads: the global executor is not starved) and no component is wedged. A component is wedged when, for longer than
-/// the monitor's `stallLimit`:
+/// The pipeline **makes progress** when the heartbeat task runs (on the global pool, not on the
+/// pipeline's threads: the global executor is not starved) and no component is wedged. A
+/// component is wedged when, for longer than the monitor's `stallLimit`:
 /// - a transform stayed inside one call (`process`, `tick`, `finish`): a blocked lock or a
 ///   runaway loop; every source feeding it is stuck behind it;
 /// - a sink left positions waiting in its buffer without taking any: a blocked write or a hung
-///   run loop;
+///   run loop. A durable sink retrying an unreachable peer is *not* wedged: it keeps committing
+///   what arrives to its queue, so it keeps taking from its buffer;
 /// - one job held the pipeline's threads (`threads: one job running for 31s, …`): a component
-///   blocking its thread with a synchronous wait, which stops every component that shares it. A durable sink retrying an unreachable peer is *not* wedged: it keeps committing
-///   what arrives to its queue, so it keeps taking from its buffer.
+///   blocking its thread with a synchronous wait, which stops every component sharing it.
 /// A source that produces nothing (a receiver unplugged, a quiet broker) is not a wedge: sources
 /// own their reconnection and stall timeouts.
 public struct PipelineHeartbeat: Sendable {
@@ -113,8 +113,7 @@ extension Pipeline {
                     wedged.append("\(t.stats.id): inside one call for \(DurationText.format(d))")
                 }
             }
-            let jobs = tracker.observe(ObjectIdentifier(threads), stuckWith: threads.activity.busyMark, now: now)
-            if let d = jobs, d > limit {
+            if let d = tracker.observe(ObjectIdentifier(threads), stuckWith: threads.activity.busyMark, now: now), d > limit {
                 wedged.append("threads: one job running for \(DurationText.format(d)), the components behind it waiting")
             }
             var queued = 0
