@@ -141,6 +141,22 @@ struct NotingSink: PositionSink {
         #expect(Set(names.keys).isSubset(of: ["lg-many-1", "lg-many-2"]), "\(names)")
     }
 
+    @Test func aTaskThatSleepsOrYieldsComesBackToTheThread() async throws {
+        // Sources pace and sinks retry with sleeps. swiftlang/swift#74395 reports Swift 6.0
+        // resuming such a task on the global pool; 6.3 here does not, and this keeps it so.
+        let threads = PipelineThreads(count: 1, name: "lg-sleep")
+        defer { threads.stop() }
+        for _ in 0..<20 {
+            let names = try await withTaskExecutorPreference(threads) {
+                try await Task.sleep(for: .milliseconds(1))
+                let afterSleep = threadName()
+                await Task.yield()
+                return [afterSleep, threadName()]
+            }
+            #expect(names == ["lg-sleep", "lg-sleep"])
+        }
+    }
+
     @Test func threadsEndAfterStopAndAJobThatComesLaterStillRuns() async throws {
         let threads = PipelineThreads(count: 2, name: "lg-test")
         let before = await withTaskExecutorPreference(threads) { threadName() }
