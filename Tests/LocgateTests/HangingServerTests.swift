@@ -52,7 +52,7 @@ struct HangingServerTests {
                                  "timeout": "60s", "batch": { "max_positions": 1, "interval": "100ms" },
                                  "queue": { "path": "\#(dir.path)/q.sqlite" } } } }
             """#.write(to: config, atomically: true, encoding: .utf8)
-        let (p, _, _) = try LocgateBinary.start(["run", config.path])
+        let (p, _, err) = try LocgateBinary.start(["run", config.path])
         defer { if p.isRunning { kill(p.processIdentifier, SIGKILL) } }
         #expect(await Poll.until(timeout: .seconds(30)) { FileManager.default.fileExists(atPath: accepted) })
 
@@ -66,7 +66,11 @@ struct HangingServerTests {
         // shutdown_timeout is 2 s; cancelling the request must end it at once after that.
         let exited = await Poll.until(timeout: .seconds(5)) { !p.isRunning }
         #expect(exited)
-        if exited { #expect(p.terminationStatus == 0) }
+        if exited {
+            // Its log, so a failure says why (an abort prints its reason there).
+            let log = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            #expect(p.terminationStatus == 0, "\(log)")
+        }
         let depth = Tmpfs.sh("test \"$(sqlite3 '\(dir.path)/q.sqlite' 'select count(*) from pending')\" -gt 0")
         #expect(depth == 0, "the batch in flight stays queued")
     }
