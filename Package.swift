@@ -40,7 +40,9 @@ let package = Package(
         .target(name: "PositionEncoding", dependencies: ["GatewayCore"], swiftSettings: settings),
         .target(name: "Outbox", dependencies: ["GatewayCore", "CSQLite", "Preflight"], swiftSettings: settings),
         // POSIX I/O for plugins: sockets, resolution, cancellable waits on descriptors, blocking work off the pool.
-        .target(name: "SystemIO", swiftSettings: settings),
+        .target(name: "SystemIO", dependencies: ["CUV"], swiftSettings: settings),
+        // Tracker protocols (Teltonika, GT06, H02): framers, decoders and answers on bytes, no sockets.
+        .target(name: "TrackerProtocols", dependencies: ["GatewayCore"], swiftSettings: settings),
         // Environment checks for `locgate validate` (files, directories, peers): I/O kept out of GatewayCore.
         .target(name: "Preflight", dependencies: ["GatewayCore", "SystemIO"], swiftSettings: settings),
         .target(name: "NATSClient", dependencies: ["GatewayCore", "CNats"], swiftSettings: settings),
@@ -55,6 +57,7 @@ let package = Package(
         .systemLibrary(name: "CNats", path: "Sources/CNats", pkgConfig: "libnats", providers: [.apt(["libnats-dev"])]),
         .systemLibrary(name: "CMosquitto", path: "Sources/CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", path: "Sources/CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        .systemLibrary(name: "CUV", path: "Sources/CUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
         .systemLibrary(name: "CSystemd", path: "Sources/CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
 
         // Plugins: one folder under Plugins/ each, registered in BuiltinPlugins.
@@ -115,6 +118,7 @@ let package = Package(
         .testTarget(name: "OutboxTests", dependencies: ["Outbox", "GatewayCore", "GatewayRuntime", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "SerialSourceTests", dependencies: ["SerialSource", "GatewayCore", "GatewayTesting", "NMEA"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO", "GatewayTesting"], swiftSettings: settings),
+        .testTarget(name: "TrackerProtocolsTests", dependencies: ["TrackerProtocols", "GatewayCore"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .testTarget(name: "TrackMapTests", dependencies: ["TrackMap", "MapRendering", "Geofence", "Geodesy", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
 
         // Benchmarks (run by `make bench`; they print ratios against reference tools).
