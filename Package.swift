@@ -43,6 +43,9 @@ let package = Package(
         .target(name: "SystemIO", dependencies: ["CUV"], swiftSettings: settings),
         // Tracker protocols (Teltonika, GT06, H02): framers, decoders and answers on bytes, no sockets.
         .target(name: "TrackerProtocols", dependencies: ["GatewayCore"], swiftSettings: settings),
+        // The listening side: devices' connections on the I/O loop, their identity, limits and
+        // answers written after commit; used by every source that devices call into.
+        .target(name: "DeviceIntake", dependencies: ["GatewayCore", "SystemIO", "TrackerProtocols", "Preflight"], swiftSettings: settings),
         // Environment checks for `locgate validate` (files, directories, peers): I/O kept out of GatewayCore.
         .target(name: "Preflight", dependencies: ["GatewayCore", "SystemIO"], swiftSettings: settings),
         .target(name: "NATSClient", dependencies: ["GatewayCore", "CNats"], swiftSettings: settings),
@@ -96,6 +99,7 @@ let package = Package(
         .testTarget(name: "BuiltinPluginsTests", dependencies: ["BuiltinPlugins", "GatewayCore"], swiftSettings: settings),
         .testTarget(name: "ConsoleOutputTests", dependencies: ["ConsoleOutput", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "CoordinatesTests", dependencies: ["Coordinates", "GatewayCore", "Geodesy"], swiftSettings: settings),
+        .testTarget(name: "DeviceIntakeTests", dependencies: ["DeviceIntake", "TrackerProtocols", "SystemIO", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "ExecSourceTests", dependencies: ["ExecSource", "GatewayTesting", "GatewayCore", "GatewayRuntime", "BuiltinPlugins"], swiftSettings: settings),
         .testTarget(name: "FileOutputTests", dependencies: ["FileOutput", "GatewayCore", "GatewayRuntime", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "FileReplayTests", dependencies: ["FileReplay", "GatewayCore", "GatewayTesting", "Preflight"], exclude: ["Fixtures"], swiftSettings: settings),

@@ -1,7 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
-
 extension PipelineConfiguration {
     /// The operator HTTP API, the top-level `"api"` key; absent means off.
     ///
@@ -46,7 +42,7 @@ extension PipelineConfiguration {
         }
 
         /// Whether `host` is a loopback address (127.0.0.0/8 or ::1): only this machine can connect.
-        public var isLoopback: Bool { API.isLoopback(host) }
+        public var isLoopback: Bool { ListenAddress.isLoopback(host) }
 
         /// `host:port`, with brackets around an IPv6 host.
         public var listen: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
@@ -55,9 +51,9 @@ extension PipelineConfiguration {
         static func read(_ reader: inout OptionReader) -> API {
             var api = API()
             let listen = reader.string("listen", default: api.listen)
-            if let (host, port) = parseListen(listen) {
-                api.host = host
-                api.port = port
+            if let address = ListenAddress(parsing: listen) {
+                api.host = address.host
+                api.port = address.port
             } else {
                 reader.report("listen", "expected an IP address and a port such as \"127.0.0.1:9425\" or \"[::1]:9425\", got \"\(listen)\"")
             }
@@ -91,46 +87,6 @@ extension PipelineConfiguration {
                 reader.report("token", "required when listen is not a loopback address (\(api.listen)): without it anyone who reaches the port reads every position")
             }
             return api
-        }
-
-        /// `"127.0.0.1:9425"`, `"[::1]:9425"`, `"localhost:9425"`; nil when not an address and a port.
-        static func parseListen(_ text: String) -> (String, Int)? {
-            let host: Substring
-            let portText: Substring
-            if text.hasPrefix("[") {
-                guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else { return nil }
-                host = text[text.index(after: text.startIndex)..<close]
-                portText = text[text.index(close, offsetBy: 2)...]
-            } else {
-                guard let colon = text.lastIndex(of: ":") else { return nil }
-                host = text[..<colon]
-                portText = text[text.index(after: colon)...]
-                if host.contains(":") { return nil }  // an IPv6 address needs brackets
-            }
-            guard let port = Int(portText), (0...65_535).contains(port), !portText.hasPrefix("+") else { return nil }
-            let name = host == "localhost" ? "127.0.0.1" : String(host)
-            guard addressFamily(name) != nil else { return nil }
-            return (name, port)
-        }
-
-        /// AF_INET or AF_INET6 for an IP literal, nil for anything else.
-        public static func addressFamily(_ host: String) -> Int32? {
-            var v4 = in_addr()
-            if inet_pton(AF_INET, host, &v4) == 1 { return AF_INET }
-            var v6 = in6_addr()
-            if inet_pton(AF_INET6, host, &v6) == 1 { return AF_INET6 }
-            return nil
-        }
-
-        static func isLoopback(_ host: String) -> Bool {
-            var v4 = in_addr()
-            if inet_pton(AF_INET, host, &v4) == 1 { return UInt32(bigEndian: v4.s_addr) >> 24 == 127 }
-            var v6 = in6_addr()
-            guard inet_pton(AF_INET6, host, &v6) == 1 else { return false }
-            let bytes = withUnsafeBytes(of: v6) { Array($0) }
-            if bytes[0..<15].allSatisfy({ $0 == 0 }) && bytes[15] == 1 { return true }
-            // An IPv4-mapped loopback address (::ffff:127.x.y.z).
-            return bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xff && bytes[11] == 0xff && bytes[12] == 127
         }
     }
 }

@@ -145,12 +145,110 @@ public final class LoopbackUDPSender: Sendable {
 
     deinit { close(fd) }
 
+    /// The next datagram received within `timeout`, or nil.
+    public func receive(timeout: Duration = .seconds(10)) -> [UInt8]? {
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let ms = Int32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        guard poll(&p, 1, ms) > 0 else { return nil }
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        return n >= 0 ? Array(buffer[0..<n]) : nil
+    }
+
     /// Sends one datagram to 127.0.0.1:`port`.
     public func send(_ bytes: [UInt8], to port: Int) {
         var to = LoopbackTCPServer.loopback(port: port)
         _ = bytes.withUnsafeBytes { b in
             withUnsafePointer(to: &to) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, b.baseAddress, b.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
         }
+    }
+}
+
+/// A TCP client on 127.0.0.1 that plays a device: sends bytes, reads answers with a deadline,
+/// and tells when the server closed the connection.
+public final class LoopbackTCPClient: @unchecked Sendable {
+    // Unchecked Sendable: one test task uses a client at a time.
+    private let fd: Int32
+    private var closed = false
+
+    /// Connects to 127.0.0.1:`port` (blocking: the server is on this machine).
+    public init(port: Int) throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw PeerError("socket") }
+        var addr = LoopbackTCPServer.loopback(port: port)
+        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard rc == 0 else {
+            let error = PeerError("connect 127.0.0.1:\(port)")
+            Glibc.close(fd)
+            throw error
+        }
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        self.fd = fd
+    }
+
+    deinit { if !closed { Glibc.close(fd) } }
+
+    /// Sends every byte (false when the connection is gone).
+    @discardableResult
+    public func send(_ bytes: [UInt8]) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { raw -> Int in
+                guard let base = raw.baseAddress else { return -1 }
+                return Glibc.send(fd, base + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
+            }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return false }
+            offset += n
+        }
+        return true
+    }
+
+    /// Sends a text as UTF-8.
+    @discardableResult
+    public func send(_ text: String) -> Bool { send(Array(text.utf8)) }
+
+    /// Reads until `count` bytes arrived, the server closed, or `timeout` passed; returns what
+    /// arrived (fewer than `count` on a close or a timeout).
+    public func read(count: Int, timeout: Duration = .seconds(10)) -> [UInt8] {
+        var out: [UInt8] = []
+        let deadline = ContinuousClock.now + timeout
+        while out.count < count {
+            let left = deadline - ContinuousClock.now
+            guard left > .zero, let chunk = readSome(timeout: left, max: count - out.count) else { break }
+            if chunk.isEmpty { break }
+            out += chunk
+        }
+        return out
+    }
+
+    /// Whatever arrives within `timeout` (empty when nothing did); nil once the server closed.
+    public func readSome(timeout: Duration, max: Int = 65_536) -> [UInt8]? {
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let ms = Int32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        guard poll(&p, 1, ms) > 0 else { return [] }
+        var buffer = [UInt8](repeating: 0, count: max)
+        let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        guard n > 0 else { return nil }
+        return Array(buffer[0..<n])
+    }
+
+    /// True when the server closed the connection within `timeout` (bytes that arrive meanwhile
+    /// are read and dropped).
+    public func waitForClose(timeout: Duration = .seconds(10)) -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            guard readSome(timeout: deadline - ContinuousClock.now) != nil else { return true }
+        }
+        return false
+    }
+
+    /// Closes the client's end.
+    public func close() {
+        guard !closed else { return }
+        closed = true
+        Glibc.close(fd)
     }
 }
 

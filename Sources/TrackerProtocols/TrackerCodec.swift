@@ -25,6 +25,17 @@ public protocol TrackerCodec: Sendable {
     /// Decodes the frame at the start of `bytes`. `now` is the server's clock (for answers that
     /// carry the time, such as GT06's time reply or H02's `V4`).
     mutating func decode(_ bytes: UnsafeRawBufferPointer, now: Timestamp) -> TrackerDecodeResult
+
+    /// Positions the codec still holds (an NMEA epoch waiting for more sentences): called once
+    /// the connection has been quiet for a second, and when it ends. Tracker frames hold
+    /// nothing: the default returns none.
+    mutating func flush(now: Timestamp) -> [Position]
+}
+
+// MARK: - Default implementations
+
+extension TrackerCodec {
+    public mutating func flush(now: Timestamp) -> [Position] { [] }
 }
 
 /// Bounds every codec keeps.

@@ -1,0 +1,116 @@
+import GatewayCore
+import SystemIO
+import TrackerProtocols
+
+/// A listening UDP source (Teltonika over UDP), on the I/O loop's thread.
+///
+/// Each datagram is one frame that names its device. Its positions go to the inbox and its
+/// answer is sent to the datagram's sender once they are handled end to end. UDP cannot slow a
+/// sender down: while the inbox is full a datagram is dropped unanswered (counted), and the
+/// device sends it again, as it does for any datagram whose answer it did not get.
+public final class DatagramListener: @unchecked Sendable {
+    // Unchecked Sendable: all state is used on the loop thread only (see EventLoop's rule).
+    let loop: EventLoop
+    let listen: ListenAddress
+    let directory: DeviceDirectory
+    let inbox: DeviceInbox
+    let context: ComponentContext
+    let maxDatagramBytes: Int
+    private var codec: any TrackerCodec
+    private var endpoint: UDPEndpoint?
+    private var stamp: PositionStamp
+    private var logLimit = LogRateLimit()
+
+    public init(loop: EventLoop, listen: ListenAddress, maxDatagramBytes: Int, directory: DeviceDirectory, inbox: DeviceInbox,
+                context: ComponentContext, codec: any TrackerCodec) {
+        self.loop = loop
+        self.listen = listen
+        self.maxDatagramBytes = maxDatagramBytes
+        self.directory = directory
+        self.inbox = inbox
+        self.context = context
+        self.codec = codec
+        stamp = PositionStamp(source: context.id)
+    }
+
+    /// The bound address (with the kernel's port when 0 was configured).
+    public private(set) var address: SocketAddress = .unspecified
+
+    /// Binds and starts receiving (loop thread).
+    public func start() throws(SystemError) {
+        let endpoint = try loop.bindUDP(host: listen.host, port: listen.port) { [weak self] bytes, sender, truncated in
+            self?.received(bytes, from: sender, truncated: truncated)
+        }
+        self.endpoint = endpoint
+        address = endpoint.address
+    }
+
+    /// Stops receiving (loop thread); answers still owed are never sent.
+    public func stop() {
+        endpoint?.close()
+        endpoint = nil
+    }
+
+    private func received(_ bytes: UnsafeRawBufferPointer, from sender: SocketAddress, truncated: Bool) {
+        let stats = context.stats
+        stats.count("datagrams")
+        if truncated || bytes.count > maxDatagramBytes {
+            stats.count("frames.bad.too_large")
+            return
+        }
+        if inbox.isFull {
+            stats.count("datagrams.dropped_busy")
+            return
+        }
+        switch codec.decode(bytes, now: context.clock.now()) {
+        case .needMore:
+            stats.count("frames.bad.length")
+        case .invalid(let error, _, _):
+            stats.count("frames.bad.\(error.reason)")
+            context.logger.debug("\(sender): bad datagram: \(error)")
+        case .message(.identification, _):
+            // A datagram names its device in every frame; an identification alone needs nothing.
+            stats.count("frames.good")
+        case .message(.control(let kind, let deviceID, let answer), _):
+            stats.count("frames.good")
+            stats.count("messages.\(kind)")
+            if let deviceID, resolve(deviceID, from: sender) == nil { return }
+            if let answer {
+                endpoint?.send(answer, to: sender)
+                stats.count("answers.immediate")
+            }
+        case .message(.records(var records), _):
+            stats.count("frames.good")
+            guard let deviceID = records.deviceID else {
+                stats.count("frames.unidentified")
+                return
+            }
+            guard let entry = resolve(deviceID, from: sender) else { return }
+            stamp.stamp(&records.positions, as: entry)
+            let answer = records.answer
+            let since = loop.now
+            inbox.put(DeviceInbox.Delivery(positions: records.positions) { [self] in
+                loop.execute { self.handled(answer, to: sender, since: since) }
+            })
+        }
+    }
+
+    private func handled(_ answer: [UInt8]?, to sender: SocketAddress, since: UInt64) {
+        guard let answer, let endpoint else { return }
+        endpoint.send(answer, to: sender)
+        context.stats.count("acks.sent")
+        context.stats.count("ack_latency_ms.sum", by: Int(loop.now &- since))
+    }
+
+    private func resolve(_ identifier: String, from sender: SocketAddress) -> DeviceEntry? {
+        if let entry = directory.lookup(identifier, now: Int64(loop.now)) { return entry }
+        context.stats.count("devices.unknown")
+        if let suppressed = logLimit.allow("device \(identifier)", now: Int64(loop.now)) {
+            context.logger.warning("refused unknown device \(identifier) from \(sender): add it to devices (or set unknown_devices: \"accept\")" + LogRateLimit.suffix(suppressed))
+        }
+        return nil
+    }
+
+    /// The source's task took what the inbox held (nothing is held back over UDP).
+    public func inboxDrained() {}
+}

@@ -1,0 +1,249 @@
+import GatewayCore
+import SystemIO
+import TrackerProtocols
+
+/// One device's TCP connection: its codec, identity, answers owed and why it is not read.
+/// Loop thread only.
+final class DeviceConnection: TCPConnectionDelegate, @unchecked Sendable {
+    /// Why a connection is not being read; it is read again when no reason is left.
+    struct Holds: OptionSet {
+        let rawValue: UInt8
+        /// `max_unacked` positions wait for their commit.
+        static let window = Holds(rawValue: 1)
+        /// The source's inbox is full.
+        static let inbox = Holds(rawValue: 2)
+        /// The peer does not take its answers.
+        static let writes = Holds(rawValue: 4)
+    }
+
+    /// An answer owed once the positions of its frame are handled.
+    private struct OwedAnswer {
+        var sequence: UInt64
+        var bytes: [UInt8]?
+        var positions: Int
+        var since: UInt64
+        var handled = false
+    }
+
+    let connection: TCPConnection
+    /// Strong: a connection closing after its source stopped still reports to it; the
+    /// listener forgets the connection once it is closed.
+    let listener: TrackerListener
+    private var codec: any TrackerCodec
+    /// Bytes of an incomplete frame, kept until the rest arrives.
+    private var pending: [UInt8] = []
+    /// The device, once identified.
+    private(set) var entry: DeviceEntry?
+    private(set) var identifier: String?
+    let acceptedAt: UInt64
+    private(set) var lastInput: UInt64
+    /// Whether the codec was flushed since the last input.
+    private(set) var flushed = true
+    private var outstanding = 0
+    private var holds: Holds = []
+    private var owed: [OwedAnswer] = []
+    private var nextSequence: UInt64 = 0
+    private var closing = false
+
+    init(connection: TCPConnection, listener: TrackerListener, codec: any TrackerCodec, now: UInt64) {
+        self.connection = connection
+        self.listener = listener
+        self.codec = codec
+        acceptedAt = now
+        lastInput = now
+    }
+
+    private var stats: ComponentStats { listener.context.stats }
+
+    // MARK: - Input
+
+    func connection(_ connection: TCPConnection, received bytes: UnsafeRawBufferPointer) {
+        lastInput = listener.loop.now
+        flushed = false
+        if pending.isEmpty {
+            let used = process(bytes)
+            if used < bytes.count && !closing { pending.append(contentsOf: bytes[used...]) }
+        } else {
+            pending.append(contentsOf: bytes)
+            let used = pending.withUnsafeBytes { process($0) }
+            if closing { pending = [] } else { pending.removeFirst(min(used, pending.count)) }
+        }
+    }
+
+    /// Decodes every whole frame at the start of `bytes`; returns the bytes used.
+    private func process(_ bytes: UnsafeRawBufferPointer) -> Int {
+        var offset = 0
+        let now = listener.context.clock.now()
+        while offset < bytes.count && !closing {
+            let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
+            switch codec.decode(rest, now: now) {
+            case .needMore:
+                return offset
+            case .message(let message, let consumed):
+                offset += min(max(1, consumed), rest.count)
+                stats.count("frames.good")
+                handle(message)
+            case .invalid(let error, let consumed, let close):
+                offset += min(max(1, consumed), rest.count)
+                stats.count("frames.bad.\(error.reason)")
+                listener.context.logger.debug("\(connection.peer): bad frame: \(error)")
+                if close {
+                    self.close(reason: "bad frame (\(error.reason)); the device reconnects and resends")
+                    return bytes.count
+                }
+            }
+        }
+        return offset
+    }
+
+    private func handle(_ message: TrackerMessage) {
+        switch message {
+        case .identification(let identifier, let accepted, let refused):
+            if identify(identifier) {
+                write(accepted)
+            } else {
+                if let refused { connection.write(refused) }
+                close(reason: nil, afterWrites: true)
+            }
+        case .records(var records):
+            if let id = records.deviceID, entry == nil || id != identifier {
+                guard identify(id) else {
+                    close(reason: nil)
+                    return
+                }
+            }
+            guard let entry else {
+                stats.count("frames.unidentified")
+                close(reason: "positions before the device identified itself")
+                return
+            }
+            listener.stamp.stamp(&records.positions, as: entry)
+            deliver(records.positions, answer: records.answer)
+        case .control(let kind, let deviceID, let answer):
+            stats.count("messages.\(kind)")
+            if let id = deviceID, entry == nil || id != identifier {
+                guard identify(id) else {
+                    close(reason: nil)
+                    return
+                }
+            }
+            if let answer { write(answer) }
+        }
+    }
+
+    /// Looks the device up; true when it may send.
+    func identify(_ identifier: String) -> Bool {
+        guard let entry = listener.resolve(identifier, peer: connection.peer) else { return false }
+        self.entry = entry
+        self.identifier = identifier
+        return true
+    }
+
+    /// Hands positions to the inbox; `answer` is written once they are handled.
+    private func deliver(_ positions: [Position], answer: [UInt8]?) {
+        let sequence = nextSequence
+        nextSequence += 1
+        owed.append(OwedAnswer(sequence: sequence, bytes: answer, positions: positions.count, since: listener.loop.now))
+        outstanding += positions.count
+        let loop = listener.loop
+        let accepted = listener.inbox.put(DeviceInbox.Delivery(positions: positions) { [self] in
+            loop.execute { self.handled(sequence) }
+        })
+        guard accepted else {
+            close(reason: nil)
+            return
+        }
+        if outstanding >= listener.configuration.maxUnacked { hold(.window) }
+        if listener.inbox.isFull { listener.holdForInbox(self) }
+    }
+
+    /// The positions of answer `sequence` were handled end to end: write every answer now due,
+    /// in order.
+    private func handled(_ sequence: UInt64) {
+        guard let first = owed.first, sequence >= first.sequence else { return }
+        let index = Int(sequence - first.sequence)
+        guard index < owed.count else { return }
+        owed[index].handled = true
+        let now = listener.loop.now
+        var released = 0
+        var done = 0
+        while done < owed.count && owed[done].handled {
+            let answer = owed[done]
+            released += answer.positions
+            if let bytes = answer.bytes, !closing {
+                connection.write(bytes)
+                stats.count("acks.sent")
+                stats.count("ack_latency_ms.sum", by: Int(now &- answer.since))
+            }
+            done += 1
+        }
+        owed.removeFirst(done)
+        outstanding -= released
+        if outstanding < listener.configuration.maxUnacked { release(.window) }
+        checkWrites()
+    }
+
+    /// Positions an NMEA epoch held past a quiet second.
+    func flushIdle() {
+        flushed = true
+        var positions = codec.flush(now: listener.context.clock.now())
+        guard !positions.isEmpty, let entry else { return }
+        listener.stamp.stamp(&positions, as: entry)
+        deliver(positions, answer: nil)
+    }
+
+    // MARK: - Output and holds
+
+    /// Writes an answer that is due at once.
+    private func write(_ bytes: [UInt8]) {
+        guard !bytes.isEmpty else { return }
+        connection.write(bytes)
+        stats.count("answers.immediate")
+        checkWrites()
+    }
+
+    private func checkWrites() {
+        if connection.queuedWriteBytes > TCPConnection.highWatermark { hold(.writes) }
+    }
+
+    func connectionWritable(_ connection: TCPConnection) { release(.writes) }
+
+    func hold(_ reason: Holds) {
+        holds.insert(reason)
+        connection.stopReading()
+    }
+
+    func release(_ reason: Holds) {
+        holds.remove(reason)
+        if holds.isEmpty && !closing { connection.startReading() }
+    }
+
+    // MARK: - End
+
+    func connectionEnded(_ connection: TCPConnection, error: SystemError?) {
+        if let error { listener.context.logger.debug("\(connection.peer): \(error)") }
+        // What an NMEA epoch held is complete now; tracker codecs hold nothing.
+        if !closing, let entry {
+            var positions = codec.flush(now: listener.context.clock.now())
+            if !positions.isEmpty {
+                listener.stamp.stamp(&positions, as: entry)
+                deliver(positions, answer: nil)
+            }
+        }
+        closing = true
+    }
+
+    /// Closes the connection (logged at debug level with `reason`); answers still owed are
+    /// never written.
+    func close(reason: String?, afterWrites: Bool = false) {
+        if let reason { listener.context.logger.debug("\(connection.peer)\(identifier.map { " (\($0))" } ?? ""): closing: \(reason)") }
+        // `pending` may be the buffer being decoded right now: `connection(_:received:)` drops it.
+        closing = true
+        connection.close(afterWrites: afterWrites)
+    }
+
+    func connectionClosed(_ connection: TCPConnection) {
+        closing = true
+        listener.removed(self)
+    }
+}

@@ -1,0 +1,65 @@
+import GatewayCore
+
+/// What every listening TCP source shares: where it listens and the limits that keep hostile or
+/// broken clients from costing more than a bounded share of the machine.
+public struct ListenerConfiguration: Sendable, Hashable {
+    public var listen: ListenAddress
+    /// Connections open at once; more are accepted and closed at once (counted).
+    public var maxConnections = 10_000
+    /// Connections open at once from one IP address; 0 for no limit.
+    public var maxConnectionsPerAddress = 1_000
+    /// A connection that has not identified its device within this is closed.
+    public var handshakeTimeout: Duration = .seconds(30)
+    /// A connection without a byte for this long is closed.
+    public var idleTimeout: Duration = .seconds(900)
+    /// A frame longer than this is a bad frame (a length field is never trusted for an allocation).
+    public var maxFrameBytes: Int
+    /// Positions of one connection waiting for their commit; beyond, the connection is not read.
+    public var maxUnacked = 1_000
+
+    public init(listen: ListenAddress, maxFrameBytes: Int) {
+        self.listen = listen
+        self.maxFrameBytes = maxFrameBytes
+    }
+
+    /// The options, with a protocol's default address and frame limit.
+    public static func optionSpecs(defaultListen: String, maxFrameBytes: Int, handshake: Bool = true) -> [OptionSpec] {
+        var specs = [
+            OptionSpec("listen", "string", default: "\"\(defaultListen)\"", "Address and port to listen on; \"0.0.0.0:\(defaultListen.split(separator: ":").last ?? "")\" (or \"[::]:…\") to reach devices on the network."),
+            OptionSpec("max_connections", "integer", default: "10000", "Connections open at once; more are closed at once and counted (connections.refused.limit)."),
+            OptionSpec("max_connections_per_address", "integer", default: "1000", "Connections open at once from one IP address (0: no limit). Devices behind a carrier's NAT share addresses: raise it for large fleets."),
+        ]
+        if handshake {
+            specs.append(OptionSpec("handshake_timeout", "duration", default: "\"30s\"", "A connection that has not identified its device within this is closed."))
+        }
+        specs += [
+            OptionSpec("idle_timeout", "duration", default: "\"15m\"", "A connection without a byte for this long is closed (devices reconnect)."),
+            OptionSpec("max_frame_bytes", "integer", default: "\(maxFrameBytes)", "A frame longer than this is a bad frame (counted, never answered, never allocated)."),
+            OptionSpec("max_unacked", "integer", default: "1000", "Positions of one connection waiting for their commit; beyond it the connection is not read (TCP back-pressure), never dropped."),
+        ]
+        return specs
+    }
+
+    /// Reads the options; problems go to the reader.
+    public static func read(_ options: inout OptionReader, defaultListen: String, maxFrameBytes: Int, handshake: Bool = true) -> ListenerConfiguration {
+        let text = options.string("listen", default: defaultListen)
+        var c = ListenerConfiguration(listen: ListenAddress(parsing: defaultListen) ?? ListenAddress(host: "127.0.0.1", port: 0), maxFrameBytes: maxFrameBytes)
+        if let address = ListenAddress(parsing: text) {
+            c.listen = address
+        } else {
+            options.report("listen", ListenAddress.problem(text, example: defaultListen))
+        }
+        c.maxConnections = options.int("max_connections", default: c.maxConnections, in: 1...1_000_000)
+        c.maxConnectionsPerAddress = options.int("max_connections_per_address", default: c.maxConnectionsPerAddress, in: 0...1_000_000)
+        if handshake {
+            c.handshakeTimeout = options.duration("handshake_timeout", default: c.handshakeTimeout, minimum: .milliseconds(100))
+        }
+        c.idleTimeout = options.duration("idle_timeout", default: c.idleTimeout, minimum: .seconds(1))
+        c.maxFrameBytes = options.int("max_frame_bytes", default: maxFrameBytes, in: 64...(16 << 20))
+        c.maxUnacked = options.int("max_unacked", default: c.maxUnacked, in: 1...1_000_000)
+        return c
+    }
+
+    /// What two components cannot share (port 0 takes any free port: nothing to claim).
+    public var claims: [String] { listen.port == 0 ? [] : ["tcp port \(listen.port)"] }
+}

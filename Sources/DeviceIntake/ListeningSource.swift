@@ -1,0 +1,101 @@
+import GatewayCore
+import SystemIO
+import TrackerProtocols
+
+/// A source that devices connect to: a TCP listener (or a UDP endpoint) on the process's I/O
+/// loop, a codec per connection, and the pipeline behind an inbox.
+///
+/// `run` binds, then emits whatever the inbox holds as one batch at a time, each with an
+/// end-to-end acknowledgement that lets the waiting devices' answers go out. Cancelled, it
+/// closes the socket and every connection: answers still owed are never written, so the
+/// devices send those positions again.
+public struct ListeningSource: PositionSource {
+    /// TCP with a codec per connection, or UDP with one codec for every datagram.
+    public enum Transport: Sendable {
+        case tcp(ListenerConfiguration)
+        case udp(ListenAddress, maxDatagramBytes: Int)
+    }
+
+    public let transport: Transport
+    public let directory: DeviceDirectoryConfiguration
+    public let context: ComponentContext
+    let makeCodec: @Sendable () -> any TrackerCodec
+    let identifyAtAccept: (@Sendable (SocketAddress) -> String?)?
+    let protocolName: String
+    let loop: EventLoop
+
+    /// `protocolName` names the protocol in the log (`teltonika`); `identifyAtAccept` names a
+    /// TCP connection's device when it is accepted, for protocols without identification.
+    public init(protocolName: String, transport: Transport, directory: DeviceDirectoryConfiguration, context: ComponentContext,
+                loop: EventLoop = .shared, identifyAtAccept: (@Sendable (SocketAddress) -> String?)? = nil,
+                makeCodec: @escaping @Sendable () -> any TrackerCodec) {
+        self.protocolName = protocolName
+        self.transport = transport
+        self.directory = directory
+        self.context = context
+        self.loop = loop
+        self.identifyAtAccept = identifyAtAccept
+        self.makeCodec = makeCodec
+    }
+
+    public func run(output: SourceOutput) async throws {
+        let devices: DeviceDirectory
+        do {
+            devices = try DeviceDirectory(directory, logger: context.logger)
+        } catch {
+            throw ListeningSourceError(description: "devices: \(error)")
+        }
+        let inbox = DeviceInbox()
+        let started: any StartedListener
+        switch transport {
+        case .tcp(let configuration):
+            let listener = TrackerListener(loop: loop, configuration: configuration, directory: devices, inbox: inbox, context: context,
+                                           identifyAtAccept: identifyAtAccept, makeCodec: makeCodec)
+            try await loop.perform { try listener.start() }
+            started = listener
+            let limit = EventLoop.openFileLimit
+            if configuration.maxConnections > limit {
+                context.logger.warning("max_connections is \(configuration.maxConnections) but this process may open only \(limit) files: raise LimitNOFILE (systemd) or ulimit -n")
+            }
+        case .udp(let address, let maxBytes):
+            let listener = DatagramListener(loop: loop, listen: address, maxDatagramBytes: maxBytes, directory: devices, inbox: inbox,
+                                            context: context, codec: makeCodec())
+            try await loop.perform { try listener.start() }
+            started = listener
+        }
+        let kind: String = if case .udp = transport { "UDP" } else { "TCP" }
+        context.logger.info("listening for \(protocolName) devices on \(kind) \(started.boundAddress)\(directory.acceptUnknown ? " (unknown devices accepted)" : "")")
+        while let deliveries = await inbox.take() {
+            var batch: [Position] = []
+            batch.reserveCapacity(deliveries.reduce(0) { $0 + $1.positions.count })
+            for d in deliveries { batch.append(contentsOf: d.positions) }
+            let completions = deliveries.map(\.handled)
+            await output.emit(batch) {
+                for completion in completions { completion() }
+            }
+            loop.execute { started.inboxDrained() }
+        }
+        try? await loop.perform { started.stop() }
+        throw CancellationError()
+    }
+}
+
+/// A listening source that cannot start (its devices file is unusable).
+public struct ListeningSourceError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+}
+
+/// What the source needs of either listener.
+protocol StartedListener: Sendable {
+    var boundAddress: SocketAddress { get }
+    func inboxDrained()
+    func stop()
+}
+
+extension TrackerListener: StartedListener {
+    var boundAddress: SocketAddress { address }
+}
+
+extension DatagramListener: StartedListener {
+    var boundAddress: SocketAddress { address }
+}
