@@ -67,7 +67,8 @@ let package = Package(
         plugin("FileReplay", dependencies: ["GatewayCore", "Preflight", "NMEA"]),
         plugin("SerialSource", dependencies: ["GatewayCore", "Preflight", "NMEA", "CSerialPort", "SystemIO"]),
         plugin("GpsdSource", dependencies: ["GatewayCore", "Preflight", "NMEA", "SystemIO"]),
-        plugin("NetworkNMEA", dependencies: ["GatewayCore", "Preflight", "NMEA", "SystemIO"]),
+        plugin("NetworkNMEA", dependencies: ["GatewayCore", "Preflight", "NMEA", "SystemIO", "DeviceIntake", "TrackerProtocols"]),
+        plugin("TrackerSources", dependencies: ["GatewayCore", "DeviceIntake", "TrackerProtocols", "SystemIO"]),
         plugin("ExecSource", dependencies: ["GatewayCore", "NMEA", "SystemIO"]),
         plugin("NATSSource", dependencies: ["GatewayCore", "Preflight", "NATSClient"]),
         plugin("MQTTInput", dependencies: ["GatewayCore", "Preflight", "MQTTClient", "PositionEncoding"]),
@@ -79,7 +80,7 @@ let package = Package(
         plugin("HTTPOutput", dependencies: ["GatewayCore", "Preflight", "Outbox", "CZlib", "CCurl", "PositionEncoding"]),
         plugin("NATSOutput", dependencies: ["GatewayCore", "Preflight", "Outbox", "NATSClient"]),
         plugin("MQTTOutput", dependencies: ["GatewayCore", "Preflight", "Outbox", "MQTTClient", "PositionEncoding"]),
-        .target(name: "BuiltinPlugins", dependencies: ["GatewayCore", "FileReplay", "FileOutput", "ConsoleOutput", "NetworkNMEA", "ExecSource", "Coordinates", "Filters", "Geofence", "SerialSource", "GpsdSource", "HTTPOutput", "NATSOutput", "NATSSource", "MQTTOutput", "MQTTInput"], swiftSettings: settings),
+        .target(name: "BuiltinPlugins", dependencies: ["GatewayCore", "FileReplay", "FileOutput", "ConsoleOutput", "NetworkNMEA", "ExecSource", "Coordinates", "Filters", "Geofence", "SerialSource", "GpsdSource", "HTTPOutput", "NATSOutput", "NATSSource", "MQTTOutput", "MQTTInput", "TrackerSources"], swiftSettings: settings),
 
         // The command line and the service around it: operator API, maps, the `locgate` executable.
         .target(name: "OperatorAPI", dependencies: ["GatewayCore", "GatewayRuntime", "CMicroHTTPD", "MapRendering", "Geodesy", "Geofence"], swiftSettings: settings),
@@ -117,7 +118,7 @@ let package = Package(
         .testTarget(name: "NATSOutputTests", dependencies: ["NATSOutput", "NATSClient", "NATSTesting", "Outbox", "GatewayCore", "GatewayRuntime", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "NATSSourceTests", dependencies: ["NATSSource", "NATSClient", "NATSTesting", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], swiftSettings: settings),
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
-        .testTarget(name: "NetworkNMEATests", dependencies: ["NetworkNMEA", "GatewayTesting", "GatewayCore"], swiftSettings: settings),
+        .testTarget(name: "NetworkNMEATests", dependencies: ["NetworkNMEA", "GatewayTesting", "GatewayCore", "NMEA"], swiftSettings: settings),
         .testTarget(name: "OperatorAPITests", dependencies: ["OperatorAPI", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "OutboxTests", dependencies: ["Outbox", "GatewayCore", "GatewayRuntime", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "SerialSourceTests", dependencies: ["SerialSource", "GatewayCore", "GatewayTesting", "NMEA"], exclude: ["Support"], swiftSettings: settings),

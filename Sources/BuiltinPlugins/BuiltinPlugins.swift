@@ -14,6 +14,7 @@ import MQTTInput
 import MQTTOutput
 import NATSOutput
 import NATSSource
+import TrackerSources
 
 /// The one list of built-in plugins. A plugin folder under `Plugins/` that is missing here fails
 /// `BuiltinPluginsTests`.
@@ -29,6 +30,9 @@ public enum BuiltinPlugins {
         r.register(source: GpsdSourcePlugin.self)
         r.register(source: MQTTSourcePlugin.self)
         r.register(source: NATSSourcePlugin.self)
+        r.register(source: TeltonikaSourcePlugin.self)
+        r.register(source: GT06SourcePlugin.self)
+        r.register(source: H02SourcePlugin.self)
         // Transforms
         r.register(transform: CoordinatesPlugin.self)
         r.register(transform: DedupePlugin.self)

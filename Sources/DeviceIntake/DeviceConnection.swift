@@ -141,6 +141,8 @@ final class DeviceConnection: TCPConnectionDelegate, @unchecked Sendable {
 
     /// Hands positions to the inbox; `answer` is written once they are handled.
     private func deliver(_ positions: [Position], answer: [UInt8]?) {
+        // A stream protocol (NMEA) hands over whatever it has after each read, often nothing.
+        if positions.isEmpty && answer == nil { return }
         let sequence = nextSequence
         nextSequence += 1
         owed.append(OwedAnswer(sequence: sequence, bytes: answer, positions: positions.count, since: listener.loop.now))

@@ -19,16 +19,18 @@ public struct ListeningSource: PositionSource {
     public let transport: Transport
     public let directory: DeviceDirectoryConfiguration
     public let context: ComponentContext
-    let makeCodec: @Sendable () -> any TrackerCodec
+    let makeCodec: @Sendable (SocketAddress) -> any TrackerCodec
     let identifyAtAccept: (@Sendable (SocketAddress) -> String?)?
     let protocolName: String
     let loop: EventLoop
 
     /// `protocolName` names the protocol in the log (`teltonika`); `identifyAtAccept` names a
     /// TCP connection's device when it is accepted, for protocols without identification.
+    /// `makeCodec` gets the peer's address (`.unspecified` over UDP, where one codec reads every
+    /// datagram).
     public init(protocolName: String, transport: Transport, directory: DeviceDirectoryConfiguration, context: ComponentContext,
                 loop: EventLoop = .shared, identifyAtAccept: (@Sendable (SocketAddress) -> String?)? = nil,
-                makeCodec: @escaping @Sendable () -> any TrackerCodec) {
+                makeCodec: @escaping @Sendable (SocketAddress) -> any TrackerCodec) {
         self.protocolName = protocolName
         self.transport = transport
         self.directory = directory
@@ -59,7 +61,7 @@ public struct ListeningSource: PositionSource {
             }
         case .udp(let address, let maxBytes):
             let listener = DatagramListener(loop: loop, listen: address, maxDatagramBytes: maxBytes, directory: devices, inbox: inbox,
-                                            context: context, codec: makeCodec())
+                                            context: context, codec: makeCodec(.unspecified))
             try await loop.perform { try listener.start() }
             started = listener
         }

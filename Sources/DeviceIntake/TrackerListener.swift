@@ -25,7 +25,7 @@ public final class TrackerListener: @unchecked Sendable {
     let loop: EventLoop
     let configuration: ListenerConfiguration
     let directory: DeviceDirectory
-    let makeCodec: @Sendable () -> any TrackerCodec
+    let makeCodec: @Sendable (SocketAddress) -> any TrackerCodec
     let inbox: DeviceInbox
     let context: ComponentContext
     /// Identifies a connection when it is accepted (a `tcp` source naming devices by address);
@@ -42,7 +42,7 @@ public final class TrackerListener: @unchecked Sendable {
 
     public init(loop: EventLoop, configuration: ListenerConfiguration, directory: DeviceDirectory, inbox: DeviceInbox,
                 context: ComponentContext, identifyAtAccept: (@Sendable (SocketAddress) -> String?)? = nil,
-                makeCodec: @escaping @Sendable () -> any TrackerCodec) {
+                makeCodec: @escaping @Sendable (SocketAddress) -> any TrackerCodec) {
         self.loop = loop
         self.configuration = configuration
         self.directory = directory
@@ -106,7 +106,7 @@ public final class TrackerListener: @unchecked Sendable {
             warn("address \(host)", "refusing connections from \(host): \(configuration.maxConnectionsPerAddress) open (max_connections_per_address)")
             return
         }
-        let device = DeviceConnection(connection: connection, listener: self, codec: makeCodec(), now: loop.now)
+        let device = DeviceConnection(connection: connection, listener: self, codec: makeCodec(connection.peer), now: loop.now)
         connections[ObjectIdentifier(device)] = device
         perAddress[host, default: 0] += 1
         openCount.store(connections.count, ordering: .relaxed)

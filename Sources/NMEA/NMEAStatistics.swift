@@ -76,12 +76,18 @@ extension NMEAStatistics {
 
     /// The counters of two decoders added up: a source keeps one decoder per connection (or run,
     /// or sender) and publishes the total, so its `nmea.*` values never go back on a reconnect.
-    public func adding(_ o: NMEAStatistics) -> NMEAStatistics {
+    public func adding(_ o: NMEAStatistics) -> NMEAStatistics { combined(o, +) }
+
+    /// The counters of `self` less `o`: what a decoder counted since `o` was read from it.
+    public func subtracting(_ o: NMEAStatistics) -> NMEAStatistics { combined(o, -) }
+
+    private func combined(_ o: NMEAStatistics, _ op: (Int, Int) -> Int) -> NMEAStatistics {
         var s = self
-        s.bytes += o.bytes; s.accepted += o.accepted; s.badChecksum += o.badChecksum
-        s.missingChecksum += o.missingChecksum; s.invalidCharacter += o.invalidCharacter; s.tooLong += o.tooLong
-        s.truncated += o.truncated; s.badField += o.badField; s.noiseBytes += o.noiseBytes; s.unknown += o.unknown
-        s.proprietary += o.proprietary; s.ais += o.ais; s.comments += o.comments; s.epochs += o.epochs
+        s.bytes = op(s.bytes, o.bytes); s.accepted = op(s.accepted, o.accepted); s.badChecksum = op(s.badChecksum, o.badChecksum)
+        s.missingChecksum = op(s.missingChecksum, o.missingChecksum); s.invalidCharacter = op(s.invalidCharacter, o.invalidCharacter)
+        s.tooLong = op(s.tooLong, o.tooLong); s.truncated = op(s.truncated, o.truncated); s.badField = op(s.badField, o.badField)
+        s.noiseBytes = op(s.noiseBytes, o.noiseBytes); s.unknown = op(s.unknown, o.unknown); s.proprietary = op(s.proprietary, o.proprietary)
+        s.ais = op(s.ais, o.ais); s.comments = op(s.comments, o.comments); s.epochs = op(s.epochs, o.epochs)
         return s
     }
 }

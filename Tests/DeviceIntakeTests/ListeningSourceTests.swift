@@ -235,7 +235,7 @@ import Testing
         let context = SourceConformance.makeContext(id: "udp_trackers")
         let port = LoopbackTCPServer.freePort(udp: true)
         let source = ListeningSource(protocolName: "line", transport: .udp(ListenAddress(host: "127.0.0.1", port: port), maxDatagramBytes: 512),
-                                     directory: Listening.devices, context: context) { LineCodec() }
+                                     directory: Listening.devices, context: context) { _ in LineCodec() }
         let task = Task { try await source.run(output: acks.output) }
         let device = try LoopbackUDPSender()
         // The socket is bound once the first datagram is taken.

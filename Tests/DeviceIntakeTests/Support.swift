@@ -110,7 +110,7 @@ enum Listening {
         var c = configuration
         c.listen.port = port
         let source = ListeningSource(protocolName: "line", transport: .tcp(c), directory: devices, context: context,
-                                     identifyAtAccept: identifyAtAccept) { LineCodec() }
+                                     identifyAtAccept: identifyAtAccept) { _ in LineCodec() }
         let task = Task { try await source.run(output: output) }
         // Listening once a probe connects; the probe counts as accepted, and is gone once closed.
         let listening = await Poll.until { (try? LoopbackTCPClient(port: port)) != nil }

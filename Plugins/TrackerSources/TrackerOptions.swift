@@ -1,0 +1,47 @@
+import DeviceIntake
+import GatewayCore
+import SystemIO
+import TrackerProtocols
+
+/// What the three tracker sources (`teltonika`, `gt06`, `h02`) read alike: where to listen, the
+/// limits, and who may send.
+public struct TrackerSourceConfiguration: Sendable, Hashable {
+    public var listener: ListenerConfiguration
+    public var directory: DeviceDirectoryConfiguration
+    /// `teltonika`'s `udp`: datagrams instead of connections.
+    public var udp = false
+
+    /// Reads the shared options of a tracker protocol.
+    static func read(_ options: inout OptionReader, defaultListen: String, maxFrameBytes: Int, udp: Bool = false) -> TrackerSourceConfiguration {
+        let listener = ListenerConfiguration.read(&options, defaultListen: defaultListen, maxFrameBytes: maxFrameBytes)
+        let directory = DeviceDirectoryConfiguration.read(&options)
+        var c = TrackerSourceConfiguration(listener: listener, directory: directory)
+        c.udp = udp
+        return c
+    }
+
+    /// The shared options, documented.
+    static func optionSpecs(defaultListen: String, maxFrameBytes: Int) -> [OptionSpec] {
+        ListenerConfiguration.optionSpecs(defaultListen: defaultListen, maxFrameBytes: maxFrameBytes)
+            + DeviceDirectoryConfiguration.optionSpecs(identifier: "IMEI")
+    }
+
+    /// The listening source for a codec.
+    func makeSource(protocolName: String, context: ComponentContext, codec: @escaping @Sendable () -> any TrackerCodec) -> ListeningSource {
+        let transport: ListeningSource.Transport = udp
+            ? .udp(listener.listen, maxDatagramBytes: listener.maxFrameBytes)
+            : .tcp(listener)
+        return ListeningSource(protocolName: protocolName, transport: transport, directory: directory, context: context) { _ in codec() }
+    }
+
+    /// `validate`'s check: the devices file reads.
+    func environmentFindings(context: EnvironmentContext) -> [EnvironmentFinding] {
+        directory.environmentFindings(context: context)
+    }
+
+    /// What two components cannot share.
+    var claims: [String] {
+        guard listener.listen.port != 0 else { return [] }
+        return [udp ? "udp port \(listener.listen.port)" : "tcp port \(listener.listen.port)"]
+    }
+}

@@ -1,0 +1,321 @@
+#!/usr/bin/env python3
+"""Plays GPS trackers against a locgate listening source, as the devices behave.
+
+Usage: device_simulator.py --protocol teltonika|gt06 --port N [--host 127.0.0.1]
+           [--devices 10] [--frames 20] [--records 10] [--first-imei 350000000000000]
+           [--interval 0.0] [--answer-timeout 10] [--answered FILE] [--seed 1]
+           [--until-file PATH] [--udp]
+
+Each device logs in (Teltonika IMEI frame / GT06 login), then sends its frames one at a time
+and waits for the server's answer, which it checks byte for byte against the answer the
+protocol owes for that frame (the record count / the serial echo). A frame whose answer does
+not come (timeout, closed connection) is sent again on a new connection, as a tracker keeps a
+record in its memory until it is acknowledged. Frames are built here, with their checksums
+(CRC-16/IBM, CRC-16/X-25), from positions on a seeded track per device.
+
+Every record whose frame was answered is written to --answered as one JSON line:
+{"imei": "...", "time_ms": ..., "lat": ..., "lon": ...}. That is what the device now deletes:
+the test checks each of them reached the sinks.
+
+On exit it prints one JSON summary line: devices, frames_sent, frames_answered, resends,
+wrong_answers, records_answered, connect_failures. Exit 0 when every frame was answered and
+every answer was right; 1 otherwise (or 2 for bad arguments). --until-file makes it keep
+retrying (instead of giving up after --answer-timeout x 30) until that file exists.
+"""
+import argparse
+import asyncio
+import json
+import random
+import struct
+import sys
+import time
+import os
+
+
+def crc16_ibm(data):
+    crc = 0
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
+    return crc
+
+
+def crc16_x25(data):
+    crc = 0xFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x8408 if crc & 1 else crc >> 1
+    return crc ^ 0xFFFF
+
+
+class Track:
+    """A seeded drive: one position a second, moving a few metres each."""
+
+    def __init__(self, rng, start_ms):
+        self.lat = rng.uniform(-60, 60)
+        self.lon = rng.uniform(-170, 170)
+        self.course = rng.uniform(0, 360)
+        self.t = start_ms
+        self.rng = rng
+
+    def next(self):
+        self.t += 1000
+        self.course = (self.course + self.rng.uniform(-10, 10)) % 360
+        self.lat += self.rng.uniform(-0.0002, 0.0002)
+        self.lon += self.rng.uniform(-0.0002, 0.0002)
+        speed = self.rng.randint(0, 120)
+        return {"time_ms": self.t, "lat": round(self.lat, 6), "lon": round(self.lon, 6),
+                "speed_kmh": speed, "course": int(self.course), "sats": self.rng.randint(4, 14),
+                "alt": self.rng.randint(0, 500)}
+
+
+# --- Teltonika -------------------------------------------------------------------------------
+
+def teltonika_login(imei):
+    return struct.pack(">H", len(imei)) + imei.encode()
+
+
+def teltonika_records(records):
+    """Codec 8 Extended records with ignition, movement and external voltage IO elements."""
+    out = b""
+    for r in records:
+        out += struct.pack(">QB", r["time_ms"], 0)
+        out += struct.pack(">iihHBH", round(r["lon"] * 1e7), round(r["lat"] * 1e7), r["alt"], r["course"], r["sats"], r["speed_kmh"])
+        # event id, total count; 1-byte values: 239 ignition, 240 movement; 2-byte: 66 voltage.
+        out += struct.pack(">HH", 0, 3)
+        out += struct.pack(">H", 2) + struct.pack(">HB", 239, 1) + struct.pack(">HB", 240, 1 if r["speed_kmh"] else 0)
+        out += struct.pack(">H", 1) + struct.pack(">HH", 66, 12345)
+        out += struct.pack(">H", 0) + struct.pack(">H", 0) + struct.pack(">H", 0)
+    return out
+
+
+def teltonika_frame(records):
+    body = bytes([0x8E, len(records)]) + teltonika_records(records) + bytes([len(records)])
+    return b"\x00\x00\x00\x00" + struct.pack(">I", len(body)) + body + struct.pack(">I", crc16_ibm(body))
+
+
+def teltonika_answer(records):
+    return struct.pack(">I", len(records))
+
+
+def teltonika_udp_packet(imei, packet_id, avl_id, records):
+    payload = struct.pack(">HBB", packet_id, 0x01, avl_id) + struct.pack(">H", len(imei)) + imei.encode()
+    payload += bytes([0x8E, len(records)]) + teltonika_records(records) + bytes([len(records)])
+    return struct.pack(">H", len(payload)) + payload
+
+
+def teltonika_udp_answer(packet_id, avl_id, records):
+    return struct.pack(">HHBBB", 5, packet_id, 0x01, avl_id, len(records))
+
+
+# --- GT06 ------------------------------------------------------------------------------------
+
+def gt06_frame(protocol, content, serial):
+    body = bytes([len(content) + 5, protocol]) + content + struct.pack(">H", serial)
+    return b"\x78\x78" + body + struct.pack(">H", crc16_x25(body)) + b"\x0d\x0a"
+
+
+def gt06_ack(protocol, serial):
+    body = bytes([5, protocol]) + struct.pack(">H", serial)
+    return b"\x78\x78" + body + struct.pack(">H", crc16_x25(body)) + b"\x0d\x0a"
+
+
+def gt06_login(imei, serial):
+    digits = ("0" + imei)[-16:]
+    return gt06_frame(0x01, bytes.fromhex(digits), serial)
+
+
+def gt06_position(r, serial):
+    """A 0x22 GPS/LBS frame: UTC time, satellites, coordinates, speed, course and flags."""
+    t = time.gmtime(r["time_ms"] // 1000)
+    content = bytes([t.tm_year % 100, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec])
+    content += bytes([0xC0 | min(r["sats"], 15)])
+    content += struct.pack(">II", round(abs(r["lat"]) * 1800000), round(abs(r["lon"]) * 1800000))
+    content += bytes([min(r["speed_kmh"], 255)])
+    flags = 0x1000 | (r["course"] & 0x3FF)  # positioned
+    if r["lat"] >= 0:
+        flags |= 0x0400
+    if r["lon"] < 0:
+        flags |= 0x0800
+    content += struct.pack(">H", flags)
+    content += struct.pack(">HBH", 460, 0, 0x2866) + (0x0EA3).to_bytes(3, "big")  # MCC, MNC, LAC, cell id
+    content += bytes([1, 0, 0])  # ACC on, upload mode, real time
+    return gt06_frame(0x22, content, serial)
+
+
+# --- The devices -----------------------------------------------------------------------------
+
+class Device:
+    def __init__(self, args, index, stats, answered):
+        self.args = args
+        self.imei = str(args.first_imei + index)
+        self.rng = random.Random(args.seed * 100003 + index)
+        self.track = Track(self.rng, 1_700_000_000_000 + index * 3_600_000)
+        self.stats = stats
+        self.answered = answered
+        self.serial = 0
+        self.reader = None
+        self.writer = None
+
+    def frames(self):
+        per = self.args.records if self.args.protocol == "teltonika" else 1
+        for _ in range(self.args.frames):
+            yield [self.track.next() for _ in range(per)]
+
+    async def connect(self):
+        while True:
+            try:
+                self.reader, self.writer = await asyncio.open_connection(self.args.host, self.args.port)
+            except OSError:
+                self.stats["connect_failures"] += 1
+                await asyncio.sleep(0.2)
+                continue
+            login, expected = self.login()
+            try:
+                self.writer.write(login)
+                await self.writer.drain()
+                got = await asyncio.wait_for(self.reader.readexactly(len(expected)), self.args.answer_timeout)
+            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError):
+                self.stats["connect_failures"] += 1
+                self.close()
+                await asyncio.sleep(0.2)
+                continue
+            if got != expected:
+                self.stats["wrong_answers"] += 1
+                raise RuntimeError(f"{self.imei}: login answered {got.hex()}, expected {expected.hex()}")
+            return
+
+    def login(self):
+        if self.args.protocol == "teltonika":
+            return teltonika_login(self.imei), b"\x01"
+        self.serial = (self.serial + 1) & 0xFFFF
+        return gt06_login(self.imei, self.serial), gt06_ack(0x01, self.serial)
+
+    def close(self):
+        if self.writer is not None:
+            self.writer.close()
+        self.writer = None
+        self.reader = None
+
+    def encode(self, records):
+        if self.args.protocol == "teltonika":
+            return teltonika_frame(records), teltonika_answer(records)
+        self.serial = (self.serial + 1) & 0xFFFF
+        return gt06_position(records[0], self.serial), gt06_ack(0x22, self.serial)
+
+    async def run(self):
+        await self.connect()
+        for records in self.frames():
+            attempts = 0
+            frame, expected = self.encode(records)
+            while True:
+                attempts += 1
+                self.stats["frames_sent"] += 1
+                try:
+                    self.writer.write(frame)
+                    await self.writer.drain()
+                    got = await asyncio.wait_for(self.reader.readexactly(len(expected)), self.args.answer_timeout)
+                except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, AttributeError):
+                    # No answer: the device keeps the records and sends them again.
+                    self.stats["resends"] += 1
+                    self.close()
+                    if not self.args.until_file and attempts > 30:
+                        raise RuntimeError(f"{self.imei}: no answer after {attempts} attempts")
+                    if self.args.until_file and os.path.exists(self.args.until_file) and attempts > 3:
+                        raise RuntimeError(f"{self.imei}: no answer after the end was called")
+                    await asyncio.sleep(0.2)
+                    await self.connect()
+                    if self.args.protocol == "gt06":
+                        # The serial went up with the login: the same records, a new frame number.
+                        frame, expected = self.encode(records)
+                    continue
+                if got != expected:
+                    self.stats["wrong_answers"] += 1
+                    raise RuntimeError(f"{self.imei}: answered {got.hex()}, expected {expected.hex()}")
+                break
+            self.stats["frames_answered"] += 1
+            for r in records:
+                self.answered.write(json.dumps({"imei": self.imei, "time_ms": r["time_ms"], "lat": r["lat"], "lon": r["lon"]}) + "\n")
+                self.stats["records_answered"] += 1
+            self.answered.flush()
+            if self.args.interval:
+                await asyncio.sleep(self.args.interval)
+        self.close()
+
+
+class UDPDevice(Device):
+    """Teltonika over UDP: each packet carries the IMEI; an unanswered packet is sent again."""
+
+    async def run(self):
+        loop = asyncio.get_running_loop()
+        queue = asyncio.Queue()
+
+        class Protocol(asyncio.DatagramProtocol):
+            def datagram_received(self, data, addr):
+                queue.put_nowait(data)
+
+        transport, _ = await loop.create_datagram_endpoint(Protocol, remote_addr=(self.args.host, self.args.port))
+        packet_id = 0
+        for records in self.frames():
+            packet_id = (packet_id + 1) & 0xFFFF
+            avl_id = packet_id & 0xFF
+            packet = teltonika_udp_packet(self.imei, packet_id, avl_id, records)
+            expected = teltonika_udp_answer(packet_id, avl_id, records)
+            for attempt in range(60):
+                self.stats["frames_sent"] += 1
+                transport.sendto(packet)
+                try:
+                    got = await asyncio.wait_for(queue.get(), self.args.answer_timeout)
+                except asyncio.TimeoutError:
+                    self.stats["resends"] += 1
+                    continue
+                if got != expected:
+                    self.stats["wrong_answers"] += 1
+                    raise RuntimeError(f"{self.imei}: answered {got.hex()}, expected {expected.hex()}")
+                break
+            else:
+                raise RuntimeError(f"{self.imei}: no answer")
+            self.stats["frames_answered"] += 1
+            for r in records:
+                self.answered.write(json.dumps({"imei": self.imei, "time_ms": r["time_ms"], "lat": r["lat"], "lon": r["lon"]}) + "\n")
+                self.stats["records_answered"] += 1
+            self.answered.flush()
+        transport.close()
+
+
+async def main(args):
+    stats = {"devices": args.devices, "frames_sent": 0, "frames_answered": 0, "resends": 0,
+             "wrong_answers": 0, "records_answered": 0, "connect_failures": 0}
+    answered = open(args.answered, "a") if args.answered else open(os.devnull, "w")
+    kind = UDPDevice if args.udp else Device
+    devices = [kind(args, i, stats, answered) for i in range(args.devices)]
+    results = await asyncio.gather(*(d.run() for d in devices), return_exceptions=True)
+    answered.close()
+    errors = [str(r) for r in results if isinstance(r, Exception)]
+    stats["errors"] = errors[:5]
+    print(json.dumps(stats), flush=True)
+    return 0 if not errors and stats["wrong_answers"] == 0 else 1
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--protocol", choices=["teltonika", "gt06"], required=True)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--devices", type=int, default=10)
+    p.add_argument("--frames", type=int, default=20)
+    p.add_argument("--records", type=int, default=10)
+    p.add_argument("--first-imei", type=int, default=350000000000000)
+    p.add_argument("--interval", type=float, default=0.0)
+    p.add_argument("--answer-timeout", type=float, default=10.0)
+    p.add_argument("--answered")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--until-file")
+    p.add_argument("--udp", action="store_true")
+    a = p.parse_args()
+    if a.udp and a.protocol != "teltonika":
+        print("--udp is for teltonika", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(asyncio.run(main(a)))
