@@ -1,0 +1,6 @@
+import Testing
+@testable import TrackerProtocols
+
+@Suite struct ChecksumTests {
+    @Test func placeholder() {}
+}
