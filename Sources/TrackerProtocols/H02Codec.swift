@@ -13,15 +13,15 @@ import GatewayCore
 ///   `V4` replies that end in a position, and `VP1,A,...` (no time of day) → `.records` with
 ///   `deviceID`. Latitude and longitude come as `DDMM.MMMM`, `-DD-MM.MMMM` or `DDMMMMMM`; a
 ///   battery field may stand between course and date. Validity `A` (or a coding-scheme digit)
-///   is a fix (`.twoD`); `V` keeps the coordinates with mode `.noFix`. A position without a date
-///   has no time (``Position/time`` nil): the frame does not say when it was.
+///   is a fix (`.twoD`); `V` keeps the coordinates with mode `.noFix`. A position without both a
+///   date and a time of day has no time (``Position/time`` nil): the frame does not say when it was.
 ///   An invalid (`V`) sentence without readable coordinates is `.control("no_fix")`.
 /// - `HTBT`, `V0`, `LINK` → `.control("heartbeat")`; `NBR`, `V3`, `VP1,V,...` → `.control("lbs")`;
 ///   `SMS` → `.control("sms")`; a `V4` reply without a position → `.control("command_response")`;
 ///   anything else → `.control("other")`.
 ///
 /// Answers (UTC `now`): V1 → `*HQ,<id>,V4,V1,<yyyyMMddHHmmss>#` always (what devices wait for);
-/// other positions → `*HQ,<id>,R12,<HHmmss>#` when ``acknowledgePositions``, else none;
+/// other positions (VP1 excepted) → `*HQ,<id>,R12,<HHmmss>#` when ``acknowledgePositions``, else none;
 /// HTBT and V0 → the sentence's first three fields echoed, `*HQ,<id>,HTBT#`; NBR →
 /// `*HQ,<id>,V4,NBR,<yyyyMMddHHmmss>#`; nothing else is answered.
 ///
@@ -83,7 +83,7 @@ public struct H02Codec: TrackerCodec {
     // MARK: - Text frames
 
     private func decodeText(_ bytes: UnsafeRawBufferPointer, start: Int, now: Timestamp) -> TrackerDecodeResult {
-        let limit = min(bytes.count, start + limits.maxFrameBytes)
+        let limit = start + min(bytes.count - start, max(0, limits.maxFrameBytes))
         var index = start + 1
         while index < limit {
             switch bytes[index] {
@@ -208,21 +208,16 @@ public struct H02Codec: TrackerCodec {
         {
             dateIndex += 1
         }
-        var time: Timestamp?
+        // A time needs both the date and the time of day; either alone says nothing about when.
         let dateField = fields.count > dateIndex ? fields[dateIndex] : ""
-        if !dateField.isEmpty {
-            guard let day = Self.date(dateField) else { return notAFix("date field") }
-            var timeOfDay = 0
-            if hasTime {
-                let field = fields[v - 1]
-                if !field.isEmpty {
-                    guard let seconds = Self.timeOfDay(field) else { return notAFix("time field") }
-                    timeOfDay = seconds
-                }
-            }
-            time = Timestamp(milliseconds: (Int64(day) * 86_400 + Int64(timeOfDay)) * 1000)
-        } else if hasTime, !fields[v - 1].isEmpty, Self.timeOfDay(fields[v - 1]) == nil {
-            return notAFix("time field")
+        let timeField = hasTime ? fields[v - 1] : ""
+        let day = Self.date(dateField), seconds = Self.timeOfDay(timeField)
+        if (!dateField.isEmpty && day == nil) || (!timeField.isEmpty && seconds == nil) {
+            return notAFix("date or time field")
+        }
+        var time: Timestamp?
+        if let day, let seconds {
+            time = Timestamp(milliseconds: (Int64(day) * 86_400 + Int64(seconds)) * 1000)
         }
 
         var position = Position(
@@ -235,10 +230,10 @@ public struct H02Codec: TrackerCodec {
             }
         }
         let answer: [UInt8]?
-        if command == "V1" {
-            answer = Self.answer(id: deviceID, "V4,V1,\(Self.dateTime(now))")
-        } else {
-            answer = acknowledgePositions ? Self.answer(id: deviceID, "R12,\(Self.timeOnly(now))") : nil
+        switch command {
+        case "V1": answer = Self.answer(id: deviceID, "V4,V1,\(Self.dateTime(now))")
+        case "VP1": answer = nil  // a phone-style report: no acknowledgement is defined for it
+        default: answer = acknowledgePositions ? Self.answer(id: deviceID, "R12,\(Self.timeOnly(now))") : nil
         }
         return .success(.records(TrackerRecords(deviceID: deviceID, positions: [position], answer: answer)))
     }

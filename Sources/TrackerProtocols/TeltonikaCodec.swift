@@ -120,7 +120,7 @@ public struct TeltonikaCodec: TrackerCodec {
         }
         guard let declared = bigEndian(bytes, at: 4, width: 4).map(Int.init) else { return .needMore }
         // 12 bytes around the data: preamble, length, CRC. Checked before waiting for the data.
-        if declared > limits.maxFrameBytes - 12 {
+        if 12 + declared > limits.maxFrameBytes {
             return Self.reject("too_large", "data length \(declared)", consumed: 8)
         }
         guard declared >= 3 else {
@@ -217,21 +217,19 @@ public struct TeltonikaCodec: TrackerCodec {
         var reader = ByteReader(data, from: 2, to: data.count - 1)
         switch codec {
         case 0x08, 0x8E, 0x10:
-            guard let layout = IOLayout(codec: codec) else {
+            guard var layout = IOLayout(codec: codec) else {
                 return .failure(TrackerFrameError("unsupported", "codec 0x\(WireText.hex([codec]))"))
             }
-            var positions: [Position] = []
-            positions.reserveCapacity(Int(n1))
-            for index in 0..<Int(n1) {
-                guard let position = readRecord(&reader, layout: layout) else {
-                    return .failure(TrackerFrameError("syntax", "record \(index + 1) of \(n1) runs past the data"))
-                }
-                positions.append(position)
+            var records = readRecords(reader, count: n1, layout: layout)
+            if case .failure = records {
+                // Some firmware (FMB130 with 16-byte IO enabled) adds a group of 16-byte elements
+                // after the 8-byte one. Only a frame that does not parse without that group, and
+                // parses exactly with it, is read so.
+                layout.hasSixteenByteGroup = true
+                let withGroup = readRecords(reader, count: n1, layout: layout)
+                if case .success = withGroup { records = withGroup }
             }
-            guard reader.isAtEnd else {
-                return .failure(TrackerFrameError("syntax", "\(reader.remaining) bytes after the last record"))
-            }
-            return .success(DecodedData(content: .positions(positions), count: n1, deviceID: deviceID))
+            return records.map { DecodedData(content: .positions($0), count: n1, deviceID: deviceID) }
         case 0x0C, 0x0D:
             // Each response: type (05 command, 06 response), size (4 bytes), `size` bytes (Codec 13
             // puts a timestamp first inside them). Only the structure is checked; the text is the
@@ -250,12 +248,30 @@ public struct TeltonikaCodec: TrackerCodec {
         }
     }
 
+    /// `count` records that fill the reader's data exactly.
+    static func readRecords(_ data: ByteReader, count: UInt8, layout: IOLayout) -> Result<[Position], TrackerFrameError> {
+        var reader = data
+        var positions: [Position] = []
+        positions.reserveCapacity(Int(count))
+        for index in 0..<Int(count) {
+            guard let position = readRecord(&reader, layout: layout) else {
+                return .failure(TrackerFrameError("syntax", "record \(index + 1) of \(count) runs past the data"))
+            }
+            positions.append(position)
+        }
+        guard reader.isAtEnd else {
+            return .failure(TrackerFrameError("syntax", "\(reader.remaining) bytes after the last record"))
+        }
+        return .success(positions)
+    }
+
     /// Field widths of a codec's IO element section.
     struct IOLayout {
         var idWidth: Int
         var countWidth: Int
         var hasGenerationType: Bool
         var hasVariableLength: Bool
+        var hasSixteenByteGroup = false
 
         init?(codec: UInt8) {
             switch codec {
@@ -302,6 +318,13 @@ public struct TeltonikaCodec: TrackerCodec {
                     return nil
                 }
                 apply(id: id, value: value, to: &position)
+            }
+        }
+        if layout.hasSixteenByteGroup {
+            guard let count = reader.unsigned(width: layout.countWidth) else { return nil }
+            for _ in 0..<count {
+                guard let id = reader.unsigned(width: layout.idWidth), let value = reader.take(16) else { return nil }
+                position.attributes["io.\(id)"] = WireText.hex(value)
             }
         }
         if layout.hasVariableLength {
