@@ -155,6 +155,8 @@ public struct TeltonikaCodec: TrackerCodec {
             return reject("too_large", "datagram of \(bytes.count) bytes")
         }
         var reader = ByteReader(bytes)
+        // The byte after the packet id is 01 in every datagram; Teltonika calls it "not usable",
+        // so it is not checked.
         guard let length = reader.u16(), let packetID = reader.u16(), reader.u8() != nil,
             let avlPacketID = reader.u8(), let imeiLength = reader.u16().map(Int.init)
         else { return reject("length", "datagram of \(bytes.count) bytes is shorter than its header") }
