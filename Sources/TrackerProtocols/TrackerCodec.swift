@@ -43,6 +43,7 @@ public struct TrackerLimits: Sendable, Hashable {
     /// A frame larger than this is invalid (a length field of 1 GB is a bad frame, not an allocation).
     public var maxFrameBytes: Int
 
+    /// Limits with the given largest frame, in bytes.
     public init(maxFrameBytes: Int) { self.maxFrameBytes = maxFrameBytes }
 }
 
@@ -61,14 +62,18 @@ public enum TrackerDecodeResult: Sendable {
 /// Why bytes were not a valid frame. `reason` is a short fixed word for metric labels
 /// (`checksum`, `length`, `too_large`, `syntax`, `stop_bytes`, `unsupported`); `detail` says more.
 public struct TrackerFrameError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The fixed word: `checksum`, `length`, `too_large`, `syntax`, `stop_bytes` or `unsupported`.
     public var reason: String
+    /// What exactly was wrong, for logs (may hold values from the frame).
     public var detail: String
 
+    /// An error with a reason word and a detail.
     public init(_ reason: String, _ detail: String) {
         self.reason = reason
         self.detail = detail
     }
 
+    /// `reason: detail`.
     public var description: String { "\(reason): \(detail)" }
 }
 
@@ -89,10 +94,14 @@ public enum TrackerMessage: Sendable, Hashable {
 
 /// The positions of one frame and the answer owed once they are committed.
 public struct TrackerRecords: Sendable, Hashable {
+    /// The device the frame names (H02, Teltonika over UDP); nil when the connection's identification does.
     public var deviceID: String?
+    /// The frame's positions in the order the frame holds them (not necessarily by time).
     public var positions: [Position]
+    /// Bytes to write once every position was handled end to end; nil for none.
     public var answer: [UInt8]?
 
+    /// Records of one frame.
     public init(deviceID: String? = nil, positions: [Position], answer: [UInt8]?) {
         self.deviceID = deviceID
         self.positions = positions

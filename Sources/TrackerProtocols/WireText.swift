@@ -1,0 +1,54 @@
+/// Text helpers the codecs share: attribute values and ids written without Foundation formatters,
+/// so the output is the same on every platform and locale.
+enum WireText {
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    /// Lowercase hex of `bytes`, two digits each.
+    static func hex<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.underestimatedCount * 2)
+        for byte in bytes {
+            out.append(hexDigits[Int(byte >> 4)])
+            out.append(hexDigits[Int(byte & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// `value / 10^decimals` as exact decimal text: `scaled(12345, decimals: 3)` is `"12.345"`.
+    ///
+    /// Integer arithmetic only, so a millivolt reading never comes out as `12.344999`.
+    static func scaled(_ value: UInt64, decimals: Int) -> String {
+        guard decimals > 0 else { return String(value) }
+        var divisor: UInt64 = 1
+        for _ in 0..<decimals { divisor *= 10 }
+        let whole = value / divisor
+        var fraction = String(value % divisor)
+        while fraction.count < decimals { fraction = "0" + fraction }
+        return "\(whole).\(fraction)"
+    }
+
+    /// The digits of packed BCD `bytes`, two per byte, high nibble first; nil if a nibble is not 0...9.
+    static func bcdDigits<Bytes: Sequence>(_ bytes: Bytes) -> String? where Bytes.Element == UInt8 {
+        var out: [UInt8] = []
+        for byte in bytes {
+            let high = byte >> 4, low = byte & 0x0F
+            guard high <= 9, low <= 9 else { return nil }
+            out.append(48 + high)
+            out.append(48 + low)
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// `bytes` as a string when every byte is an ASCII digit and there is at least one.
+    static func asciiDigits<Bytes: Collection>(_ bytes: Bytes) -> String? where Bytes.Element == UInt8 {
+        guard !bytes.isEmpty, bytes.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Two decimal digits, zero-padded, as ASCII bytes.
+    static func appendTwoDigits(_ value: Int, to out: inout [UInt8]) {
+        let v = max(0, min(99, value))
+        out.append(UInt8(48 + v / 10))
+        out.append(UInt8(48 + v % 10))
+    }
+}
