@@ -105,7 +105,7 @@ let package = Package(
         .testTarget(name: "FileOutputTests", dependencies: ["FileOutput", "GatewayCore", "GatewayRuntime", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "FileReplayTests", dependencies: ["FileReplay", "GatewayCore", "GatewayTesting", "Preflight"], exclude: ["Fixtures"], swiftSettings: settings),
         .testTarget(name: "FiltersTests", dependencies: ["Filters", "GatewayCore"], swiftSettings: settings),
-        .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore"], swiftSettings: settings),
+        .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "GatewayRuntimeTests", dependencies: ["GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], swiftSettings: settings),
         .testTarget(name: "GatewayTestingTests", dependencies: ["GatewayTesting", "GatewayCore", "GatewayRuntime"], swiftSettings: settings),
         .testTarget(name: "GeodesyTests", dependencies: ["Geodesy", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
@@ -123,6 +123,7 @@ let package = Package(
         .testTarget(name: "OutboxTests", dependencies: ["Outbox", "GatewayCore", "GatewayRuntime", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "SerialSourceTests", dependencies: ["SerialSource", "GatewayCore", "GatewayTesting", "NMEA"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO", "GatewayTesting"], swiftSettings: settings),
+        .testTarget(name: "TrackerSourcesTests", dependencies: ["TrackerSources", "DeviceIntake", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "TrackerProtocolsTests", dependencies: ["TrackerProtocols", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .testTarget(name: "TrackMapTests", dependencies: ["TrackMap", "MapRendering", "Geofence", "Geodesy", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
 

@@ -69,7 +69,7 @@ public enum TCPNMEAPlugin: SourcePlugin {
         } else if s.name == "devices" {
             s.summary = "Who may send: peer address or hello line → device name (or {\"name\", \"attributes\"}), inline or in a JSON file re-read when it changes. Without it every connection is accepted under its own address or hello line."
         }
-        s.summary = "Listen mode: " + s.summary
+        s.summary = "Listen mode: " + s.summary.prefix(1).lowercased() + s.summary.dropFirst()
         return s
     }
 
