@@ -94,15 +94,16 @@ public final class TrackerListener: @unchecked Sendable {
     private func accepted(_ connection: TCPConnection) {
         let stats = context.stats
         let host = connection.peer.host
+        // Counted before the close: the peer may see the close before this thread runs on.
         if connections.count >= configuration.maxConnections {
-            connection.close()
             stats.count("connections.refused.limit")
+            connection.close()
             warn("limit", "refusing connections: \(connections.count) open (max_connections)")
             return
         }
         if configuration.maxConnectionsPerAddress > 0 && perAddress[host, default: 0] >= configuration.maxConnectionsPerAddress {
-            connection.close()
             stats.count("connections.refused.per_address")
+            connection.close()
             warn("address \(host)", "refusing connections from \(host): \(configuration.maxConnectionsPerAddress) open (max_connections_per_address)")
             return
         }
