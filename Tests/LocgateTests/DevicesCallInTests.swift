@@ -1,0 +1,133 @@
+import Foundation
+import GatewayCore
+import GatewayTesting
+import Testing
+
+/// Trackers call in, locgate is killed -9 again and again: every record a device was answered
+/// for (and so deleted from its memory) must be in every sink.
+@Suite(.serialized)
+struct DevicesCallInTests {
+    static let simulator = LocgateBinary.packageRoot.appendingPathComponent("Tests/Support/device_simulator.py").path
+
+    /// (imei, fix time in ms) of every record the simulator was answered for.
+    static func answered(_ path: String) throws -> [String: Set<Int64>] {
+        var out: [String: Set<Int64>] = [:]
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return out }
+        for line in text.split(separator: "\n") {
+            let o = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+            guard let imei = o?["imei"] as? String, let t = o?["time_ms"] as? NSNumber else { continue }
+            out[imei, default: []].insert(t.int64Value)
+        }
+        return out
+    }
+
+    /// (device, fix time in ms) of the positions in JSON texts (one position each, or arrays).
+    static func delivered(_ documents: [String]) -> [String: [Int64]] {
+        var out: [String: [Int64]] = [:]
+        func add(_ p: [String: Any]) {
+            guard let device = p["device"] as? String, let time = p["time"] as? String, let t = Timestamp(iso8601: time) else { return }
+            out[device, default: []].append(t.milliseconds)
+        }
+        for text in documents {
+            guard let value = try? JSONSerialization.jsonObject(with: Data(text.utf8)) else { continue }
+            if let p = value as? [String: Any] { add(p) }
+            if let list = value as? [[String: Any]] { list.forEach(add) }
+        }
+        return out
+    }
+
+    /// The request bodies the receiver answered 200.
+    static func received(_ record: String) -> [String] {
+        guard let text = try? String(contentsOfFile: record, encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").compactMap { line in
+            guard let r = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                  r["status"] as? Int == 200 else { return nil }
+            return r["body"] as? String
+        }
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func killedAgainAndAgainItLosesNoRecordADeviceWasAnsweredFor() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let teltonikaPort = LoopbackTCPServer.freePort(), gt06Port = LoopbackTCPServer.freePort()
+        let record = "\(dir)/requests.jsonl"
+        let server = try ScriptPeer(script: DrainTests.receiver, arguments: ["--record", record, "--port", "0"])
+        defer { server.stop() }
+        let config = """
+        {"settings":{"shutdown_timeout":"1s","stats_interval":false},
+         "sources":{"fmb":{"type":"teltonika","listen":"127.0.0.1:\(teltonikaPort)","unknown_devices":"accept"},
+                    "gt":{"type":"gt06","listen":"127.0.0.1:\(gt06Port)","unknown_devices":"accept"}},
+         "sinks":{"file":{"type":"file","inputs":["fmb","gt"],"path":"positions.jsonl"},
+                  "upload":{"type":"http","inputs":["fmb","gt"],"url":"http://127.0.0.1:\(server.port)/track",
+                            "batch":{"max_positions":200,"interval":"200ms"},"retry":{"initial":"100ms","max":"500ms"},
+                            "queue":{"path":"upload.sqlite"}}}}
+        """
+        try Data(config.utf8).write(to: URL(fileURLWithPath: "\(dir)/pipeline.json"))
+        var runs = 0
+        func start() throws -> Process {
+            runs += 1
+            return try LocgateBinary.launch([try LocgateBinary.path(), "run", "\(dir)/pipeline.json"], stderr: "\(dir)/stderr-\(runs).log")
+        }
+        let log = "\(dir)/stderr-1.log"
+        var run = try start()
+        defer { if run.isRunning { kill(run.processIdentifier, SIGKILL) } }
+        let stderr: @Sendable () -> String = { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+        #expect(await Poll.until { stderr().contains("listening for GT06 devices") }, "\(stderr())")
+
+        // 20 Teltonika devices, 15 frames of 5 records; 20 GT06 devices, 60 positions each.
+        let done = "\(dir)/done"
+        let teltonika = try LocgateBinary.launch(["/usr/bin/env", "python3", Self.simulator, "--protocol", "teltonika", "--port", "\(teltonikaPort)",
+                                                          "--devices", "20", "--frames", "15", "--records", "5", "--interval", "0.05",
+                                                          "--answered", "\(dir)/answered-teltonika.jsonl", "--until-file", done, "--seed", "7"],
+                                                 stderr: "\(dir)/teltonika.err", stdout: "\(dir)/teltonika.out")
+        let gt06 = try LocgateBinary.launch(["/usr/bin/env", "python3", Self.simulator, "--protocol", "gt06", "--port", "\(gt06Port)",
+                                                     "--devices", "20", "--frames", "60", "--interval", "0.02", "--first-imei", "860000000000000",
+                                                     "--answered", "\(dir)/answered-gt06.jsonl", "--until-file", done, "--seed", "8"],
+                                            stderr: "\(dir)/gt06.err", stdout: "\(dir)/gt06.out")
+        defer {
+            for p in [teltonika, gt06] where p.isRunning { kill(p.processIdentifier, SIGKILL) }
+        }
+        // Kill -9 at seeded moments while the devices send, and start again.
+        var rng = SeededGenerator(seed: 28)
+        for _ in 0..<4 {
+            try await Task.sleep(for: .milliseconds(Int.random(in: 700...1_800, using: &rng)))
+            kill(run.processIdentifier, SIGKILL)
+            run.waitUntilExit()
+            run = try start()
+        }
+        #expect(await Poll.until(timeout: .seconds(120)) { !teltonika.isRunning && !gt06.isRunning }, "the simulators did not finish")
+        _ = FileManager.default.createFile(atPath: done, contents: nil)
+        var resends = 0
+        for (name, p) in [("teltonika", teltonika), ("gt06", gt06)] {
+            let out = (try? String(contentsOfFile: "\(dir)/\(name).out", encoding: .utf8)) ?? ""
+            #expect(p.terminationStatus == 0, "\(name) simulator: \(out)")
+            let summary = try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any]
+            resends += (summary?["resends"] as? Int) ?? 0
+        }
+        // The kills came while frames were waiting for their answers.
+        #expect(resends > 0)
+        let answered = try Self.answered("\(dir)/answered-teltonika.jsonl").merging(try Self.answered("\(dir)/answered-gt06.jsonl")) { $0.union($1) }
+        let answeredCount = answered.values.reduce(0) { $0 + $1.count }
+        #expect(answeredCount == 20 * 15 * 5 + 20 * 60)
+        // The upload queue drains once the devices are done.
+        #expect(await Poll.until(timeout: .seconds(60)) {
+            let uploaded = Self.delivered(Self.received(record))
+            return answered.allSatisfy { imei, times in times.isSubset(of: Set(uploaded[imei] ?? [])) }
+        })
+        kill(run.processIdentifier, SIGINT)
+        run.waitUntilExit()
+        let lines = try String(contentsOfFile: "\(dir)/positions.jsonl", encoding: .utf8).split(separator: "\n").map(String.init)
+        let filed = Self.delivered(lines)
+        let uploaded = Self.delivered(Self.received(record))
+        var missingInFile = 0, missingUploaded = 0
+        for (imei, times) in answered {
+            missingInFile += times.subtracting(filed[imei] ?? []).count
+            missingUploaded += times.subtracting(uploaded[imei] ?? []).count
+        }
+        #expect(missingInFile == 0, "\(missingInFile) answered records missing from the file")
+        #expect(missingUploaded == 0, "\(missingUploaded) answered records never uploaded")
+        // Resent frames come back with the same ids: duplicates are allowed, and recognisable.
+        #expect(runs == 5)
+    }
+}
