@@ -34,6 +34,8 @@ final class DeviceConnection: TCPConnectionDelegate, @unchecked Sendable {
     private var pending: [UInt8] = []
     /// The device, once identified.
     private(set) var entry: DeviceEntry?
+    /// `entry != nil`, read by the sweep without copying the entry.
+    private(set) var identified = false
     private(set) var identifier: String?
     let acceptedAt: UInt64
     private(set) var lastInput: UInt64
@@ -136,6 +138,7 @@ final class DeviceConnection: TCPConnectionDelegate, @unchecked Sendable {
         guard let entry = listener.resolve(identifier, peer: connection.peer) else { return false }
         self.entry = entry
         self.identifier = identifier
+        identified = true
         return true
     }
 

@@ -135,17 +135,27 @@ public final class TrackerListener: @unchecked Sendable {
         let now = loop.now
         let handshake = UInt64(configuration.handshakeTimeout.milliseconds)
         let idle = UInt64(configuration.idleTimeout.milliseconds)
-        for device in Array(connections.values) {
-            if device.entry == nil && now &- device.acceptedAt >= handshake {
-                context.stats.count("connections.closed.handshake_timeout")
-                device.close(reason: "no identification within \(DurationText.format(configuration.handshakeTimeout))")
+        // Once a second over every connection: the checks are read in place, and only the few
+        // connections that are due are collected (closing them changes `connections`).
+        var silent: [DeviceConnection] = [], quiet: [DeviceConnection] = [], held: [DeviceConnection] = []
+        for device in connections.values {
+            if !device.identified && now &- device.acceptedAt >= handshake {
+                silent.append(device)
             } else if now &- device.lastInput >= idle {
-                context.stats.count("connections.closed.idle")
-                device.close(reason: "idle for \(DurationText.format(configuration.idleTimeout))")
+                quiet.append(device)
             } else if !device.flushed && now &- device.lastInput >= 1_000 {
-                device.flushIdle()
+                held.append(device)
             }
         }
+        for device in silent {
+            context.stats.count("connections.closed.handshake_timeout")
+            device.close(reason: "no identification within \(DurationText.format(configuration.handshakeTimeout))")
+        }
+        for device in quiet {
+            context.stats.count("connections.closed.idle")
+            device.close(reason: "idle for \(DurationText.format(configuration.idleTimeout))")
+        }
+        for device in held { device.flushIdle() }
     }
 
     // MARK: - Inbox

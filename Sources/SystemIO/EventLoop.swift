@@ -414,7 +414,10 @@ public final class TCPConnection: LoopHandle, @unchecked Sendable {
     /// Below this, ``TCPConnectionDelegate/connectionWritable(_:)`` is called after a high mark.
     public static let lowWatermark = 16 * 1024
 
-    public weak var delegate: (any TCPConnectionDelegate)?
+    /// Held strongly until the connection is closed, then released: a weak reference would give
+    /// every delegate a side table, and each retain of it (a sweep over 10,000 connections) the
+    /// slow path.
+    public var delegate: (any TCPConnectionDelegate)?
     /// The peer's address.
     public internal(set) var peer = SocketAddress.unspecified
     public private(set) var isReading = false

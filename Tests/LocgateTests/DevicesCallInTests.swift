@@ -130,4 +130,46 @@ struct DevicesCallInTests {
         // Resent frames come back with the same ids: duplicates are allowed, and recognisable.
         #expect(runs == 5)
     }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aReloadThatChangesAnotherComponentKeepsTheDevicesConnected() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let port = LoopbackTCPServer.freePort()
+        let config = "\(dir)/pipeline.json"
+        func write(_ file: String) throws {
+            try Data("""
+            { "settings": { "stats_interval": false },
+              "sources": { "gt": { "type": "gt06", "listen": "127.0.0.1:\(port)", "devices": { "864717003283581": "bike" } } },
+              "sinks": { "out": { "type": "file", "inputs": ["gt"], "path": "\(file)" } } }
+            """.utf8).write(to: URL(fileURLWithPath: config))
+        }
+        try write("a.jsonl")
+        let log = "\(dir)/stderr.log"
+        let run = try LocgateBinary.launch([try LocgateBinary.path(), "run", config], stderr: log)
+        defer { if run.isRunning { kill(run.processIdentifier, SIGKILL) } }
+        let stderr: @Sendable () -> String = { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+        #expect(await Poll.until { stderr().contains("listening for GT06 devices") }, "\(stderr())")
+        let device = try LoopbackTCPClient(port: port)
+        device.send(Self.bytes("78780D01086471700328358100093F040D0A"))
+        #expect(device.read(count: 10) == Self.bytes("78780501000955940d0a"))
+        device.send(Self.bytes("787823120f081b121d37cb01c8e2cc08afd3c020d50201940701d600a1190041ee100576d1470d0a"))
+        #expect(device.read(count: 10) == Self.bytes("787805120576caad0d0a"))
+        try write("b.jsonl")
+        kill(run.processIdentifier, SIGHUP)
+        #expect(await Poll.until { stderr().contains("reloaded: restarted sinks.out, unchanged 1") }, "\(stderr())")
+        // The same connection, still logged in: the next position is answered once in b.jsonl.
+        device.send(Self.bytes("78782912170316053b3bcf015b51220af1201105d56100000000000000000000869c0130010000000238d1af0d0a"))
+        #expect(device.read(count: 10) == Self.bytes("7878051202382cdf0d0a"))
+        let b = (try? String(contentsOfFile: "\(dir)/b.jsonl", encoding: .utf8)) ?? ""
+        #expect(b.contains("\"device\":\"bike\""))
+        kill(run.processIdentifier, SIGTERM)
+        run.waitUntilExit()
+        #expect(run.terminationStatus == 0, "\(stderr())")
+    }
+
+    static func bytes(_ hex: String) -> [UInt8] {
+        let chars = Array(hex.utf8)
+        return stride(from: 0, to: chars.count - 1, by: 2).map { UInt8(String(decoding: chars[$0...$0 + 1], as: UTF8.self), radix: 16) ?? 0 }
+    }
 }
