@@ -2,6 +2,7 @@ import Foundation
 import GatewayCore
 import GatewayTesting
 import OperatorAPI
+import HTTPServing
 import Testing
 
 /// The API over a running pipeline, asked by curl.

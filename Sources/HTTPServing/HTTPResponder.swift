@@ -1,0 +1,25 @@
+/// Answers one request: at once, inside the handler, or later from any thread.
+///
+/// A request the handler did not answer before returning waits with its connection suspended:
+/// it holds no thread, does not time out and keeps its place in the connection limits until
+/// ``respond(_:)`` is called. The first answer wins and later ones are ignored (a streamed body in
+/// an ignored answer is closed). A responder released without an answer answers `500`, so no
+/// connection is left waiting forever; an answer that comes after the client left, or after the
+/// server stopped, is dropped without harm.
+public final class HTTPResponder: Sendable {
+    private let exchange: RequestExchange
+
+    init(_ exchange: RequestExchange) { self.exchange = exchange }
+
+    /// Sends `response`, or does nothing when this request was answered already.
+    public func respond(_ response: HTTPResponse) {
+        exchange.answer(response)
+    }
+
+    /// Whether an answer was given (by this responder, or by the server when it stopped).
+    public var hasResponded: Bool { exchange.hasAnswer }
+
+    deinit {
+        exchange.responderReleased()
+    }
+}
