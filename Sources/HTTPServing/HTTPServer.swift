@@ -42,9 +42,11 @@ import Glibc
 ///   lock, which the close notification also takes before libmicrohttpd closes the descriptor, so
 ///   it never shuts down a descriptor already reused. The same sweep polls the sockets of streamed
 ///   responses for a client that hung up, which libmicrohttpd cannot see while they are suspended.
-/// - ``stop()`` (or the last reference going) resumes every suspended connection before
-///   `MHD_stop_daemon`, which libmicrohttpd requires; nothing suspends once stopping began, a
-///   request still unanswered then gets 503, and a later answer is dropped.
+/// - ``stop()`` (or the last reference going) stops accepting (`MHD_quiesce_daemon`) and resumes
+///   every suspended connection before `MHD_stop_daemon`, which libmicrohttpd requires; nothing
+///   suspends once stopping began, a request still unanswered then gets 503 (sent within
+///   ``drainTimeout``), and a later answer is dropped. Never call it from a handler or a body:
+///   it waits for the event thread.
 public final class HTTPServer: @unchecked Sendable {
     // Unchecked Sendable: `daemon` and `tlsStrings` are set once and freed only in deinit;
     // libmicrohttpd's functions used on the daemon from other threads are thread-safe.
@@ -161,17 +163,28 @@ public final class HTTPServer: @unchecked Sendable {
         tlsStrings.forEach { free($0) }
     }
 
-    /// Stops accepting, answers every request still waiting with 503, ends every stream, closes
-    /// every connection and the socket; returns when all of that is done. Calling it again does nothing.
+    /// How long ``stop()`` lets waiting requests and streams send their last bytes.
+    public static let drainTimeout: Duration = .seconds(2)
+
+    /// Stops accepting, answers every request still waiting with 503 and ends every stream (for
+    /// at most ``drainTimeout``), then closes every connection and the socket; returns when all of
+    /// that is done. Calling it again does nothing.
     public func stop() {
         guard !core.stopping.exchange(true, ordering: .sequentiallyConsistent) else { return }
         sweepTimer.cancel()
         // A sweep already running finishes before the daemon closes any descriptor.
         sweepQueue.sync {}
+        // No new connections from here; libmicrohttpd hands the listening socket back to close
+        // after the daemon stopped (its thread may still look at it until then).
+        let listening = MHD_quiesce_daemon(daemon)
+        let drained = DispatchGroup()
         let (requests, streams) = core.suspendable()
-        for r in requests { r.serverStopping() }
-        for s in streams { s.serverStopping() }
+        for r in requests { r.serverStopping(drain: drained) }
+        for s in streams { s.serverStopping(drain: drained) }
+        // libmicrohttpd would close resumed connections without sending what they queued.
+        _ = drained.wait(timeout: .now() + .milliseconds(Int(HTTPServer.milliseconds(HTTPServer.drainTimeout))))
         MHD_stop_daemon(daemon)
+        if listening >= 0 { close(listening) }
     }
 
     /// The counters and gauges of ``Statistics``, read now.
@@ -554,8 +567,10 @@ final class Core: Sendable {
             for record in t.records.values where record.fd >= 0 {
                 if record.receiving && !record.deadlineHit && now - record.requestStartedAt >= deadline {
                     record.deadlineHit = true
-                    // ENOTCONN: the client is gone already and libmicrohttpd is closing it anyway.
-                    if HTTPServer.cutOff(record.fd) { stats.deadlineClosed.add(1, ordering: .relaxed) }
+                    // Counted before the client can see the end; not when the socket was no longer
+                    // connected (ENOTCONN: the client left, and libmicrohttpd is closing it anyway).
+                    stats.deadlineClosed.add(1, ordering: .relaxed)
+                    if !HTTPServer.cutOff(record.fd) { stats.deadlineClosed.subtract(1, ordering: .relaxed) }
                 }
                 if let s = record.stream {
                     streams.append(s)
@@ -603,7 +618,13 @@ final class RequestExchange: @unchecked Sendable {
     let core: Core
     let record: ConnectionRecord?
     private var request: HTTPRequest
-    private let state = Mutex(RequestLifecycle())
+    private let state = Mutex(Guarded())
+
+    /// The lifecycle, and the group ``HTTPServer/stop()`` waits on once it resumed this request.
+    private struct Guarded {
+        var lifecycle = RequestLifecycle()
+        var drain: DispatchGroup?
+    }
 
     init(connection: OpaquePointer, core: Core, record: ConnectionRecord?, request: HTTPRequest) {
         self.connection = connection
@@ -619,7 +640,7 @@ final class RequestExchange: @unchecked Sendable {
         let limit = core.limits.maximumBodySize
         guard let declared = request.headers["content-length"].flatMap({ UInt64($0) }), declared > UInt64(limit) else { return MHD_Result.YES }
         core.stats.tooLarge.add(1, ordering: .relaxed)
-        state.withLock { $0.answeredEarly() }
+        state.withLock { $0.lifecycle.answeredEarly() }
         core.received(record)
         let reply = HTTPResponse(status: 413, headers: [("Content-Type", "text/plain; charset=utf-8")],
                                  body: Array("request body too large: at most \(limit) bytes\n".utf8))
@@ -639,13 +660,13 @@ final class RequestExchange: @unchecked Sendable {
 
     /// The request is complete (or resumed): run the handler, or queue the answer it waited for.
     func requestComplete() -> MHD_Result {
-        switch state.withLock({ $0.phase }) {
+        switch state.withLock({ $0.lifecycle.phase }) {
         case .receiving:
             core.received(record)
-            state.withLock { $0.handlerStarts() }
+            state.withLock { $0.lifecycle.handlerStarts() }
             runHandler()
             let step = state.withLock { s -> RequestLifecycle.AfterHandler in
-                let step = s.handlerReturned(stopping: core.isStopping)
+                let step = s.lifecycle.handlerReturned(stopping: core.isStopping)
                 if case .suspend = step {
                     HTTPServer.suspend(connection)
                     core.stats.suspended.add(1, ordering: .relaxed)
@@ -658,7 +679,7 @@ final class RequestExchange: @unchecked Sendable {
             case .refuse: return HTTPServer.queue(RequestExchange.stopping, on: connection, core: core, record: record)
             }
         case .resuming:
-            let reply = state.withLock { $0.resumed() } ?? RequestExchange.stopping
+            let reply = state.withLock { $0.lifecycle.resumed() } ?? RequestExchange.stopping
             return HTTPServer.queue(reply, on: connection, core: core, record: record)
         case .handling, .suspended, .answered, .closed:
             // Called again with nothing to queue: closing beats being called in a loop.
@@ -675,7 +696,13 @@ final class RequestExchange: @unchecked Sendable {
 
     /// The request is over.
     func closed() {
-        let unsent = state.withLock { $0.closed() }
+        let unsent = state.withLock { s in
+            defer {
+                s.drain?.leave()
+                s.drain = nil
+            }
+            return s.lifecycle.closed()
+        }
         unsent?.stream?.closed()
     }
 
@@ -685,7 +712,7 @@ final class RequestExchange: @unchecked Sendable {
         deliver(response, dropped: false)
     }
 
-    var hasAnswer: Bool { state.withLock { $0.hasAnswer } }
+    var hasAnswer: Bool { state.withLock { $0.lifecycle.hasAnswer } }
 
     func responderReleased() {
         guard !hasAnswer else { return }
@@ -695,26 +722,27 @@ final class RequestExchange: @unchecked Sendable {
 
     private func deliver(_ response: HTTPResponse, dropped: Bool) {
         let outcome = state.withLock { s -> RequestLifecycle.OnAnswer in
-            let outcome = s.answered(response)
+            let outcome = s.lifecycle.answered(response)
+            // Counted before the answer can reach the client, so a client that has it sees the count.
+            if outcome != .ignored && dropped { core.stats.respondersDropped.add(1, ordering: .relaxed) }
             if outcome == .resume {
-                HTTPServer.resume(connection)
                 core.stats.suspended.subtract(1, ordering: .relaxed)
+                HTTPServer.resume(connection)
             }
             return outcome
         }
-        if outcome == .ignored {
-            response.stream?.closed()
-        } else if dropped {
-            core.stats.respondersDropped.add(1, ordering: .relaxed)
-        }
+        if outcome == .ignored { response.stream?.closed() }
     }
 
-    func serverStopping() {
+    /// A suspended request is resumed (to be answered 503 unless an answer is kept), and `drain`
+    /// waits until its connection is done.
+    func serverStopping(drain: DispatchGroup) {
         state.withLock { s in
-            if s.serverStopping() {
-                HTTPServer.resume(connection)
-                core.stats.suspended.subtract(1, ordering: .relaxed)
-            }
+            guard s.lifecycle.serverStopping() else { return }
+            core.stats.suspended.subtract(1, ordering: .relaxed)
+            HTTPServer.resume(connection)
+            drain.enter()
+            s.drain = drain
         }
     }
 
@@ -733,8 +761,14 @@ final class StreamExchange: @unchecked Sendable {
     let connection: OpaquePointer
     let core: Core
     let record: ConnectionRecord?
-    private let state = Mutex(StreamLifecycle())
+    private let state = Mutex(Guarded())
     private var pending: [UInt8] = []
+
+    /// The lifecycle, and the group ``HTTPServer/stop()`` waits on until this stream is over.
+    private struct Guarded {
+        var lifecycle = StreamLifecycle()
+        var drain: DispatchGroup?
+    }
     private var offset = 0
 
     init(body: any HTTPStreamBody, connection: OpaquePointer, core: Core, record: ConnectionRecord?) {
@@ -748,8 +782,8 @@ final class StreamExchange: @unchecked Sendable {
     func read(into buffer: UnsafeMutableRawPointer, max: Int) -> Int {
         while offset >= pending.count {
             let gone = state.withLock { s -> Bool in
-                s.asking()
-                return s.clientGone
+                s.lifecycle.asking()
+                return s.lifecycle.clientGone
             }
             if gone { return HTTPServer.endWithError }
             switch body.next() {
@@ -760,7 +794,7 @@ final class StreamExchange: @unchecked Sendable {
                 return HTTPServer.endOfStream
             case .bytes, .later:
                 let step = state.withLock { s -> StreamLifecycle.OnLater in
-                    let step = s.bodySaidLater(stopping: core.isStopping)
+                    let step = s.lifecycle.bodySaidLater(stopping: core.isStopping)
                     if step == .suspend {
                         HTTPServer.suspend(connection)
                         core.stats.suspended.add(1, ordering: .relaxed)
@@ -786,7 +820,11 @@ final class StreamExchange: @unchecked Sendable {
 
     /// The response is destroyed: wakes do nothing from now on.
     func finished() {
-        state.withLock { $0.finish() }
+        state.withLock { s in
+            s.lifecycle.finish()
+            s.drain?.leave()
+            s.drain = nil
+        }
         core.detach(self)
         body.closed()
     }
@@ -795,22 +833,29 @@ final class StreamExchange: @unchecked Sendable {
 
     func wake() {
         state.withLock { s in
-            if s.wake() { resumed() }
+            if s.lifecycle.wake() { resumed() }
         }
     }
 
     func clientLeft() {
         state.withLock { s in
-            if s.clientLeft() { resumed() }
+            if s.lifecycle.clientLeft() { resumed() }
         }
     }
 
-    /// The stream ends at its next ask, which a suspended one gets now.
-    func serverStopping() { wake() }
+    /// The stream ends at its next ask, which a suspended one gets now; `drain` waits until it is over.
+    func serverStopping(drain: DispatchGroup) {
+        state.withLock { s in
+            guard s.lifecycle.phase != .finished else { return }
+            drain.enter()
+            s.drain = drain
+            if s.lifecycle.wake() { resumed() }
+        }
+    }
 
     /// Under `state`, after the lifecycle said to resume.
     private func resumed() {
-        HTTPServer.resume(connection)
         core.stats.suspended.subtract(1, ordering: .relaxed)
+        HTTPServer.resume(connection)
     }
 }
