@@ -128,6 +128,7 @@ let package = Package(
         .executableTarget(name: "GeofenceBenchmark", dependencies: ["GatewayCore", "Geodesy", "Geofence"], path: "Benchmarks/GeofenceBenchmark", swiftSettings: settings),
         .executableTarget(name: "CoordinatesBenchmark", dependencies: ["Coordinates", "GatewayCore", "Geodesy"], path: "Benchmarks/CoordinatesBenchmark", swiftSettings: settings),
         .executableTarget(name: "NATSBenchmark", dependencies: ["GatewayCore", "NATSClient"], path: "Benchmarks/NATSBenchmark", swiftSettings: settings),
+        .executableTarget(name: "HTTPServingBenchmark", dependencies: ["HTTPServing"], path: "Benchmarks/HTTPServingBenchmark", swiftSettings: settings),
     ],
     swiftLanguageModes: [.v6]
 )
