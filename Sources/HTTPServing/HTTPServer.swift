@@ -35,7 +35,7 @@ import Glibc
 ///   them, as a backstop that never refuses first (at its limit it would stop accepting, and
 ///   clients would wait in the backlog uncounted).
 /// - libmicrohttpd has no whole-request deadline (its timeout is an idle timeout that every byte
-///   restarts). Each connection notes when its request began (`.NOTIFY_CONNECTION`,
+///   restarts). Each connection notes when its request began (`MHD_OPTION_NOTIFY_CONNECTION`,
 ///   then the completion of each request), and a sweep on a Dispatch timer shuts down
 ///   (`shutdown(2)`) the socket of a connection past the deadline: libmicrohttpd sees the
 ///   connection end and closes it itself, on its own thread. The sweep holds the connection table's
@@ -91,10 +91,10 @@ public final class HTTPServer: @unchecked Sendable {
         }
         var pem: [UnsafeMutablePointer<CChar>] = []
         if let tls {
-            for (option, path) in [("tls.cert_file", tls.certFile), ("tls.key_file", tls.keyFile)] {
+            for (what, path) in [("certificate", tls.certFile), ("key", tls.keyFile)] {
                 guard let data = FileManager.default.contents(atPath: path), let copy = strdup(String(decoding: data, as: UTF8.self)) else {
                     pem.forEach { free($0) }
-                    throw HTTPServerError(description: "api.\(option) \(path): cannot read it")
+                    throw HTTPServerError(description: "TLS \(what) \(path): cannot read it")
                 }
                 pem.append(copy)
             }
@@ -106,6 +106,7 @@ public final class HTTPServer: @unchecked Sendable {
             pem.forEach { free($0) }
             throw error
         }
+        let socketIdentity = HTTPServer.identity(of: fd)
         let core = Core(limits: limits, handler: handler)
         let box = Unmanaged.passRetained(core)
         // Epoll on libmicrohttpd's own thread(s), never a thread per connection: a connection
@@ -134,10 +135,12 @@ public final class HTTPServer: @unchecked Sendable {
                               HTTPServer.notifyConnection, HTTPServer.notifyCompleted, box.toOpaque(), items.baseAddress)
         }
         guard let started else {
-            close(fd)
+            // libmicrohttpd closes the socket it was given on some failures (TLS among them) and
+            // not on others: closing its number again could close a descriptor opened since.
+            if let socketIdentity, HTTPServer.identity(of: fd) == socketIdentity { close(fd) }
             box.release()
             pem.forEach { free($0) }
-            let why = tls != nil ? ": is api.tls.cert_file a PEM certificate and api.tls.key_file its unencrypted PEM key?" : ""
+            let why = tls != nil ? ": is the certificate file a PEM certificate and the key file its unencrypted PEM key?" : ""
             throw HTTPServerError(description: "libmicrohttpd could not start on \(host):\(port)\(why)")
         }
         daemon = started
@@ -386,6 +389,13 @@ public final class HTTPServer: @unchecked Sendable {
             throw HTTPServerError(description: "cannot listen on \(address): \(reason)")
         }
         return fd
+    }
+
+    /// The device and inode of an open descriptor (a socket's are unique while it is open).
+    private static func identity(of fd: Int32) -> [UInt64]? {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return nil }
+        return [UInt64(st.st_dev), UInt64(st.st_ino)]
     }
 
     private static func boundPort(_ fd: Int32) -> Int? {
