@@ -17,7 +17,8 @@ extension HTTPServer {
         /// From the connection's accept, or the end of its previous response, to the last byte of
         /// its request (default 30 s). A client that sends slower than this, however steadily, is
         /// disconnected (``HTTPServer/Statistics/deadlineClosed``) within a quarter of it (at most
-        /// a second) past it.
+        /// a second) past it. Keep it above ``idleTimeout``: a kept-alive connection that sends
+        /// nothing after its answer is then closed as idle rather than counted as late.
         public var requestDeadline: Duration
         /// The largest request body in bytes (default 1 MiB). A larger `Content-Length` is
         /// answered `413` before any of the body is read; a chunked body is cut off (the

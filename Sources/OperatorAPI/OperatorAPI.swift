@@ -20,12 +20,14 @@ public final class OperatorAPI: Sendable {
     /// is woken for every batch and once a second, and renders a snapshot when it starts.
     public static let maximumLiveStreams = 16
     /// The HTTP server's limits besides the connection counts (`api.limits`): an idle connection
-    /// goes after 10 s; a request must be complete 10 s after its connection opened (a scraper's
-    /// or a probe's takes milliseconds, a slow-loris client is cut off); bodies up to 256 KiB are
-    /// read (and then refused with 405: every endpoint is GET), larger ones get 413 unread.
+    /// goes after 10 s; a request must be complete 15 s after its connection opened or its
+    /// previous answer went (a scraper's or a probe's takes milliseconds; a slow-loris client is
+    /// cut off; longer than the idle timeout, so a kept-alive connection left idle is closed as
+    /// idle, not counted as late); bodies up to 256 KiB are read (and then refused with 405: every
+    /// endpoint is GET), larger ones get 413 unread.
     public static func serverLimits(_ settings: PipelineConfiguration.API) -> HTTPServer.Limits {
         HTTPServer.Limits(connections: settings.maxConnections, connectionsPerAddress: settings.maxConnectionsPerAddress,
-                          idleTimeout: .seconds(10), requestDeadline: .seconds(10), maximumBodySize: 256 * 1024)
+                          idleTimeout: .seconds(10), requestDeadline: .seconds(15), maximumBodySize: 256 * 1024)
     }
 
     public let settings: PipelineConfiguration.API

@@ -81,7 +81,7 @@ import Testing
         #expect(problems.isEmpty)
         let limits = api.map(OperatorAPI.serverLimits)
         #expect(limits == HTTPServer.Limits(connections: 500, connectionsPerAddress: 20, idleTimeout: .seconds(10),
-                                            requestDeadline: .seconds(10), maximumBodySize: 256 * 1024))
+                                            requestDeadline: .seconds(15), maximumBodySize: 256 * 1024))
         #expect(limits?.problems == [])
         let (_, bad) = load(#"{"limits": {"connections": 0, "per_address": -1, "per_adress": 2}}"#)
         #expect(bad.count == 3, "\(bad)")

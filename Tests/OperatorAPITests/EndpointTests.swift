@@ -256,7 +256,7 @@ import Testing
             }
             let during = try #require(h.api.serverStatistics)
             #expect(during.open >= 1000 && during.deadlineClosed == 0 && during.refusedLimit == 0, "\(during)")
-            // The request deadline (10 s) then cuts every one of them off.
+            // The request deadline (15 s) then cuts every one of them off.
             #expect(await Poll.until(timeout: .seconds(30)) { (h.api.serverStatistics?.deadlineClosed ?? 0) >= 1000 },
                     "\(String(describing: h.api.serverStatistics))")
             let page = try h.get("/metrics").body
