@@ -38,6 +38,7 @@ extension PipelineConfiguration {
         public var maxConnectionsPerAddress: Int
 
         public static let mapTailRange = 1...200
+        /// What `limits.connections` accepts (`limits.per_address`: 0 up to the same bound).
         public static let maxConnectionsRange = 1...100_000
         public static let mapDatums = ["wgs84", "gcj02", "bd09"]
 

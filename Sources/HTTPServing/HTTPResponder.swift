@@ -5,7 +5,10 @@
 /// ``respond(_:)`` is called. The first answer wins and later ones are ignored (a streamed body in
 /// an ignored answer is closed). A responder released without an answer answers `500`, so no
 /// connection is left waiting forever; an answer that comes after the client left, or after the
-/// server stopped, is dropped without harm.
+/// server stopped, is dropped without harm. libmicrohttpd does not watch a suspended connection,
+/// so a client that leaves while its request waits is noticed only when the answer is sent: its
+/// connection keeps its place in the limits until then (a client that merely half-closes its
+/// side after sending must still get its answer, so it is not probed for).
 public final class HTTPResponder: Sendable {
     private let exchange: RequestExchange
 

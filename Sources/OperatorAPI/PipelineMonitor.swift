@@ -1,4 +1,3 @@
-import Foundation
 import GatewayCore
 import GatewayRuntime
 import Synchronization
