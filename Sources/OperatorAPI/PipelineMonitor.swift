@@ -82,7 +82,8 @@ public final class PipelineMonitor: PipelineObserver {
     public func sourceEmitted(_ source: String, _ batch: [Position]) {
         guard !batch.isEmpty else { return }
         let now = clock.now()
-        state.withLock { s in
+        let updated = state.withLock { s in
+            let before = s.sequence
             s.sources[source, default: SourceState()].lastEmitted = now
             for p in batch {
                 let key = p.deviceKey
@@ -105,18 +106,21 @@ public final class PipelineMonitor: PipelineObserver {
                 if let count = s.tails[key]?.count, count > tail { s.tails[key]?.removeFirst(count - tail) }
                 append(p, to: &s)
             }
+            return s.sequence != before
         }
-        publish()
+        if updated { publish() }
     }
 
     /// Keeps the events transforms make (geofence transitions); positions passed on were seen at
     /// their source already.
     public func transformEmitted(_ transform: String, _ batch: [Position]) {
         guard batch.contains(where: { $0.event != nil }) else { return }
-        state.withLock { s in
+        let updated = state.withLock { s in
+            let before = s.sequence
             for p in batch where p.event != nil { record(event: p, in: &s) }
+            return s.sequence != before
         }
-        publish()
+        if updated { publish() }
     }
 
     public func sourceEnded(_ source: String, failed: Bool) {
