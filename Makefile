@@ -104,6 +104,7 @@ bench: deps
 	bash Benchmarks/nats_source.sh
 	bash Benchmarks/mqtt_sink.sh
 	bash Benchmarks/trackers.sh
+	bash Benchmarks/http_serving.sh
 
 bench-nmea: deps
 	bash Benchmarks/nmea_replay.sh

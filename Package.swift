@@ -50,6 +50,8 @@ let package = Package(
         .target(name: "Preflight", dependencies: ["GatewayCore", "SystemIO"], swiftSettings: settings),
         .target(name: "NATSClient", dependencies: ["GatewayCore", "CNats"], swiftSettings: settings),
         .target(name: "MQTTClient", dependencies: ["GatewayCore", "CMosquitto"], swiftSettings: settings),
+        // The HTTP server of the operator API and the http_server source (libmicrohttpd, epoll, suspended requests).
+        .target(name: "HTTPServing", dependencies: ["CMicroHTTPD"], swiftSettings: settings),
 
         // C libraries from Debian, one system library target each; only one Swift file per library talks to it.
         .systemLibrary(name: "CSerialPort", path: "Sources/CSerialPort", pkgConfig: "libserialport", providers: [.apt(["libserialport-dev"])]),
@@ -83,7 +85,7 @@ let package = Package(
         .target(name: "BuiltinPlugins", dependencies: ["GatewayCore", "FileReplay", "FileOutput", "ConsoleOutput", "NetworkNMEA", "ExecSource", "Coordinates", "Filters", "Geofence", "SerialSource", "GpsdSource", "HTTPOutput", "NATSOutput", "NATSSource", "MQTTOutput", "MQTTInput", "TrackerSources"], swiftSettings: settings),
 
         // The command line and the service around it: operator API, maps, the `locgate` executable.
-        .target(name: "OperatorAPI", dependencies: ["GatewayCore", "GatewayRuntime", "CMicroHTTPD", "MapRendering", "Geodesy", "Geofence"], swiftSettings: settings),
+        .target(name: "OperatorAPI", dependencies: ["GatewayCore", "GatewayRuntime", "HTTPServing", "MapRendering", "Geodesy", "Geofence"], swiftSettings: settings),
         // The map page (Leaflet from Debian's libjs-leaflet, inlined) and `locgate map`, which fills it from recorded files.
         .target(name: "MapRendering", dependencies: ["GatewayCore", "Geodesy"], swiftSettings: settings),
         .target(name: "TrackMap", dependencies: ["GatewayCore", "Geodesy", "FileReplay", "Geofence", "MapRendering"], swiftSettings: settings),
@@ -111,6 +113,7 @@ let package = Package(
         .testTarget(name: "GeodesyTests", dependencies: ["Geodesy", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .testTarget(name: "GeofenceTests", dependencies: ["Geofence", "Geodesy", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "GpsdSourceTests", dependencies: ["GpsdSource", "GatewayCore", "GatewayTesting", "NMEA"], resources: [.copy("Fixtures")], swiftSettings: settings),
+        .testTarget(name: "HTTPServingTests", dependencies: ["HTTPServing", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "HTTPOutputTests", dependencies: ["HTTPOutput", "Outbox", "GatewayCore", "GatewayRuntime", "GatewayTesting"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "LocgateTests", dependencies: ["Geodesy", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "MQTTInputTests", dependencies: ["MQTTInput", "MQTTClient", "MQTTTesting", "PositionEncoding", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], swiftSettings: settings),
@@ -119,7 +122,7 @@ let package = Package(
         .testTarget(name: "NATSSourceTests", dependencies: ["NATSSource", "NATSClient", "NATSTesting", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], swiftSettings: settings),
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .testTarget(name: "NetworkNMEATests", dependencies: ["NetworkNMEA", "GatewayTesting", "GatewayCore", "NMEA"], swiftSettings: settings),
-        .testTarget(name: "OperatorAPITests", dependencies: ["OperatorAPI", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], exclude: ["Support"], swiftSettings: settings),
+        .testTarget(name: "OperatorAPITests", dependencies: ["OperatorAPI", "HTTPServing", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "OutboxTests", dependencies: ["Outbox", "GatewayCore", "GatewayRuntime", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "SerialSourceTests", dependencies: ["SerialSource", "GatewayCore", "GatewayTesting", "NMEA"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO", "GatewayTesting"], swiftSettings: settings),
@@ -131,6 +134,7 @@ let package = Package(
         .executableTarget(name: "GeofenceBenchmark", dependencies: ["GatewayCore", "Geodesy", "Geofence"], path: "Benchmarks/GeofenceBenchmark", swiftSettings: settings),
         .executableTarget(name: "CoordinatesBenchmark", dependencies: ["Coordinates", "GatewayCore", "Geodesy"], path: "Benchmarks/CoordinatesBenchmark", swiftSettings: settings),
         .executableTarget(name: "NATSBenchmark", dependencies: ["GatewayCore", "NATSClient"], path: "Benchmarks/NATSBenchmark", swiftSettings: settings),
+        .executableTarget(name: "HTTPServingBenchmark", dependencies: ["HTTPServing"], path: "Benchmarks/HTTPServingBenchmark", swiftSettings: settings),
     ],
     swiftLanguageModes: [.v6]
 )

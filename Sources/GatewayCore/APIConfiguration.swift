@@ -5,7 +5,8 @@ extension PipelineConfiguration {
     /// "api": { "listen": "127.0.0.1:9425", "token": "${LOCGATE_API_TOKEN}",
     ///          "tls": { "cert_file": "api.pem", "key_file": "api.key" },
     ///          "health": { "source_stall": "60s", "max_queue_age": "10m" },
-    ///          "map": { "tail": 50, "datum": "wgs84" } }
+    ///          "map": { "tail": 50, "datum": "wgs84" },
+    ///          "limits": { "connections": 4096, "per_address": 0 } }
     /// ```
     public struct API: Sendable, Equatable {
         /// The address to bind: an IPv4 or IPv6 literal.
@@ -25,11 +26,21 @@ extension PipelineConfiguration {
         /// The live map's display datum (`wgs84`, `gcj02`, `bd09`): positions and fences are converted into it.
         public var mapDatum: String
 
+        /// Connections the API serves at once (`limits.connections`); more are refused at accept.
+        /// A connection costs a descriptor and a little memory, not a thread.
+        public var maxConnections: Int
+        /// Connections from one client address at once (`limits.per_address`); 0: no limit (an
+        /// operator's scraper, browser and probes often share one address).
+        public var maxConnectionsPerAddress: Int
+
         public static let mapTailRange = 1...200
+        /// What `limits.connections` accepts (`limits.per_address`: 0 up to the same bound).
+        public static let maxConnectionsRange = 1...100_000
         public static let mapDatums = ["wgs84", "gcj02", "bd09"]
 
         public init(host: String = "127.0.0.1", port: Int = 9425, token: String? = nil, tlsCertFile: String? = nil, tlsKeyFile: String? = nil,
-                    sourceStall: Duration = .seconds(60), maxQueueAge: Duration = .seconds(600), mapTail: Int = 50, mapDatum: String = "wgs84") {
+                    sourceStall: Duration = .seconds(60), maxQueueAge: Duration = .seconds(600), mapTail: Int = 50, mapDatum: String = "wgs84",
+                    maxConnections: Int = 4096, maxConnectionsPerAddress: Int = 0) {
             self.host = host
             self.port = port
             self.token = token
@@ -39,6 +50,8 @@ extension PipelineConfiguration {
             self.maxQueueAge = maxQueueAge
             self.mapTail = mapTail
             self.mapDatum = mapDatum
+            self.maxConnections = maxConnections
+            self.maxConnectionsPerAddress = maxConnectionsPerAddress
         }
 
         /// Whether `host` is a loopback address (127.0.0.0/8 or ::1): only this machine can connect.
@@ -82,6 +95,11 @@ extension PipelineConfiguration {
                 api.mapTail = map.int("tail", default: api.mapTail, in: API.mapTailRange)
                 api.mapDatum = map.choice("datum", API.mapDatums, default: api.mapDatum)
                 map.finish()
+            }
+            if var limits = reader.object("limits") {
+                api.maxConnections = limits.int("connections", default: api.maxConnections, in: API.maxConnectionsRange)
+                api.maxConnectionsPerAddress = limits.int("per_address", default: api.maxConnectionsPerAddress, in: 0...API.maxConnectionsRange.upperBound)
+                limits.finish()
             }
             if !api.isLoopback && api.token == nil && !reader.has("token") {
                 reader.report("token", "required when listen is not a loopback address (\(api.listen)): without it anyone who reaches the port reads every position")

@@ -1,7 +1,9 @@
+import Dispatch
 import Foundation
 import GatewayCore
 import Geodesy
 import Geofence
+import HTTPServing
 import MapRendering
 import Synchronization
 
@@ -40,64 +42,81 @@ struct LiveMapScene: Sendable {
     }
 }
 
-/// One `GET /events` connection: Server-Sent Events read from the ``PipelineMonitor`` on the
-/// connection's own server thread.
+/// One `GET /events` connection: Server-Sent Events read from the ``PipelineMonitor``, made on
+/// the HTTP server's event thread whenever the connection is woken, never waiting there.
 ///
 /// It starts with a snapshot, then sends what the monitor appended since (a fresh snapshot when
 /// it fell more than the monitor's update log behind, or after a reload), the counters at most
 /// once a second when they changed, and a comment line when nothing else went out for
-/// ``LiveMapStream/heartbeat`` so proxies and the connection's idle timeout keep it open.
+/// ``LiveMapStream/heartbeat`` so proxies and the connection's idle timeout keep it open. Between
+/// times its connection is suspended; the monitor's listener wakes it for new updates, and a
+/// timer every ``LiveMapStream/countersInterval`` for counters and heartbeats.
 final class LiveMapStream: HTTPStreamBody, @unchecked Sendable {
     static let heartbeat: Duration = .seconds(15)
     static let countersInterval: Duration = .seconds(1)
 
-    // Unchecked Sendable: the mutable fields are used only by the connection's thread (libmicrohttpd
-    // calls `next` and then `closed` on it, never two at once).
+    // Unchecked Sendable: the mutable fields are used only on the server's event thread, which
+    // calls `start`, `next` and `closed` one at a time; the timer and the listener only wake.
     private let api: OperatorAPI
     private var sequence: UInt64 = 0
     private var generation = -1
     private var counters: [UInt8] = []
     private var countersAt: Int64 = .min
     private var sentAt: Int64
+    private var listener: Int?
+    private var timer: (any DispatchSourceTimer)?
 
     init(api: OperatorAPI) {
         self.api = api
         sentAt = LiveMapStream.monotonicMilliseconds()
     }
 
-    func next(clientGone: () -> Bool) -> [UInt8]? {
-        while !api.isStopping && !clientGone() {
-            let now = LiveMapStream.monotonicMilliseconds()
-            var out: [UInt8] = []
-            let (scene, components, sceneGeneration) = api.liveScene
-            if sceneGeneration != generation {
-                generation = sceneGeneration
-                snapshot(scene, components, into: &out)
-            } else if let updates = api.monitor.updates(after: sequence) {
-                for u in updates { message(u.position, into: &out) }
-                if let last = updates.last { sequence = last.sequence }
-            } else {
-                snapshot(scene, components, into: &out)
-            }
-            if now - countersAt >= LiveMapStream.countersInterval.milliseconds {
-                countersAt = now
-                let c = LiveMapStream.counters(components)
-                if c != counters {
-                    counters = c
-                    LiveMapStream.frame(Array(#"{"type":"components","components":"#.utf8) + c + [UInt8(ascii: "}")], into: &out)
-                }
-            }
-            if !out.isEmpty || now - sentAt >= LiveMapStream.heartbeat.milliseconds {
-                sentAt = now
-                return out.isEmpty ? Array(": heartbeat\n\n".utf8) : out
-            }
-            let untilCounters = LiveMapStream.countersInterval.milliseconds - (now - countersAt)
-            _ = api.monitor.waitForUpdates(after: sequence, timeout: .milliseconds(max(10, untilCounters)))
-        }
-        return nil
+    func start(waker: HTTPStreamWaker) {
+        listener = api.monitor.addUpdateListener { waker.wake() }
+        let every = DispatchTimeInterval.milliseconds(Int(LiveMapStream.countersInterval.milliseconds))
+        let t = DispatchSource.makeTimerSource(queue: .global())
+        t.schedule(deadline: .now() + every, repeating: every, leeway: .milliseconds(50))
+        t.setEventHandler { waker.wake() }
+        t.resume()
+        timer = t
     }
 
-    func closed() { api.liveStreamClosed() }
+    func next() -> HTTPStreamChunk {
+        if api.isStopping { return .end }
+        let now = LiveMapStream.monotonicMilliseconds()
+        var out: [UInt8] = []
+        let (scene, components, sceneGeneration) = api.liveScene
+        if sceneGeneration != generation {
+            generation = sceneGeneration
+            snapshot(scene, components, into: &out)
+        } else if let updates = api.monitor.updates(after: sequence) {
+            for u in updates { message(u.position, into: &out) }
+            if let last = updates.last { sequence = last.sequence }
+        } else {
+            snapshot(scene, components, into: &out)
+        }
+        if now - countersAt >= LiveMapStream.countersInterval.milliseconds {
+            countersAt = now
+            let c = LiveMapStream.counters(components)
+            if c != counters {
+                counters = c
+                LiveMapStream.frame(Array(#"{"type":"components","components":"#.utf8) + c + [UInt8(ascii: "}")], into: &out)
+            }
+        }
+        if !out.isEmpty || now - sentAt >= LiveMapStream.heartbeat.milliseconds {
+            sentAt = now
+            return .bytes(out.isEmpty ? Array(": heartbeat\n\n".utf8) : out)
+        }
+        return .later
+    }
+
+    func closed() {
+        timer?.cancel()
+        timer = nil
+        if let listener { api.monitor.removeUpdateListener(listener) }
+        listener = nil
+        api.liveStreamClosed()
+    }
 
     private func snapshot(_ scene: LiveMapScene, _ components: [MonitoredComponent], into out: inout [UInt8]) {
         let s = api.monitor.snapshot()

@@ -1,5 +1,6 @@
 import GatewayCore
 import Geodesy
+import HTTPServing
 import MapRendering
 import Synchronization
 
@@ -15,9 +16,19 @@ import Synchronization
 /// the token as `?token=` (the page passes its own query string on to `/events`).
 public final class OperatorAPI: Sendable {
     public static let paths = ["/", "/events", "/metrics", "/health", "/positions/latest"]
-    /// Live map event streams served at once; more get 503, so browsers left open cannot take
-    /// every connection and thread.
+    /// Live map event streams served at once; more get 503. A stream costs no thread, but each
+    /// is woken for every batch and once a second, and renders a snapshot when it starts.
     public static let maximumLiveStreams = 16
+    /// The HTTP server's limits besides the connection counts (`api.limits`): an idle connection
+    /// goes after 10 s; a request must be complete 15 s after its connection opened or its
+    /// previous answer went (a scraper's or a probe's takes milliseconds; a slow-loris client is
+    /// cut off; longer than the idle timeout, so a kept-alive connection left idle is closed as
+    /// idle, not counted as late); bodies up to 256 KiB are read (and then refused with 405: every
+    /// endpoint is GET), larger ones get 413 unread.
+    public static func serverLimits(_ settings: PipelineConfiguration.API) -> HTTPServer.Limits {
+        HTTPServer.Limits(connections: settings.maxConnections, connectionsPerAddress: settings.maxConnectionsPerAddress,
+                          idleTimeout: .seconds(10), requestDeadline: .seconds(15), maximumBodySize: 256 * 1024)
+    }
 
     public let settings: PipelineConfiguration.API
     public let monitor: PipelineMonitor
@@ -76,13 +87,18 @@ public final class OperatorAPI: Sendable {
             guard HTTPServer.supportsTLS else { throw HTTPServerError(description: "this libmicrohttpd was built without TLS; remove api.tls or install one with it") }
             tls = (cert, key)
         }
-        let s = try HTTPServer(host: settings.host, port: settings.port, tls: tls) { [self] request in handle(request) }
+        let s = try HTTPServer(host: settings.host, port: settings.port, tls: tls, limits: OperatorAPI.serverLimits(settings)) { [self] request, responder in
+            responder.respond(handle(request))
+        }
         server.withLock { $0 = s }
         var shown = settings
         shown.port = s.port
         logger.info("serving \(tls == nil ? "http" : "https")://\(shown.listen) \(OperatorAPI.paths.joined(separator: " "))\(settings.token == nil ? "" : " (bearer token required)")")
         return s.port
     }
+
+    /// The HTTP server's refusals and connections so far; nil when not serving.
+    public var serverStatistics: HTTPServer.Statistics? { server.withLock { $0?.statistics } }
 
     /// Stops serving: answers in progress finish, live map streams end, the socket closes.
     public func stop() {
@@ -92,13 +108,15 @@ public final class OperatorAPI: Sendable {
             defer { s = nil }
             return s
         }
-        // The daemon stops here, outside the lock: its threads may be answering a request.
+        // The server stops here, outside the lock: its thread may be answering a request, which
+        // reads the lock.
+        s?.stop()
         _ = consume s
     }
 
     // MARK: - Requests
 
-    /// The answer to one request (called on the HTTP server's thread).
+    /// The answer to one request (called on the HTTP server's event thread: it never waits).
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
         if let token = settings.token, !OperatorAPI.authorized(request, token: token) {
             let how = request.path == "/" || request.path == "/events" ? " (or ?token=<api.token> for the live map)" : ""
@@ -127,7 +145,7 @@ public final class OperatorAPI: Sendable {
             return liveEvents(head: request.method == "HEAD")
         case "/metrics":
             let body = PrometheusExposition.render(components: components, devices: monitor.devices, now: now,
-                                                   version: version, startedAt: monitor.startedAt)
+                                                   version: version, startedAt: monitor.startedAt, server: serverStatistics)
             return HTTPResponse(status: 200, headers: [("Content-Type", PrometheusExposition.contentType)], body: Array(body.utf8))
         case "/health":
             let report = HealthReport(sources: sourceIDs, sinks: components.filter { $0.kind == .sink }.map(\.stats),
@@ -168,8 +186,7 @@ public final class OperatorAPI: Sendable {
             return text(503, "too many live map streams (\(OperatorAPI.maximumLiveStreams)); close one\n", headers: [("Retry-After", "30")])
         }
         // Idle means no byte for four heartbeats: the client stopped reading.
-        return HTTPResponse(status: 200, headers: headers, stream: LiveMapStream(api: self),
-                            idleTimeout: UInt32(LiveMapStream.heartbeat.milliseconds / 1000 * 4))
+        return HTTPResponse(status: 200, headers: headers, stream: LiveMapStream(api: self), idleTimeout: LiveMapStream.heartbeat * 4)
     }
 
     /// Whether the request carries the token: `Authorization: Bearer`, or for the live map

@@ -1,4 +1,3 @@
-import Foundation
 import GatewayCore
 import GatewayRuntime
 import Synchronization
@@ -8,8 +7,9 @@ import Synchronization
 /// produced, seen through the pipeline's observer hook.
 ///
 /// The pipeline's side only appends to bounded memory under one short lock and, when a live map
-/// is connected, wakes it (``waitForUpdates(after:timeout:)``); the live map's connections read
-/// from here on their own threads, so a slow browser never holds up a position.
+/// is connected, calls its listener (``addUpdateListener(_:)``), which only resumes the stream's
+/// suspended connection; the live map reads from here on the HTTP server's thread, so a slow
+/// browser never holds up a position.
 public final class PipelineMonitor: PipelineObserver {
     /// Devices remembered at most; beyond it the one heard from longest ago is forgotten, so a
     /// source that invents device ids (a UDP port scanned by many senders) cannot grow memory.
@@ -68,12 +68,10 @@ public final class PipelineMonitor: PipelineObserver {
     /// Positions per device in a tail.
     public let tail: Int
     private let state = Mutex(State())
-    /// The newest sequence, readable without the lock by waiters.
-    private let published = Atomic<UInt64>(0)
-    /// Live map connections blocked in ``waitForUpdates(after:timeout:)``: with none, appending
-    /// costs no signal at all.
-    private let waiters = Atomic<Int>(0)
-    private let signal = NSCondition()
+    /// Live map streams to tell about new updates, by the id ``addUpdateListener(_:)`` gave.
+    private let listeners = Mutex<(next: Int, wakes: [Int: @Sendable () -> Void])>((0, [:]))
+    /// How many listeners there are, read without the lock: with none, appending costs nothing more.
+    private let listenerCount = Atomic<Int>(0)
 
     public init(clock: any GatewayClock = SystemClock(), tail: Int = 50) {
         self.clock = clock
@@ -84,7 +82,8 @@ public final class PipelineMonitor: PipelineObserver {
     public func sourceEmitted(_ source: String, _ batch: [Position]) {
         guard !batch.isEmpty else { return }
         let now = clock.now()
-        let newest = state.withLock { s in
+        let updated = state.withLock { s in
+            let before = s.sequence
             s.sources[source, default: SourceState()].lastEmitted = now
             for p in batch {
                 let key = p.deviceKey
@@ -107,20 +106,21 @@ public final class PipelineMonitor: PipelineObserver {
                 if let count = s.tails[key]?.count, count > tail { s.tails[key]?.removeFirst(count - tail) }
                 append(p, to: &s)
             }
-            return s.sequence
+            return s.sequence != before
         }
-        publish(newest)
+        if updated { publish() }
     }
 
     /// Keeps the events transforms make (geofence transitions); positions passed on were seen at
     /// their source already.
     public func transformEmitted(_ transform: String, _ batch: [Position]) {
         guard batch.contains(where: { $0.event != nil }) else { return }
-        let newest = state.withLock { s in
+        let updated = state.withLock { s in
+            let before = s.sequence
             for p in batch where p.event != nil { record(event: p, in: &s) }
-            return s.sequence
+            return s.sequence != before
         }
-        publish(newest)
+        if updated { publish() }
     }
 
     public func sourceEnded(_ source: String, failed: Bool) {
@@ -152,39 +152,35 @@ public final class PipelineMonitor: PipelineObserver {
         }
     }
 
-    private func publish(_ sequence: UInt64) {
-        published.store(sequence, ordering: .sequentiallyConsistent)
-        // A waiter counts itself before it reads `published`, so either it sees the new value or
-        // this sees it waiting.
-        guard waiters.load(ordering: .sequentiallyConsistent) > 0 else { return }
-        signal.lock()
-        signal.broadcast()
-        signal.unlock()
+    private func publish() {
+        guard listenerCount.load(ordering: .sequentiallyConsistent) > 0 else { return }
+        wake()
     }
 
-    /// Blocks the calling thread (a live map connection's) until an update newer than `sequence`
-    /// exists, ``wake()`` is called, or `timeout` passes; returns the newest sequence.
-    public func waitForUpdates(after sequence: UInt64, timeout: Duration) -> UInt64 {
-        let deadline = Date(timeIntervalSinceNow: Double(timeout.milliseconds) / 1000)
-        signal.lock()
-        waiters.add(1, ordering: .sequentiallyConsistent)
-        let start = wakeups.load(ordering: .sequentiallyConsistent)
-        while published.load(ordering: .sequentiallyConsistent) <= sequence
-                && wakeups.load(ordering: .sequentiallyConsistent) == start
-                && signal.wait(until: deadline) {}
-        waiters.subtract(1, ordering: .sequentiallyConsistent)
-        signal.unlock()
-        return published.load(ordering: .sequentiallyConsistent)
+    /// Calls `wake` after every batch that adds updates and on every ``wake()``, from the
+    /// pipeline's thread, until ``removeUpdateListener(_:)``: it must return at once. Returns
+    /// the listener's id.
+    public func addUpdateListener(_ wake: @escaping @Sendable () -> Void) -> Int {
+        let id = listeners.withLock { l in
+            defer { l.next += 1 }
+            l.wakes[l.next] = wake
+            return l.next
+        }
+        listenerCount.add(1, ordering: .sequentiallyConsistent)
+        return id
     }
 
-    private let wakeups = Atomic<Int>(0)
+    /// Stops calling the listener `id`.
+    public func removeUpdateListener(_ id: Int) {
+        if listeners.withLock({ $0.wakes.removeValue(forKey: id) }) != nil {
+            listenerCount.subtract(1, ordering: .sequentiallyConsistent)
+        }
+    }
 
-    /// Wakes every waiting connection (the API stops, or a reload changed the fences).
+    /// Calls every listener (the API stops, or a reload changed the fences), outside the lock.
     public func wake() {
-        signal.lock()
-        wakeups.add(1, ordering: .sequentiallyConsistent)
-        signal.broadcast()
-        signal.unlock()
+        let wakes = listeners.withLock { Array($0.wakes.values) }
+        for w in wakes { w() }
     }
 
     /// The updates after `sequence`, oldest first; nil when some were already overwritten (the

@@ -1,4 +1,5 @@
 import GatewayCore
+import HTTPServing
 
 /// A component whose statistics `/metrics` exposes, with the labels it gets.
 public struct MonitoredComponent: Sendable {
@@ -30,9 +31,9 @@ public enum PrometheusExposition {
         var samples: [(labels: String, value: String)] = []
     }
 
-    /// The whole `/metrics` page.
+    /// The whole `/metrics` page; `server`: the API's own HTTP server, when serving.
     public static func render(components: [MonitoredComponent], devices: [(device: String, latest: PipelineMonitor.Latest)],
-                              now: Timestamp, version: String, startedAt: Timestamp) -> String {
+                              now: Timestamp, version: String, startedAt: Timestamp, server: HTTPServer.Statistics? = nil) -> String {
         var families: [Family] = [
             Family(name: "locgate_build_info", help: "Always 1; the version label says which locgate runs.", type: "gauge",
                    samples: [("{version=\"\(escape(version))\"}", "1")]),
@@ -69,6 +70,17 @@ public enum PrometheusExposition {
             ages.samples.append(("{device=\"\(escape(d.device))\"}", seconds(max(0, now.milliseconds - d.latest.receivedAt.milliseconds))))
         }
         families.append(ages)
+        if let server {
+            families.append(Family(name: "locgate_api_connections_open", help: "Connections the operator API holds open now.", type: "gauge",
+                                   samples: [("", String(server.open))]))
+            families.append(Family(name: "locgate_api_connections_refused_total",
+                                   help: "Connections the operator API refused at accept (limit, per_address) or cut off (deadline: request not complete in time; too_large: body over the limit).",
+                                   type: "counter",
+                                   samples: [("{reason=\"limit\"}", String(server.refusedLimit)),
+                                             ("{reason=\"per_address\"}", String(server.refusedPerAddress)),
+                                             ("{reason=\"deadline\"}", String(server.deadlineClosed)),
+                                             ("{reason=\"too_large\"}", String(server.tooLarge))]))
+        }
 
         var out = ""
         out.reserveCapacity(4096)

@@ -2,6 +2,7 @@ import BuiltinPlugins
 import Foundation
 import GatewayCore
 import GatewayTesting
+import HTTPServing
 @testable import OperatorAPI
 import Testing
 
@@ -70,6 +71,23 @@ import Testing
         #expect(problems.contains(#"api.health.source_stall: expected a duration such as "20s", got "soon""#))
         #expect(problems.contains { $0.hasPrefix(#"api.health.max_queu_age: unknown option; did you mean "max_queue_age"?"#) })
         #expect(problems.count == 5, "\(problems)")
+    }
+
+    @Test func theConnectionLimitsAreReadAndGoToTheServer() {
+        let (defaults, _) = load("{}")
+        #expect(defaults?.maxConnections == 4096)
+        #expect(defaults?.maxConnectionsPerAddress == 0, "no per-address limit unless asked")
+        let (api, problems) = load(#"{"limits": {"connections": 500, "per_address": 20}}"#)
+        #expect(problems.isEmpty)
+        let limits = api.map(OperatorAPI.serverLimits)
+        #expect(limits == HTTPServer.Limits(connections: 500, connectionsPerAddress: 20, idleTimeout: .seconds(10),
+                                            requestDeadline: .seconds(15), maximumBodySize: 256 * 1024))
+        #expect(limits?.problems == [])
+        let (_, bad) = load(#"{"limits": {"connections": 0, "per_address": -1, "per_adress": 2}}"#)
+        #expect(bad.count == 3, "\(bad)")
+        #expect(bad.contains { $0.hasPrefix("api.limits.connections: ") })
+        #expect(bad.contains { $0.hasPrefix("api.limits.per_address: ") })
+        #expect(bad.contains { $0.hasPrefix(#"api.limits.per_adress: unknown option; did you mean "per_address"?"#) })
     }
 
     @Test(arguments: ["127.0.0.1", "127.0.0.1:99999", "::1:9425", "127.0.0.1:+80", ":9425"])

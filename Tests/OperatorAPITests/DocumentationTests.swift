@@ -27,12 +27,13 @@ import Testing
     }
 
     @Test func everyOptionAndFixedFamilyIsDocumented() {
-        for option in ["listen", "token", "tls.cert_file", "tls.key_file", "health.source_stall", "health.max_queue_age", "map.tail", "map.datum"] {
+        for option in ["listen", "token", "tls.cert_file", "tls.key_file", "health.source_stall", "health.max_queue_age", "map.tail", "map.datum",
+                       "limits.connections", "limits.per_address"] {
             #expect(page.contains("| `\(option)` |"), "\(option)")
         }
         for family in ["locgate_build_info", "locgate_start_time_seconds", "locgate_component_received_positions_total",
                        "locgate_component_emitted_positions_total", "locgate_component_dropped_positions_total",
-                       "locgate_device_last_fix_age_seconds"] {
+                       "locgate_device_last_fix_age_seconds", "locgate_api_connections_open", "locgate_api_connections_refused_total"] {
             #expect(page.contains("| `\(family)` |"), "\(family)")
         }
     }

@@ -2,6 +2,7 @@ import Foundation
 import GatewayCore
 import GatewayTesting
 import OperatorAPI
+import HTTPServing
 import Testing
 
 /// The API over a running pipeline, asked by curl.
@@ -224,6 +225,46 @@ import Testing
             #expect(await Poll.until { (try? h.get("/metrics"))?.status == 200 })
             let after = h.stats("sinks.out")?.emitted ?? 0
             #expect(await Poll.until { (h.stats("sinks.out")?.emitted ?? 0) > after })
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aThousandSlowClientsDoNotKeepHealthFromAnswering() async throws {
+        // Each connection is a descriptor of this process (the API serves in it).
+        let limit = raiseOpenFileLimit(to: 4096)
+        #expect(limit.soft >= 2048, "RLIMIT_NOFILE is \(limit.soft) (hard \(limit.hard)): 1,000 connections need more; raise the hard limit (ulimit -Hn)")
+        let peer = try nmeaServer()
+        defer { peer.stop() }
+        let dir = try temporaryDirectory("slowloris")
+        try await APIHarness.run(tcpPipeline(peer: peer.port, output: "\(dir)/out.jsonl")) { h in
+            let slow = Process()
+            slow.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            // One byte of a request line every 2 s: never idle for the 10 s timeout, never complete.
+            slow.arguments = ["python3", "\(packageRoot)/Tests/OperatorAPITests/Support/slowloris.py", String(h.port), "1000", "2"]
+            let control = Pipe(), report = Pipe()
+            slow.standardInput = control
+            slow.standardOutput = report
+            try slow.run()
+            defer { if slow.isRunning { kill(slow.processIdentifier, SIGKILL) } }
+            let opened = readLine(report.fileHandleForReading)
+            #expect(opened == "OPEN 1000", "\(opened)")
+            #expect(await Poll.until { (h.api.serverStatistics?.open ?? 0) >= 1000 }, "\(String(describing: h.api.serverStatistics))")
+            // Health is answered, again and again, while all of them hold their connections.
+            for _ in 0..<20 {
+                let r = try Curl.run(["-m", "3", "http://127.0.0.1:\(h.port)/health"])
+                #expect(r.status == 200, "curl exit \(r.curlExit)")
+            }
+            let during = try #require(h.api.serverStatistics)
+            #expect(during.open >= 1000 && during.deadlineClosed == 0 && during.refusedLimit == 0, "\(during)")
+            // The request deadline (15 s) then cuts every one of them off.
+            #expect(await Poll.until(timeout: .seconds(30)) { (h.api.serverStatistics?.deadlineClosed ?? 0) >= 1000 },
+                    "\(String(describing: h.api.serverStatistics))")
+            let page = try h.get("/metrics").body
+            #expect(sample(page, #"locgate_api_connections_refused_total{reason="deadline"}"#) == 1000)
+            try control.fileHandleForWriting.close()
+            let summary = readLine(report.fileHandleForReading)
+            slow.waitUntilExit()
+            #expect(summary == "DONE 1000", "the server closed them all: \(summary)")
         }
     }
 

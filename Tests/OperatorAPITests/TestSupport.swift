@@ -102,3 +102,16 @@ func temporaryDirectory(_ name: String) throws -> String {
     try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
     return dir
 }
+
+/// Raises this process's soft limit of open files towards `wanted` (never above the hard limit);
+/// returns the limits now in force.
+func raiseOpenFileLimit(to wanted: UInt64) -> (soft: UInt64, hard: UInt64) {
+    var limit = rlimit()
+    guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return (0, 0) }
+    if limit.rlim_cur < wanted {
+        var raised = limit
+        raised.rlim_cur = min(rlim_t(wanted), limit.rlim_max)
+        if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
+    }
+    return (UInt64(limit.rlim_cur), UInt64(limit.rlim_max))
+}
