@@ -70,6 +70,7 @@ let package = Package(
         plugin("SerialSource", dependencies: ["GatewayCore", "Preflight", "NMEA", "CSerialPort", "SystemIO"]),
         plugin("GpsdSource", dependencies: ["GatewayCore", "Preflight", "NMEA", "SystemIO"]),
         plugin("NetworkNMEA", dependencies: ["GatewayCore", "Preflight", "NMEA", "SystemIO", "DeviceIntake", "TrackerProtocols"]),
+        plugin("HTTPServerSource", dependencies: ["GatewayCore", "DeviceIntake", "HTTPServing", "PositionEncoding", "Preflight"]),
         plugin("TrackerSources", dependencies: ["GatewayCore", "DeviceIntake", "TrackerProtocols", "SystemIO"]),
         plugin("ExecSource", dependencies: ["GatewayCore", "NMEA", "SystemIO"]),
         plugin("NATSSource", dependencies: ["GatewayCore", "Preflight", "NATSClient"]),
@@ -82,7 +83,7 @@ let package = Package(
         plugin("HTTPOutput", dependencies: ["GatewayCore", "Preflight", "Outbox", "CZlib", "CCurl", "PositionEncoding"]),
         plugin("NATSOutput", dependencies: ["GatewayCore", "Preflight", "Outbox", "NATSClient"]),
         plugin("MQTTOutput", dependencies: ["GatewayCore", "Preflight", "Outbox", "MQTTClient", "PositionEncoding"]),
-        .target(name: "BuiltinPlugins", dependencies: ["GatewayCore", "FileReplay", "FileOutput", "ConsoleOutput", "NetworkNMEA", "ExecSource", "Coordinates", "Filters", "Geofence", "SerialSource", "GpsdSource", "HTTPOutput", "NATSOutput", "NATSSource", "MQTTOutput", "MQTTInput", "TrackerSources"], swiftSettings: settings),
+        .target(name: "BuiltinPlugins", dependencies: ["GatewayCore", "FileReplay", "FileOutput", "ConsoleOutput", "NetworkNMEA", "ExecSource", "Coordinates", "Filters", "Geofence", "SerialSource", "GpsdSource", "HTTPOutput", "NATSOutput", "NATSSource", "MQTTOutput", "MQTTInput", "TrackerSources", "HTTPServerSource"], swiftSettings: settings),
 
         // The command line and the service around it: operator API, maps, the `locgate` executable.
         .target(name: "OperatorAPI", dependencies: ["GatewayCore", "GatewayRuntime", "HTTPServing", "MapRendering", "Geodesy", "Geofence"], swiftSettings: settings),
@@ -126,6 +127,7 @@ let package = Package(
         .testTarget(name: "OutboxTests", dependencies: ["Outbox", "GatewayCore", "GatewayRuntime", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "SerialSourceTests", dependencies: ["SerialSource", "GatewayCore", "GatewayTesting", "NMEA"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO", "GatewayTesting"], swiftSettings: settings),
+        .testTarget(name: "HTTPServerSourceTests", dependencies: ["HTTPServerSource", "DeviceIntake", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "TrackerSourcesTests", dependencies: ["TrackerSources", "DeviceIntake", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "TrackerProtocolsTests", dependencies: ["TrackerProtocols", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .testTarget(name: "TrackMapTests", dependencies: ["TrackMap", "MapRendering", "Geofence", "Geodesy", "GatewayCore", "GatewayTesting"], swiftSettings: settings),

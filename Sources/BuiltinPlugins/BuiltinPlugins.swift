@@ -10,6 +10,7 @@ import Geofence
 import SerialSource
 import GpsdSource
 import HTTPOutput
+import HTTPServerSource
 import MQTTInput
 import MQTTOutput
 import NATSOutput
@@ -33,6 +34,7 @@ public enum BuiltinPlugins {
         r.register(source: TeltonikaSourcePlugin.self)
         r.register(source: GT06SourcePlugin.self)
         r.register(source: H02SourcePlugin.self)
+        r.register(source: HTTPServerSourcePlugin.self)
         // Transforms
         r.register(transform: CoordinatesPlugin.self)
         r.register(transform: DedupePlugin.self)

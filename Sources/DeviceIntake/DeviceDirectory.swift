@@ -144,6 +144,8 @@ public struct DeviceDirectoryConfiguration: Sendable, Hashable {
 /// A devices file that cannot be used.
 public struct DeviceDirectoryError: Error, Sendable, CustomStringConvertible {
     public var description: String
+
+    public init(description: String) { self.description = description }
 }
 
 /// The running directory: looks devices up, re-reading its file when it changed.

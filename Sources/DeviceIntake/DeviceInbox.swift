@@ -84,6 +84,22 @@ public final class DeviceInbox: Sendable {
         }
     }
 
+    /// Emits what arrives until the inbox is closed or the task cancelled: everything waiting at
+    /// once as one batch, whose acknowledgement runs each delivery's `handled`; `taken` runs
+    /// after each batch was handed to the pipeline (producers held back may go on).
+    public func pump(into output: SourceOutput, taken: @Sendable () -> Void = {}) async {
+        while let deliveries = await take() {
+            var batch: [Position] = []
+            batch.reserveCapacity(deliveries.reduce(0) { $0 + $1.positions.count })
+            for d in deliveries { batch.append(contentsOf: d.positions) }
+            let completions = deliveries.map(\.handled)
+            await output.emit(batch) {
+                for completion in completions { completion() }
+            }
+            taken()
+        }
+    }
+
     /// Ends the inbox: a waiting ``take()`` returns nil, later deliveries are refused, and what
     /// was waiting is dropped (never handled: its devices get no answer and resend).
     public func close() {

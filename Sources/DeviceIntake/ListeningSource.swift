@@ -67,16 +67,7 @@ public struct ListeningSource: PositionSource {
         }
         let kind: String = if case .udp = transport { "UDP" } else { "TCP" }
         context.logger.info("listening for \(protocolName) devices on \(kind) \(started.boundAddress)\(directory.acceptUnknown ? " (unknown devices accepted)" : "")")
-        while let deliveries = await inbox.take() {
-            var batch: [Position] = []
-            batch.reserveCapacity(deliveries.reduce(0) { $0 + $1.positions.count })
-            for d in deliveries { batch.append(contentsOf: d.positions) }
-            let completions = deliveries.map(\.handled)
-            await output.emit(batch) {
-                for completion in completions { completion() }
-            }
-            loop.execute { started.inboxDrained() }
-        }
+        await inbox.pump(into: output) { [loop] in loop.execute { started.inboxDrained() } }
         try? await loop.perform { started.stop() }
         throw CancellationError()
     }

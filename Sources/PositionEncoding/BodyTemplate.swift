@@ -15,14 +15,20 @@ public struct BodyTemplate: Sendable {
     public var suffix: [UInt8]
     /// Output fields in order; nil writes whole position objects.
     public var fields: [FieldMapping]?
+    /// The template as read (`${ENV}` substituted), with ``marker`` where the positions go: what
+    /// a server that reads such documents (the `http_server` source) walks to find them.
+    public var document: JSONValue
 
     /// The string value in a template that stands for the positions.
     public static let placeholder = "$positions"
+    /// What stands for the placeholder in ``document`` (a text no JSON sender writes).
+    public static let marker = "\u{1}locgate-positions\u{1}"
 
-    public init(prefix: [UInt8], suffix: [UInt8], fields: [FieldMapping]?) {
+    public init(prefix: [UInt8], suffix: [UInt8], fields: [FieldMapping]?, document: JSONValue = .string(BodyTemplate.marker)) {
         self.prefix = prefix
         self.suffix = suffix
         self.fields = fields
+        self.document = document
     }
 
     /// Appends one record: the mapped fields of `position`, or `storedJSON` (the position object
@@ -52,7 +58,7 @@ public struct BodyTemplate: Sendable {
     /// Reads `template` and `fields` of a `body` object, reporting every problem with its path.
     public static func read(_ body: inout OptionReader) -> BodyTemplate {
         // The template with "$positions" replaced by a marker, then split around it.
-        let marker = "\u{1}locgate-positions\u{1}"
+        let marker = BodyTemplate.marker
         var placeholders = 0
         func substituted(_ v: JSONValue, at path: String) -> JSONValue {
             switch v {
@@ -89,7 +95,7 @@ public struct BodyTemplate: Sendable {
         } else if hasFields, body.value("fields") != nil {
             _ = body.object("fields")  // reports the wrong kind
         }
-        return BodyTemplate(prefix: prefix, suffix: suffix, fields: fields)
+        return BodyTemplate(prefix: prefix, suffix: suffix, fields: fields, document: doc)
     }
 
     private static func readField(name: String, spec: JSONValue, reader: inout OptionReader) -> FieldMapping? {

@@ -9,11 +9,14 @@ public struct FieldMapping: Sendable {
         case time(TimeFormat)
     }
 
+    /// The field's name in the record.
+    public let name: String
     /// The quoted, escaped key followed by `:`.
     var key: [UInt8]
     public var value: Value
 
     public init(name: String, value: Value) {
+        self.name = name
         var k: [UInt8] = []
         JSONWriter.appendString(name, to: &k)
         k.append(UInt8(ascii: ":"))

@@ -138,4 +138,64 @@ public final class TimePattern: Sendable {
             }
         }
     }
+
+    /// Reads a time written in this pattern, in its zone (the inverse of ``append(_:to:)``): what
+    /// a server reads back from a body another sender wrote with the same pattern. Nil when the
+    /// text does not match the pattern or names no real time.
+    public func parse(_ text: String) -> Timestamp? {
+        let b = Array(text.utf8)
+        var i = 0
+        func digits(_ n: Int) -> Int? {
+            guard i + n <= b.count else { return nil }
+            var v = 0
+            for k in i..<(i + n) {
+                guard b[k] >= 48 && b[k] <= 57 else { return nil }
+                v = v * 10 + Int(b[k] - 48)
+            }
+            i += n
+            return v
+        }
+        var year = 1970, month = 1, day = 1, hour = 0, minute = 0, second = 0, millis = 0
+        var offset: Int?
+        for token in tokens {
+            switch token {
+            case .year4: guard let v = digits(4) else { return nil }; year = v
+            case .year2: guard let v = digits(2) else { return nil }; year = 2000 + v
+            case .month: guard let v = digits(2), (1...12).contains(v) else { return nil }; month = v
+            case .day: guard let v = digits(2), (1...31).contains(v) else { return nil }; day = v
+            case .hour: guard let v = digits(2), v < 24 else { return nil }; hour = v
+            case .minute: guard let v = digits(2), v < 60 else { return nil }; minute = v
+            case .second: guard let v = digits(2), v < 61 else { return nil }; second = v
+            case .millis: guard let v = digits(3) else { return nil }; millis = v
+            case .offset:
+                guard i < b.count else { return nil }
+                if b[i] == UInt8(ascii: "Z") {
+                    i += 1
+                    offset = 0
+                    continue
+                }
+                let sign = b[i] == UInt8(ascii: "-") ? -1 : 1
+                guard b[i] == UInt8(ascii: "+") || b[i] == UInt8(ascii: "-") else { return nil }
+                i += 1
+                guard let h = digits(2), i < b.count, b[i] == UInt8(ascii: ":") else { return nil }
+                i += 1
+                guard let m = digits(2), h <= 14, m < 60 else { return nil }
+                offset = sign * (h * 3600 + m * 60)
+            case .literal(let bytes):
+                guard i + bytes.count <= b.count, Array(b[i..<(i + bytes.count)]) == bytes else { return nil }
+                i += bytes.count
+            }
+        }
+        guard i == b.count else { return nil }
+        let local = Timestamp(year: year, month: month, day: day, hour: hour, minute: minute, second: second, millisecond: millis)
+        // A day past the end of its month rolls over in the arithmetic: not a date.
+        guard local.components.day == day else { return nil }
+        if let offset { return Timestamp(milliseconds: local.milliseconds - Int64(offset) * 1000) }
+        // The zone's offset at the instant: guessed from the local time read as UTC, then
+        // corrected once (a clock change between the two shifts the guess by that change).
+        let guess = offsetSeconds(at: local)
+        let first = Timestamp(milliseconds: local.milliseconds - Int64(guess) * 1000)
+        let corrected = offsetSeconds(at: first)
+        return Timestamp(milliseconds: local.milliseconds - Int64(corrected) * 1000)
+    }
 }
