@@ -7,6 +7,7 @@
 //
 // Usage: osmand_load PORT CONNECTIONS REQUESTS
 // Prints: requests=N seconds=S ok=N bad=N
+#define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>

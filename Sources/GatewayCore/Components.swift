@@ -278,9 +278,27 @@ public protocol SinkInput: Sendable {
     func next(timeout: Duration?) async -> SinkEvent
     /// Releases upstream senders waiting for everything received so far to be persisted.
     func acknowledge()
+    /// Everything the sink has received so far, as a mark to acknowledge later: a sink that
+    /// persists nothing (a memory queue) acknowledges what it received once it was delivered.
+    var received: SinkMark { get }
+    /// Releases upstream senders waiting for what was received up to `mark`.
+    func acknowledge(through mark: SinkMark)
+}
+
+/// A point in what a sink received (``SinkInput/received``).
+public struct SinkMark: Sendable, Hashable, Comparable {
+    public let value: UInt64
+
+    public init(_ value: UInt64) { self.value = value }
+
+    public static func < (a: SinkMark, b: SinkMark) -> Bool { a.value < b.value }
 }
 
 extension SinkInput {
+    /// Inputs without marks acknowledge everything received (``acknowledge()``).
+    public var received: SinkMark { SinkMark(0) }
+    public func acknowledge(through mark: SinkMark) { acknowledge() }
+
     /// The next batch, or nil at the end.
     public func next() async -> [Position]? {
         while true {

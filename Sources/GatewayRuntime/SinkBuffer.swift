@@ -258,9 +258,16 @@ public final class SinkBuffer: SinkInput, Sendable {
         }
     }
 
-    public func acknowledge() {
+    public func acknowledge() { acknowledge(upTo: nil) }
+
+    public var received: SinkMark { SinkMark(state.withLock { $0.deliveredSeq }) }
+
+    public func acknowledge(through mark: SinkMark) { acknowledge(upTo: mark.value) }
+
+    /// Acknowledges what was delivered to the sink, up to `seq` when given.
+    private func acknowledge(upTo seq: UInt64?) {
         let (waiters, acks): ([CheckedContinuation<Void, Never>], [BatchAcknowledgement]) = state.withLock { s in
-            s.acknowledgedSeq = s.deliveredSeq
+            s.acknowledgedSeq = max(s.acknowledgedSeq, min(seq ?? s.deliveredSeq, s.deliveredSeq))
             let ready = s.ackWaiters.filter { $0.seq <= s.acknowledgedSeq }
             s.ackWaiters.removeAll { $0.seq <= s.acknowledgedSeq }
             // Enqueued in seq order: the handled ones are a prefix.

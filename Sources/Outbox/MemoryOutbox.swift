@@ -34,13 +34,32 @@ public final class MemoryOutbox: Outbox {
 
     public let capacity: Int
     private let state = Mutex(State())
+    private let removalObserver = Mutex<(@Sendable (_ oldestLeft: Int64?) -> Void)?>(nil)
 
     public init(capacity: Int) { self.capacity = max(1, capacity) }
+
+    /// Calls `observer` after records left the queue (delivered, dead-lettered, expired or
+    /// dropped over capacity) with the seq of the oldest record left, nil when it is empty: a
+    /// memory queue persists nothing, so what it received counts as taken over only once it left.
+    public func observeRemovals(_ observer: @escaping @Sendable (_ oldestLeft: Int64?) -> Void) {
+        removalObserver.withLock { $0 = observer }
+    }
+
+    /// The seq of the newest record appended (0 before any).
+    public var newestSeq: Int64 { state.withLock { $0.nextSeq - 1 } }
+
+    /// The seq of the oldest record left; nil when empty.
+    public var oldestSeq: Int64? { state.withLock { s in s.live.first?.seq } }
+
+    private func removed() {
+        guard let observer = removalObserver.withLock({ $0 }) else { return }
+        observer(oldestSeq)
+    }
 
     public var location: String { "memory" }
 
     public func append(_ entries: [OutboxEntry], at now: Timestamp) throws -> Int {
-        state.withLock { s in
+        let dropped = state.withLock { s -> Int in
             for e in entries {
                 s.records.append(OutboxRecord(seq: s.nextSeq, id: e.id, key: e.key, payload: e.payload,
                                               enqueuedAt: OutboxAge.origin(fix: e.time, commit: now.milliseconds)))
@@ -53,6 +72,8 @@ public final class MemoryOutbox: Outbox {
             s.compact()
             return excess
         }
+        if dropped > 0 { removed() }
+        return dropped
     }
 
     public func records(after seq: Int64, limit: Int) throws -> [OutboxRecord] {
@@ -72,6 +93,7 @@ public final class MemoryOutbox: Outbox {
             if let f = s.inFlight, seq >= f { s.inFlight = nil }
             s.compact()
         }
+        removed()
     }
 
     public func remove(_ seqs: [Int64]) throws {
@@ -86,6 +108,7 @@ public final class MemoryOutbox: Outbox {
             }
             s.compact()
         }
+        removed()
     }
 
     public func deadLetter(_ records: [OutboxRecord], status: Int, answer: String, at now: Timestamp) throws {
@@ -96,7 +119,7 @@ public final class MemoryOutbox: Outbox {
     }
 
     public func dropOlder(than cutoff: Timestamp) throws -> Int {
-        state.withLock { s in
+        let n = state.withLock { s -> Int in
             // Ages need not follow queue order: look at every record.
             guard s.live.contains(where: { $0.enqueuedAt < cutoff.milliseconds }) else { return 0 }
             let kept = s.live.filter { $0.enqueuedAt >= cutoff.milliseconds }
@@ -106,6 +129,8 @@ public final class MemoryOutbox: Outbox {
             s.inFlight = nil
             return n
         }
+        if n > 0 { removed() }
+        return n
     }
 
     public var depth: Int { state.withLock { $0.records.count - $0.head } }

@@ -1,4 +1,5 @@
 import GatewayCore
+import Synchronization
 
 /// The receiving half of a delivering sink: commits what arrives, then acknowledges upstream;
 /// applies the queue caps; keeps the queue's stats.
@@ -13,12 +14,23 @@ public struct OutboxWriter: Sendable {
     let context: ComponentContext
     /// How long to wait between commits while the disk is full.
     let retryInterval: Duration
+    /// With a memory queue: what was received is acknowledged once it left the queue.
+    private let deliveryMarks: DeliveryMarks?
 
     public init(outbox: any Outbox, mode: OutboxMode, context: ComponentContext, retryInterval: Duration = .seconds(1)) {
         self.outbox = outbox
         self.mode = mode
         self.context = context
         self.retryInterval = retryInterval
+        // A memory queue keeps nothing through a crash: upstream (a broker, a device waiting for
+        // its answer) must hear "taken over" only once the position left it, delivered.
+        if case .memory = mode, let memory = outbox as? MemoryOutbox {
+            let marks = DeliveryMarks()
+            memory.observeRemovals { marks.left(oldest: $0) }
+            deliveryMarks = marks
+        } else {
+            deliveryMarks = nil
+        }
         // Read at every stats line: a queue that only drains (a server that is down after a
         // replay at full speed) commits nothing more, yet its oldest record keeps ageing.
         context.stats.gauge("queue.depth") { outbox.depth }
@@ -51,7 +63,11 @@ public struct OutboxWriter: Sendable {
                 try await context.clock.sleep(for: retryInterval)
             }
         }
-        input.acknowledge()
+        if let deliveryMarks, let memory = outbox as? MemoryOutbox {
+            deliveryMarks.committed(through: memory.newestSeq, mark: input.received, input: input, oldest: memory.oldestSeq)
+        } else {
+            input.acknowledge()
+        }
         if let since = failingSince {
             context.stats.set("queue.disk_full", 0)
             context.logger.warning("queue \(outbox.location): committing again after \((context.clock.now().milliseconds - since.milliseconds) / 1000) s with a full disk")
@@ -90,5 +106,40 @@ public struct OutboxWriter: Sendable {
     public func deadLetter(_ records: [OutboxRecord], status: Int, answer: String) throws {
         try outbox.deadLetter(records, status: status, answer: answer, at: context.clock.now())
         context.stats.count("queue.dead_lettered", by: records.count)
+    }
+}
+
+/// What a sink with a memory queue received, acknowledged upstream as it leaves the queue.
+///
+/// Each commit is a mark (what the sink had received) and the seq of its newest record; a mark is
+/// acknowledged once no record up to that seq is left (delivered, dead-lettered, expired or
+/// dropped over the cap: handled, either way).
+final class DeliveryMarks: Sendable {
+    private struct State {
+        var pending: [(mark: SinkMark, through: Int64)] = []
+        var input: (any SinkInput)?
+    }
+
+    private let state = Mutex(State())
+
+    func committed(through seq: Int64, mark: SinkMark, input: any SinkInput, oldest: Int64?) {
+        state.withLock { s in
+            s.input = input
+            s.pending.append((mark, seq))
+        }
+        left(oldest: oldest)
+    }
+
+    /// Records left the queue; `oldest` is the oldest one still in it (nil: empty).
+    func left(oldest: Int64?) {
+        let (mark, input): (SinkMark?, (any SinkInput)?) = state.withLock { s in
+            // Pending marks are in commit order: the ones whose records all left are a prefix.
+            let done = s.pending.firstIndex { entry in oldest.map { entry.through >= $0 } ?? false } ?? s.pending.count
+            guard done > 0 else { return (nil, nil) }
+            let mark = s.pending[done - 1].mark
+            s.pending.removeFirst(done)
+            return (mark, s.input)
+        }
+        if let mark, let input { input.acknowledge(through: mark) }
     }
 }

@@ -172,4 +172,45 @@ struct DevicesCallInTests {
         let chars = Array(hex.utf8)
         return stride(from: 0, to: chars.count - 1, by: 2).map { UInt8(String(decoding: chars[$0...$0 + 1], as: UTF8.self), radix: 16) ?? 0 }
     }
+
+    /// A durable queue answers the device once the positions are on its disk, whether the server
+    /// is up or not; a memory queue (`"queue": null`) keeps nothing through a crash, so the device
+    /// hears only once the server took the positions.
+    @Test(.timeLimit(.minutes(1)), arguments: [true, false])
+    func aDeviceIsAnsweredOnceItsPositionsAreSafe(durableQueue: Bool) async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let port = LoopbackTCPServer.freePort(), serverPort = LoopbackTCPServer.freePort()
+        let queue = durableQueue ? #"{"path":"upload.sqlite"}"# : "null"
+        try Data("""
+        {"settings":{"stats_interval":false,"shutdown_timeout":"1s"},
+         "sources":{"fmb":{"type":"teltonika","listen":"127.0.0.1:\(port)","unknown_devices":"accept"}},
+         "sinks":{"upload":{"type":"http","inputs":["fmb"],"url":"http://127.0.0.1:\(serverPort)/track",
+                            "batch":{"max_positions":10,"interval":"100ms"},"retry":{"initial":"100ms","max":"300ms"},"queue":\(queue)}}}
+        """.utf8).write(to: URL(fileURLWithPath: "\(dir)/pipeline.json"))
+        let log = "\(dir)/stderr.log"
+        let run = try LocgateBinary.launch([try LocgateBinary.path(), "run", "\(dir)/pipeline.json"], stderr: log)
+        defer { if run.isRunning { kill(run.processIdentifier, SIGKILL) } }
+        let stderr: @Sendable () -> String = { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+        #expect(await Poll.until { stderr().contains("listening for Teltonika devices") }, "\(stderr())")
+        let device = try LoopbackTCPClient(port: port)
+        device.send(Self.bytes("000F313233343536373839303132333435"))
+        #expect(device.read(count: 1) == [0x01])
+        // Two Codec 8 Extended records (Traccar's TeltonikaProtocolDecoderTest), the server down.
+        device.send(Self.bytes("000000000000010e8e020000019769de9f9800015299f718b278040018007708000000000013000b00ef0100f00000150500c80000450100010100b30000020000030000b401017c00000500b5001a00b6000c004238d40043000000440000000200f10000539b00100000efc70001004e000000000000000000000000019769de5d3b00015299f718b27804001800770800002c350001000000000000000000012c3500700124050f4e65766572615f33000000000000000f067cd9f4110c4006020c8f0701340e020c1c24050f4e65766572615f31000000000000000f067cd9f411334606020c380701340e020c2624050f4e65766572615f32000000000000000f067cd9f411464706020c240701360e020c26020000a8b0"))
+        if durableQueue {
+            #expect(device.read(count: 4) == [0, 0, 0, 2], "answered once on disk, the server still down")
+        } else {
+            #expect(device.read(count: 4, timeout: .seconds(2)).isEmpty, "answered while the positions were only in memory")
+        }
+        let record = "\(dir)/requests.jsonl"
+        let server = try ScriptPeer(script: DrainTests.receiver, arguments: ["--record", record, "--port", "\(serverPort)"])
+        defer { server.stop() }
+        if !durableQueue {
+            #expect(device.read(count: 4) == [0, 0, 0, 2], "answered once the server took them")
+        }
+        #expect(await Poll.until { Self.delivered(Self.received(record))["123456789012345"]?.count == 2 })
+        kill(run.processIdentifier, SIGTERM)
+        run.waitUntilExit()
+    }
 }
