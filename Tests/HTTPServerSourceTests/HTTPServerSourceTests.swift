@@ -237,4 +237,35 @@ func withServer(_ json: String, output: SourceOutput, _ body: (String, Component
         let (_, wrong) = try PluginOptions.read(HTTPServerSourcePlugin.self, #"{ "type": "http_server", "format": "json", "unknown_devices": "accept", "fields": {} }"#)
         #expect(wrong.map(\.path) == ["sources.under_test.fields"])
     }
+
+    @Test func servesPhonesOverHTTPS() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let certificates = try TestCertificates(in: dir)
+        let acks = HeldAcknowledgements()
+        let config = #"{ "listen": "127.0.0.1:PORT", "format": "osmand", "unknown_devices": "accept", "tls": { "cert_file": "CERT", "key_file": "KEY" } }"#
+            .replacingOccurrences(of: "CERT", with: certificates.serverCert).replacingOccurrences(of: "KEY", with: certificates.serverKey)
+        try await withServer(config, output: acks.output) { url, _ in
+            let https = url.replacingOccurrences(of: "http://", with: "https://")
+            let reply = curl(https + "/?id=7&lat=1&lon=2&timestamp=1700000000", method: "GET", extra: ["--cacert", certificates.ca])
+            #expect(await Poll.until { acks.positions.count == 1 })
+            acks.acknowledge()
+            let r = await reply.value
+            #expect(r.status == 200, "\(r)")
+        }
+    }
+
+    @Test func refusesAHundredMegabyteBodyWithoutReadingIt() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let big = dir + "/big.json"
+        #expect(FileManager.default.createFile(atPath: big, contents: Data(count: 100 << 20)))
+        let acks = HeldAcknowledgements()
+        try await withServer(#"{ "listen": "127.0.0.1:PORT", "format": "json", "unknown_devices": "accept" }"#, output: acks.output) { url, context in
+            let r = await curl(url, headers: ["Content-Type: application/json"], extra: ["--data-binary", "@" + big]).value
+            #expect(r.status == 413)
+            #expect(context.stats.value("requests.too_large") == 1)
+            #expect(acks.positions.isEmpty)
+        }
+    }
 }

@@ -93,7 +93,9 @@ struct LoopHarness {
         loop = OutboxSinkLoop(outbox: outbox, mode: .memory(maxRecords: 100_000), context: context, window: window,
                               retainNewestPerKey: retainNewestPerKey, statsPrefix: "fake",
                               retryInitial: .milliseconds(5), retryMax: .milliseconds(50))
-        buffer = SinkBuffer(capacity: 10_000, policy: .block, durable: true, stats: stats)
+        // As the pipeline builds it: a sink with a memory queue is not durable (its upstream does
+        // not wait), one with a disk queue is.
+        buffer = SinkBuffer(capacity: 10_000, policy: .block, durable: !(outbox is MemoryOutbox), stats: stats)
     }
 
     static func encode(_ p: Position) -> OutboxEntry {
