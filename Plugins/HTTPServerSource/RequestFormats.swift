@@ -137,14 +137,18 @@ enum RequestFormats {
         p.hdop = try number("hdop")
         let valid = parameters["valid"].map { $0 != "false" && $0 != "0" } ?? true
         p.mode = !valid ? .noFix : (p.altitude == nil ? .twoD : .threeD)
-        let known: Set<String> = ["id", "deviceid", "lat", "lon", "location", "timestamp", "speed", "bearing", "heading",
-                                  "altitude", "accuracy", "hdop", "valid", "token"]
-        // The rest (batt, charge, ignition, an app's own keys) as attributes, within bounds.
-        for (k, v) in parameters.sorted(by: { $0.key < $1.key }) where !known.contains(k) && p.attributes.count < 32 {
-            p.attributes[String(k.prefix(64))] = String(v.prefix(256))
+        // The rest (batt, charge, ignition, an app's own keys) as attributes, within bounds: the
+        // first 32 by name, so a resent request makes the same position.
+        let extra = parameters.keys.filter { !osmandFields.contains($0) }
+        for k in extra.count <= 32 ? extra : Array(extra.sorted().prefix(32)) {
+            p.attributes[String(k.prefix(64))] = parameters[k].map { String($0.prefix(256)) }
         }
         return DecodedRequest(positions: [(identifier, p)])
     }
+
+    /// The OsmAnd parameters read into position fields (the others become attributes).
+    static let osmandFields: Set<String> = ["id", "deviceid", "lat", "lon", "location", "timestamp", "speed", "bearing", "heading",
+                                            "altitude", "accuracy", "hdop", "valid", "token"]
 
     /// The JSON body: one `location` object (or an array of them) and `device_id`.
     static func osmandJSON(_ request: HTTPRequest, source: String) throws(RequestRejection) -> DecodedRequest {

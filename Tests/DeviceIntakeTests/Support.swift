@@ -46,38 +46,6 @@ struct LineCodec: TrackerCodec {
     }
 }
 
-/// A source output whose acknowledgements the test releases by hand.
-final class HeldAcknowledgements: Sendable {
-    private let state = Mutex<(batches: [[Position]], acks: [BatchAcknowledgement])>(([], []))
-
-    var output: SourceOutput {
-        SourceOutput(tracking: { [self] batch, ack in
-            ack?.retain()
-            state.withLock { s in
-                s.batches.append(batch)
-                if let ack { s.acks.append(ack) }
-            }
-        })
-    }
-
-    var positions: [Position] { state.withLock { $0.batches.flatMap { $0 } } }
-    var batches: Int { state.withLock { $0.batches.count } }
-    var held: Int { state.withLock { $0.acks.count } }
-
-    /// Acknowledges the batches held, oldest first (or only the one at `index`).
-    func acknowledge(only index: Int? = nil) {
-        let acks: [BatchAcknowledgement] = state.withLock { s in
-            if let index {
-                guard index < s.acks.count else { return [] }
-                return [s.acks.remove(at: index)]
-            }
-            defer { s.acks.removeAll() }
-            return s.acks
-        }
-        for a in acks { a.release() }
-    }
-}
-
 /// A running listening source with its context, for one test.
 struct RunningListener {
     let context: ComponentContext

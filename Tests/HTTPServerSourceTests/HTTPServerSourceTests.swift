@@ -6,31 +6,6 @@ import HTTPServerSource
 import Synchronization
 import Testing
 
-/// A source output whose acknowledgements the test releases by hand.
-final class HeldAcknowledgements: Sendable {
-    private let state = Mutex<(positions: [Position], acks: [BatchAcknowledgement])>(([], []))
-
-    var output: SourceOutput {
-        SourceOutput(tracking: { [self] batch, ack in
-            ack?.retain()
-            state.withLock { s in
-                s.positions += batch
-                if let ack { s.acks.append(ack) }
-            }
-        })
-    }
-
-    var positions: [Position] { state.withLock { $0.positions } }
-
-    func acknowledge() {
-        let acks = state.withLock { s -> [BatchAcknowledgement] in
-            defer { s.acks.removeAll() }
-            return s.acks
-        }
-        for a in acks { a.release() }
-    }
-}
-
 /// What curl got: the status (0 when it could not connect) and the body.
 struct Reply: Sendable {
     var status: Int

@@ -151,26 +151,21 @@ struct DevicesCallInTests {
         let stderr: @Sendable () -> String = { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
         #expect(await Poll.until { stderr().contains("listening for GT06 devices") }, "\(stderr())")
         let device = try LoopbackTCPClient(port: port)
-        device.send(Self.bytes("78780D01086471700328358100093F040D0A"))
-        #expect(device.read(count: 10) == Self.bytes("78780501000955940d0a"))
-        device.send(Self.bytes("787823120f081b121d37cb01c8e2cc08afd3c020d50201940701d600a1190041ee100576d1470d0a"))
-        #expect(device.read(count: 10) == Self.bytes("787805120576caad0d0a"))
+        device.send(bytes(hex: "78780D01086471700328358100093F040D0A"))
+        #expect(device.read(count: 10) == bytes(hex: "78780501000955940d0a"))
+        device.send(bytes(hex: "787823120f081b121d37cb01c8e2cc08afd3c020d50201940701d600a1190041ee100576d1470d0a"))
+        #expect(device.read(count: 10) == bytes(hex: "787805120576caad0d0a"))
         try write("b.jsonl")
         kill(run.processIdentifier, SIGHUP)
         #expect(await Poll.until { stderr().contains("reloaded: restarted sinks.out, unchanged 1") }, "\(stderr())")
         // The same connection, still logged in: the next position is answered once in b.jsonl.
-        device.send(Self.bytes("78782912170316053b3bcf015b51220af1201105d56100000000000000000000869c0130010000000238d1af0d0a"))
-        #expect(device.read(count: 10) == Self.bytes("7878051202382cdf0d0a"))
+        device.send(bytes(hex: "78782912170316053b3bcf015b51220af1201105d56100000000000000000000869c0130010000000238d1af0d0a"))
+        #expect(device.read(count: 10) == bytes(hex: "7878051202382cdf0d0a"))
         let b = (try? String(contentsOfFile: "\(dir)/b.jsonl", encoding: .utf8)) ?? ""
         #expect(b.contains("\"device\":\"bike\""))
         kill(run.processIdentifier, SIGTERM)
         run.waitUntilExit()
         #expect(run.terminationStatus == 0, "\(stderr())")
-    }
-
-    static func bytes(_ hex: String) -> [UInt8] {
-        let chars = Array(hex.utf8)
-        return stride(from: 0, to: chars.count - 1, by: 2).map { UInt8(String(decoding: chars[$0...$0 + 1], as: UTF8.self), radix: 16) ?? 0 }
     }
 
     /// A durable queue answers the device once the positions are on its disk, whether the server
@@ -194,10 +189,10 @@ struct DevicesCallInTests {
         let stderr: @Sendable () -> String = { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
         #expect(await Poll.until { stderr().contains("listening for Teltonika devices") }, "\(stderr())")
         let device = try LoopbackTCPClient(port: port)
-        device.send(Self.bytes("000F313233343536373839303132333435"))
+        device.send(bytes(hex: "000F313233343536373839303132333435"))
         #expect(device.read(count: 1) == [0x01])
         // Two Codec 8 Extended records (Traccar's TeltonikaProtocolDecoderTest), the server down.
-        device.send(Self.bytes("000000000000010e8e020000019769de9f9800015299f718b278040018007708000000000013000b00ef0100f00000150500c80000450100010100b30000020000030000b401017c00000500b5001a00b6000c004238d40043000000440000000200f10000539b00100000efc70001004e000000000000000000000000019769de5d3b00015299f718b27804001800770800002c350001000000000000000000012c3500700124050f4e65766572615f33000000000000000f067cd9f4110c4006020c8f0701340e020c1c24050f4e65766572615f31000000000000000f067cd9f411334606020c380701340e020c2624050f4e65766572615f32000000000000000f067cd9f411464706020c240701360e020c26020000a8b0"))
+        device.send(bytes(hex: "000000000000010e8e020000019769de9f9800015299f718b278040018007708000000000013000b00ef0100f00000150500c80000450100010100b30000020000030000b401017c00000500b5001a00b6000c004238d40043000000440000000200f10000539b00100000efc70001004e000000000000000000000000019769de5d3b00015299f718b27804001800770800002c350001000000000000000000012c3500700124050f4e65766572615f33000000000000000f067cd9f4110c4006020c8f0701340e020c1c24050f4e65766572615f31000000000000000f067cd9f411334606020c380701340e020c2624050f4e65766572615f32000000000000000f067cd9f411464706020c240701360e020c26020000a8b0"))
         if durableQueue {
             #expect(device.read(count: 4) == [0, 0, 0, 2], "answered once on disk, the server still down")
         } else {

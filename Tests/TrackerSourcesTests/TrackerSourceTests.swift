@@ -5,42 +5,6 @@ import Synchronization
 import Testing
 import TrackerSources
 
-/// Bytes of a hex text.
-func hex(_ text: String) -> [UInt8] {
-    var out: [UInt8] = []
-    var chars = Array(text.utf8)
-    if chars.count % 2 == 1 { chars.removeLast() }
-    for i in stride(from: 0, to: chars.count, by: 2) {
-        out.append(UInt8(String(decoding: chars[i...i + 1], as: UTF8.self), radix: 16) ?? 0)
-    }
-    return out
-}
-
-/// A source output whose acknowledgements the test releases by hand.
-final class HeldAcknowledgements: Sendable {
-    private let state = Mutex<(positions: [Position], acks: [BatchAcknowledgement])>(([], []))
-
-    var output: SourceOutput {
-        SourceOutput(tracking: { [self] batch, ack in
-            ack?.retain()
-            state.withLock { s in
-                s.positions += batch
-                if let ack { s.acks.append(ack) }
-            }
-        })
-    }
-
-    var positions: [Position] { state.withLock { $0.positions } }
-
-    func acknowledge() {
-        let acks = state.withLock { s -> [BatchAcknowledgement] in
-            defer { s.acks.removeAll() }
-            return s.acks
-        }
-        for a in acks { a.release() }
-    }
-}
-
 /// Runs a plugin's source on a free port until `body` returns.
 func withSource<P: SourcePlugin>(_ plugin: P.Type, _ json: String, output: SourceOutput, udp: Bool = false,
                                  _ body: (Int, ComponentContext) async throws -> Void) async throws {
@@ -60,9 +24,9 @@ func withSource<P: SourcePlugin>(_ plugin: P.Type, _ json: String, output: Sourc
 }
 
 @Suite(.timeLimit(.minutes(1))) struct TeltonikaSourceTests {
-    static let imeiFrame = hex("000F313233343536373839303132333435")
+    static let imeiFrame = bytes(hex: "000F313233343536373839303132333435")
     /// Two Codec 8 Extended records (Traccar's TeltonikaProtocolDecoderTest).
-    static let twoRecords = hex("000000000000010e8e020000019769de9f9800015299f718b278040018007708000000000013000b00ef0100f00000150500c80000450100010100b30000020000030000b401017c00000500b5001a00b6000c004238d40043000000440000000200f10000539b00100000efc70001004e000000000000000000000000019769de5d3b00015299f718b27804001800770800002c350001000000000000000000012c3500700124050f4e65766572615f33000000000000000f067cd9f4110c4006020c8f0701340e020c1c24050f4e65766572615f31000000000000000f067cd9f411334606020c380701340e020c2624050f4e65766572615f32000000000000000f067cd9f411464706020c240701360e020c26020000a8b0")
+    static let twoRecords = bytes(hex: "000000000000010e8e020000019769de9f9800015299f718b278040018007708000000000013000b00ef0100f00000150500c80000450100010100b30000020000030000b401017c00000500b5001a00b6000c004238d40043000000440000000200f10000539b00100000efc70001004e000000000000000000000000019769de5d3b00015299f718b27804001800770800002c350001000000000000000000012c3500700124050f4e65766572615f33000000000000000f067cd9f4110c4006020c8f0701340e020c1c24050f4e65766572615f31000000000000000f067cd9f411334606020c380701340e020c2624050f4e65766572615f32000000000000000f067cd9f411464706020c240701360e020c26020000a8b0")
 
     @Test func answersTheRecordCountOnlyOnceTheRecordsAreHandled() async throws {
         let acks = HeldAcknowledgements()
@@ -132,7 +96,7 @@ func withSource<P: SourcePlugin>(_ plugin: P.Type, _ json: String, output: Sourc
 
     @Test func answersUDPDatagramsToTheirSenderOnceHandled() async throws {
         let acks = HeldAcknowledgements()
-        let packet = hex("0049cafe0122000f33353734353430373237313339373508010000015d3766f6a800003eef961ec6215e0063006d09003100070401000200f001c8000242381c18003201c7000000e10001")
+        let packet = bytes(hex: "0049cafe0122000f33353734353430373237313339373508010000015d3766f6a800003eef961ec6215e0063006d09003100070401000200f001c8000242381c18003201c7000000e10001")
         try await withSource(TeltonikaSourcePlugin.self, #"{ "type": "teltonika", "udp": true, "listen": "127.0.0.1:PORT", "devices": { "357454072713975": "van" } }"#,
                              output: acks.output, udp: true) { port, _ in
             let device = try LoopbackUDPSender()
@@ -150,11 +114,11 @@ func withSource<P: SourcePlugin>(_ plugin: P.Type, _ json: String, output: Sourc
 }
 
 @Suite(.timeLimit(.minutes(1))) struct GT06SourceTests {
-    static let login = hex("78780D01086471700328358100093F040D0A")
+    static let login = bytes(hex: "78780D01086471700328358100093F040D0A")
     /// A 0x12 GPS/LBS frame, serial 0576 (Traccar's Gt06ProtocolDecoderTest).
-    static let position = hex("787823120f081b121d37cb01c8e2cc08afd3c020d50201940701d600a1190041ee100576d1470d0a")
+    static let position = bytes(hex: "787823120f081b121d37cb01c8e2cc08afd3c020d50201940701d600a1190041ee100576d1470d0a")
     /// A 0x13 status frame (heartbeat), serial 0040.
-    static let heartbeat = hex("7878131340b2fa000201040000000000011c00400e550d0a")
+    static let heartbeat = bytes(hex: "7878131340b2fa000201040000000000011c00400e550d0a")
 
     @Test func answersTheLoginAndHeartbeatsAtOnceAndThePositionOnceHandled() async throws {
         let acks = HeldAcknowledgements()
@@ -162,14 +126,14 @@ func withSource<P: SourcePlugin>(_ plugin: P.Type, _ json: String, output: Sourc
                              output: acks.output) { port, context in
             let device = try LoopbackTCPClient(port: port)
             device.send(Self.login)
-            #expect(device.read(count: 10) == hex("78780501000955940d0a"))
+            #expect(device.read(count: 10) == bytes(hex: "78780501000955940d0a"))
             device.send(Self.position)
             #expect(await Poll.until { acks.positions.count == 1 })
             device.send(Self.heartbeat)
-            #expect(device.read(count: 10) == hex("787805130040ba7c0d0a"))
+            #expect(device.read(count: 10) == bytes(hex: "787805130040ba7c0d0a"))
             #expect(device.readSome(timeout: .milliseconds(300)) == [])
             acks.acknowledge()
-            #expect(device.read(count: 10) == hex("787805120576caad0d0a"))
+            #expect(device.read(count: 10) == bytes(hex: "787805120576caad0d0a"))
             let p = try #require(acks.positions.first)
             #expect(p.device == "bike")
             #expect(abs((p.latitude ?? 0) - 16.634709) < 1e-5)
@@ -199,9 +163,9 @@ func withSource<P: SourcePlugin>(_ plugin: P.Type, _ json: String, output: Sourc
                              output: acks.output) { port, context in
             let device = try LoopbackTCPClient(port: port)
             device.send(Self.login)
-            #expect(device.read(count: 10) == hex("78780501000955940d0a"))
+            #expect(device.read(count: 10) == bytes(hex: "78780501000955940d0a"))
             device.send(broken + Self.heartbeat)
-            #expect(device.read(count: 10) == hex("787805130040ba7c0d0a"))
+            #expect(device.read(count: 10) == bytes(hex: "787805130040ba7c0d0a"))
             #expect(acks.positions.isEmpty)
             #expect(context.stats.value("frames.bad.checksum") == 1)
         }
