@@ -1,0 +1,46 @@
+import GatewayCore
+
+/// What every decoder's positions must satisfy, whatever the input: coordinates on Earth, and
+/// a record every sink can write, whose JSON the `file` source and the NATS and MQTT sources
+/// read back.
+///
+/// A decoder that passes a hostile value through unchecked (a latitude of 1e300, a string with
+/// control characters) is caught here rather than in a sink in production.
+public enum PositionChecks {
+    /// Checks `positions` as one batch; `what` names the target in the failure message.
+    public static func check(_ positions: [Position], _ what: String) {
+        for p in positions {
+            if p.datum.isGeographic {
+                if let latitude = p.latitude {
+                    fuzzCheck(latitude.isFinite && (-90...90).contains(latitude), "\(what): latitude \(latitude)")
+                }
+                if let longitude = p.longitude {
+                    fuzzCheck(longitude.isFinite && (-180...180).contains(longitude), "\(what): longitude \(longitude)")
+                }
+            }
+            fuzzCheck((p.latitude == nil) == (p.longitude == nil), "\(what): one coordinate without the other")
+        }
+        guard !positions.isEmpty else { return }
+        // Every format a sink writes; the JSON ones must be JSON, and a JSON Lines record must read
+        // back as a position.
+        for format in PositionFormat.allCases {
+            let document = format.document(positions)
+            switch format {
+            case .jsonArray, .geojson:
+                fuzzCheck((try? JSONValue.parse(document)) != nil, "\(what): \(format) document is not JSON")
+            case .jsonl:
+                for line in document.split(separator: 10) {
+                    let value: JSONValue
+                    do { value = try JSONValue.parse(line) } catch {
+                        fatalError("invariant violated: \(what): JSON Lines record is not JSON (\(error)): \(String(decoding: line, as: UTF8.self))")
+                    }
+                    do { _ = try PositionJSON.decode(value, source: "fuzz") { _ in "" } } catch {
+                        fatalError("invariant violated: \(what): a written record does not read back (\(error)): \(String(decoding: line, as: UTF8.self))")
+                    }
+                }
+            case .csv, .gpx:
+                break
+            }
+        }
+    }
+}
