@@ -30,7 +30,7 @@ DOCDIR ?= $(PREFIX)/share/doc/locgate
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps deps-run build release run test bench bench-nmea clean install
+.PHONY: deps deps-run build release run test bench bench-nmea clean install fuzz fuzz-build fuzz-smoke
 
 # $(call install,PACKAGES): apt-get installs those not installed yet, without recommends.
 define install
@@ -106,6 +106,26 @@ bench: deps
 
 bench-nmea: deps
 	bash Benchmarks/nmea_replay.sh
+
+# Fuzzing (Fuzz/README.md): every decoder of device and network bytes under libFuzzer with
+# AddressSanitizer. The targets are built only here (LOCGATE_FUZZ=1, in .build/fuzz), never by
+# `swift build` or `make test`. Each runs FUZZ_SECONDS, one after another, on its corpus and
+# dictionary; any crash, leak or input slower than a second fails the run. New inputs go to
+# .build/fuzz/corpus; FUZZ_MERGE=1 merges them into Fuzz/corpus. FUZZ_TARGETS picks targets.
+FUZZ_SECONDS ?= 60
+FUZZ_MERGE ?= 0
+FUZZ_TARGETS ?= TeltonikaTCP TeltonikaUDP GT06 H02 NMEA JSON Configuration GpsdReports GPX JSONLines \
+                OwnTracks MQTTMessages NATSMessages GeoJSONFences
+
+fuzz-build: deps-run
+	bash Fuzz/run.sh build $(FUZZ_TARGETS)
+
+fuzz: fuzz-build
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_MERGE=$(FUZZ_MERGE) bash Fuzz/run.sh run $(FUZZ_TARGETS)
+
+# A few seconds per target: the CI smoke (see `test`) and a quick check after changing a decoder.
+fuzz-smoke:
+	$(MAKE) fuzz FUZZ_SECONDS=5 FUZZ_MERGE=0
 
 clean:
 	rm -rf .build
