@@ -21,12 +21,13 @@ public enum PositionChecks {
             fuzzCheck((p.latitude == nil) == (p.longitude == nil), "\(what): one coordinate without the other")
         }
         guard !positions.isEmpty else { return }
-        // Every format a sink writes; the JSON ones must be JSON, and a JSON Lines record must read
-        // back as a position.
+        // Every format a sink writes. Each JSON Lines record must be JSON that reads back as a
+        // position; the GeoJSON document (its own writer) must be JSON. The JSON array holds the
+        // JSON Lines records between commas, and CSV and GPX have no reader here: written only.
         for format in PositionFormat.allCases {
             let document = format.document(positions)
             switch format {
-            case .jsonArray, .geojson:
+            case .geojson:
                 fuzzCheck((try? JSONValue.parse(document)) != nil, "\(what): \(format) document is not JSON")
             case .jsonl:
                 for line in document.split(separator: 10) {
@@ -38,7 +39,7 @@ public enum PositionChecks {
                         fatalError("invariant violated: \(what): a written record does not read back (\(error)): \(String(decoding: line, as: UTF8.self))")
                     }
                 }
-            case .csv, .gpx:
+            case .jsonArray, .csv, .gpx:
                 break
             }
         }
