@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SCRATCH=.build/fuzz
+SCRATCH=${FUZZ_SCRATCH:-.build/fuzz}
 BIN="$SCRATCH/debug"
 # The fuzz targets exist in Package.swift only under LOCGATE_FUZZ=1. Every Swift module is
 # compiled with libFuzzer's coverage and AddressSanitizer; lld links them (gold warns about
