@@ -16,6 +16,7 @@ package struct MQTTMessageDecoder: Sendable {
     /// For ids of positions that have no time: never the same after a restart.
     let runToken = RunToken.next()
 
+    /// A decoder for one `mqtt` source (package-visible for the fuzz target, Fuzz/MQTTMessages).
     package init(format: MQTTSourceConfiguration.Format, device: MQTTDeviceTemplate?, maxBytes: Int, sourceID: String) {
         self.format = format
         self.device = device

@@ -24,6 +24,7 @@ package struct MessageDecoder {
     private var untimed = 0
     private var logged = 0
 
+    /// A decoder for one `nats` source (package-visible for the fuzz target, Fuzz/NATSMessages).
     package init(context: ComponentContext) { self.context = context }
 
     package mutating func decode(_ messages: [NATSReceivedMessage]) -> Batch {

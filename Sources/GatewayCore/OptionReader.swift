@@ -27,8 +27,19 @@ public struct OptionReader {
         self.baseDirectory = baseDirectory
     }
 
-    /// The JSON path of `key` inside this object.
-    public func path(of key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+    /// The JSON path of `key` inside this object. A key a dotted path cannot show — empty, or
+    /// with a dot, a bracket, a quote, white space or a control character — is written
+    /// `["key"]` (JSON-escaped), so a problem with it still says where it is: an empty top-level
+    /// key was reported at an empty path (found by Fuzz/Configuration).
+    public func path(of key: String) -> String {
+        let plain = !key.isEmpty && !key.unicodeScalars.contains {
+            $0 == "." || $0 == "[" || $0 == "]" || $0 == "\"" || $0.properties.isWhitespace || $0.properties.generalCategory == .control
+        }
+        if plain { return path.isEmpty ? key : "\(path).\(key)" }
+        var quoted: [UInt8] = []
+        JSONWriter.appendString(key, to: &quoted)
+        return "\(path)[\(String(decoding: quoted, as: UTF8.self))]"
+    }
 
     /// Reports a problem at `key` (for cross-field checks a plugin makes itself).
     public func report(_ key: String, _ message: String) {

@@ -73,4 +73,52 @@ import Testing
         #expect(object.members[7].key == "k7")
         #expect(object.members[7].value == .string("last"))
     }
+
+    /// Fuzz/Configuration crash-3a522602 (the input as it was, a plugin sample with `"sinks"`
+    /// mutated to `""`): the unknown top-level key `""` was reported at the path `""`, so
+    /// `locgate validate` printed ": unknown top-level key" without saying which.
+    static let emptyTopLevelKey = #"""
+        {
+         "sources": { "in": { "type": "file", "path": "track.nmea" } },
+         "transforms": {
+          "t": {
+           "type": "geofence", "inputs": [ "in" ], "fences": "depots.geojson", "fence_datum": "wgs83",
+           "action": "oeep_inside", "events": [ "enter", "exit", "dwell" ], "min_inside": 2,
+           "min_outside": "10s", "border_m": 15, "loiter": "5m", "max_horizontal_error": 50
+          }
+         },
+         "": { "out": { "type": "stdout", "inputs": [ "t" ] } }
+        }
+        """#
+
+    @Test func everyProblemOfAConfigurationWithAnEmptyKeyNamesAPath() {
+        do {
+            _ = try PipelineConfiguration.load(json: Array(Self.emptyTopLevelKey.utf8), registry: PluginRegistry())
+            Issue.record("loaded")
+        } catch {
+            #expect(error.problems.allSatisfy { !$0.path.isEmpty }, "\(error)")
+            #expect(error.problems.contains { $0.path == #"[""]"# && $0.message.hasPrefix("unknown top-level key") }, "\(error)")
+        }
+    }
+
+    /// Keys a dotted path cannot show are written in brackets, JSON-escaped; plain keys as before.
+    @Test(arguments: [
+        ("port", "sources.gps.port"), ("", #"sources.gps[""]"#), ("a.b", #"sources.gps["a.b"]"#),
+        ("two words", #"sources.gps["two words"]"#), ("tab\t", #"sources.gps["tab\t"]"#), ("quote\"", #"sources.gps["quote\""]"#),
+        ("baud_rate", "sources.gps.baud_rate"), ("Empfänger", "sources.gps.Empfänger"),
+    ])
+    func optionPathsShowEveryKey(key: String, path: String) {
+        let reader = OptionReader(object: JSONObject(), path: "sources.gps", diagnostics: ConfigurationDiagnostics())
+        #expect(reader.path(of: key) == path)
+    }
+
+    /// Fuzz/MQTTMessages crash-d2ddbdc3 (the whole payload is in MQTTInputTests): an explicit
+    /// `"id":""` was kept, so every such position carried the same empty idempotency key. An
+    /// empty id now counts as absent, in every source that reads this schema.
+    @Test(arguments: [#""id":"""#, #""id":null"#, ""])
+    func anEmptyOrAbsentIdIsGenerated(idMember: String) throws {
+        let text = #"{"lat":46.0569,"lon":14.5058"# + (idMember.isEmpty ? "" : "," + idMember) + "}"
+        let position = try PositionJSON.decode(JSONValue.parse(string: text), source: "rx") { _ in "rx-made" }
+        #expect(position.id == "rx-made")
+    }
 }
