@@ -16,7 +16,10 @@ func testOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     configuration.device = "logger"
     do {
         var reader = try PositionFileReader(configuration: configuration, context: context, idPrefix: "gpx-")
-        while let batch = try reader.next() { PositionChecks.check(batch, "gpx") }
+        while let batch = try reader.next() {
+            PositionChecks.check(batch, "gpx")
+            for position in batch { fuzzCheck(!position.id.isEmpty, "gpx: a position without an id") }
+        }
     } catch {
         fatalError("invariant violated: gpx: the reader threw on a readable file: \(error)")
     }

@@ -18,7 +18,10 @@ func testOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     configuration.device = input.count % 2 == 0 ? nil : "logger"
     do {
         var reader = try PositionFileReader(configuration: configuration, context: context, idPrefix: "jsonl-", pass: input.count % 3)
-        while let batch = try reader.next() { PositionChecks.check(batch, "jsonl") }
+        while let batch = try reader.next() {
+            PositionChecks.check(batch, "jsonl")
+            for position in batch { fuzzCheck(!position.id.isEmpty, "jsonl: a position without an id") }
+        }
     } catch {
         fatalError("invariant violated: jsonl: the reader threw on a readable file: \(error)")
     }

@@ -47,6 +47,7 @@ func testOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     fuzzCheck(chunked.statistics.epochs == chunked.positions.count, "nmea: \(chunked.statistics.epochs) epochs, \(chunked.positions.count) positions")
     _ = chunked.statistics.description
     PositionChecks.check(chunked.positions, "nmea")
+    for position in chunked.positions { fuzzCheck(!position.id.isEmpty, "nmea: a position without an id") }
     if plan.control & 3 != 0 {
         let whole = decode(stream, reads: stream.isEmpty ? [] : [0..<stream.count], options: options)
         fuzzCheck(chunked.statistics == whole.statistics, "nmea: plan \(plan.control) counted \(chunked.statistics), one read \(whole.statistics)")
