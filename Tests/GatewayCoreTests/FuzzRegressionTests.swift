@@ -101,15 +101,18 @@ import Testing
         }
     }
 
-    /// Keys a dotted path cannot show are written in brackets, JSON-escaped; plain keys as before.
+    /// Unknown keys a dotted path cannot show are reported in brackets, JSON-escaped; plain
+    /// ones as before.
     @Test(arguments: [
-        ("port", "sources.gps.port"), ("", #"sources.gps[""]"#), ("a.b", #"sources.gps["a.b"]"#),
+        ("colour", "sources.gps.colour"), ("", #"sources.gps[""]"#), ("a.b", #"sources.gps["a.b"]"#),
         ("two words", #"sources.gps["two words"]"#), ("tab\t", #"sources.gps["tab\t"]"#), ("quote\"", #"sources.gps["quote\""]"#),
-        ("baud_rate", "sources.gps.baud_rate"), ("Empfänger", "sources.gps.Empfänger"),
+        ("Empfänger", "sources.gps.Empfänger"),
     ])
-    func optionPathsShowEveryKey(key: String, path: String) {
-        let reader = OptionReader(object: JSONObject(), path: "sources.gps", diagnostics: ConfigurationDiagnostics())
-        #expect(reader.path(of: key) == path)
+    func unknownKeysAreReportedAtAPathThatShowsThem(key: String, path: String) {
+        let diagnostics = ConfigurationDiagnostics()
+        let reader = OptionReader(object: JSONObject([(key, .number(1))]), path: "sources.gps", diagnostics: diagnostics)
+        reader.finish()
+        #expect(diagnostics.problems.map(\.path) == [path])
     }
 
     /// Fuzz/MQTTMessages crash-d2ddbdc3 (the whole payload is in MQTTInputTests): an explicit
