@@ -122,7 +122,7 @@ bench-nmea: deps
 FUZZ_SECONDS ?= 60
 FUZZ_MERGE ?= 0
 FUZZ_TARGETS ?= TeltonikaTCP TeltonikaUDP GT06 H02 NMEA JSON Configuration GpsdReports GPX JSONLines \
-                OwnTracks MQTTMessages NATSMessages GeoJSONFences
+                OwnTracks MQTTMessages NATSMessages GeoJSONFences HTTPRequests
 
 fuzz-build: deps-run
 	bash Fuzz/run.sh build $(FUZZ_TARGETS)

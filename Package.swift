@@ -170,5 +170,6 @@ if Context.environment["LOCGATE_FUZZ"] == "1" {
         fuzzTarget("MQTTMessages", ["MQTTInput", "GatewayCore"]),
         fuzzTarget("NATSMessages", ["NATSSource", "NATSClient", "GatewayCore"]),
         fuzzTarget("GeoJSONFences", ["Geofence", "Geodesy", "GatewayCore"]),
+        fuzzTarget("HTTPRequests", ["HTTPServerSource", "HTTPServing", "PositionEncoding", "GatewayCore"]),
     ]
 }
