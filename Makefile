@@ -33,13 +33,26 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 .PHONY: deps deps-run build release run test bench bench-nmea clean install fuzz fuzz-build fuzz-smoke
 
 # $(call install,PACKAGES): apt-get installs those not installed yet, without recommends.
+# Debian starts a package's service as it installs it (gpsd on 2947, nats-server on 4222,
+# mosquitto on 1883, prometheus on 9090, a PostgreSQL cluster on 5432). The tests never need
+# those: they start their own peers on free loopback ports. So for the install step only, and only
+# when the machine has no policy of its own, a policy-rc.d refuses service starts; it is removed
+# again at once. Services already installed, running or enabled are never touched.
 define install
 	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
+	  policy=""; \
+	  if [ ! -e /usr/sbin/policy-rc.d ]; then \
+	    printf '#!/bin/sh\n# locgate make deps: no service starts while it installs packages\nexit 101\n' | $(SUDO) tee /usr/sbin/policy-rc.d >/dev/null && \
+	    $(SUDO) chmod 755 /usr/sbin/policy-rc.d && policy=yes; \
+	  fi; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	  status=$$?; \
+	  [ -z "$$policy" ] || $(SUDO) rm -f /usr/sbin/policy-rc.d; \
+	  exit $$status; \
 	fi
 endef
 
@@ -48,14 +61,6 @@ deps-run:
 
 deps:
 	$(call install,$(APT_PACKAGES))
-	@# gpsd's package enables a system service on a socket; the tests run their own gpsd through gpsfake.
-	@command -v systemctl >/dev/null 2>&1 && $(SUDO) systemctl disable --now gpsd.socket gpsd.service >/dev/null 2>&1 || true
-	@# nats-server's package enables a system service on port 4222; the tests run their own cluster on free ports.
-	@command -v systemctl >/dev/null 2>&1 && $(SUDO) systemctl disable --now nats-server.service >/dev/null 2>&1 || true
-	@# The same for mosquitto: the mqtt tests start their own brokers on free loopback ports.
-	@command -v systemctl >/dev/null 2>&1 && $(SUDO) systemctl disable --now mosquitto.service >/dev/null 2>&1 || true
-	@# And for prometheus (port 9090): the operator API's tests start their own on a free port.
-	@command -v systemctl >/dev/null 2>&1 && $(SUDO) systemctl disable --now prometheus.service >/dev/null 2>&1 || true
 
 build: deps-run
 	swift build $(SWIFT_FLAGS)
