@@ -132,14 +132,26 @@ let package = Package(
         .testTarget(name: "TrackerProtocolsTests", dependencies: ["TrackerProtocols", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .testTarget(name: "TrackMapTests", dependencies: ["TrackMap", "MapRendering", "Geofence", "Geodesy", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
 
-        // Benchmarks (run by `make bench`; they print ratios against reference tools).
-        .executableTarget(name: "GeofenceBenchmark", dependencies: ["GatewayCore", "Geodesy", "Geofence"], path: "Benchmarks/GeofenceBenchmark", swiftSettings: settings),
-        .executableTarget(name: "CoordinatesBenchmark", dependencies: ["Coordinates", "GatewayCore", "Geodesy"], path: "Benchmarks/CoordinatesBenchmark", swiftSettings: settings),
-        .executableTarget(name: "NATSBenchmark", dependencies: ["GatewayCore", "NATSClient"], path: "Benchmarks/NATSBenchmark", swiftSettings: settings),
-        .executableTarget(name: "HTTPServingBenchmark", dependencies: ["HTTPServing"], path: "Benchmarks/HTTPServingBenchmark", swiftSettings: settings),
     ],
     swiftLanguageModes: [.v6]
 )
+
+// MARK: - Benchmark tools (`make bench` only)
+
+// The benchmarks' own executables exist only when a benchmark script asks for them
+// (LOCGATE_BENCH=1): `swift build` and `swift test` never build them. Benchmarks/README.md.
+if Context.environment["LOCGATE_BENCH"] == "1" {
+    /// One benchmark executable in `Benchmarks/<name>`.
+    func benchmark(_ name: String, _ dependencies: [Target.Dependency]) -> Target {
+        .executableTarget(name: name, dependencies: dependencies, path: "Benchmarks/\(name)", swiftSettings: settings)
+    }
+    package.targets += [
+        benchmark("GeofenceBenchmark", ["GatewayCore", "Geodesy", "Geofence"]),
+        benchmark("CoordinatesBenchmark", ["Coordinates", "GatewayCore", "Geodesy"]),
+        benchmark("NATSBenchmark", ["GatewayCore", "NATSClient"]),
+        benchmark("HTTPServingBenchmark", ["HTTPServing"]),
+    ]
+}
 
 // MARK: - Fuzz targets (`make fuzz` only)
 

@@ -5,5 +5,5 @@
 set -eu
 cd "$(dirname "$0")/.."
 command -v cs2cs >/dev/null || { echo "cs2cs not found: apt-get install proj-bin" >&2; exit 1; }
-swift build -c release --static-swift-stdlib --product CoordinatesBenchmark >&2
+LOCGATE_BENCH=1 swift build -c release --static-swift-stdlib --product CoordinatesBenchmark >&2
 exec .build/release/CoordinatesBenchmark "${1:-1000000}"

@@ -3,5 +3,5 @@
 # fences of 50–500 vertices (seeded). Usage: Benchmarks/geofence.sh [positions]
 set -e
 cd "$(dirname "$0")/.."
-swift build -c release --static-swift-stdlib --product GeofenceBenchmark
+LOCGATE_BENCH=1 swift build -c release --static-swift-stdlib --product GeofenceBenchmark
 .build/release/GeofenceBenchmark "${1:-100000}"

@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_CASE=${1:-3}
 # Always (incremental): a stale binary would measure old code.
-swift build -c release --product HTTPServingBenchmark >&2
+LOCGATE_BENCH=1 swift build -c release --product HTTPServingBenchmark >&2
 TOOL=$PWD/.build/release/HTTPServingBenchmark
 for idle in 0 1000; do
     for mode in immediate deferred; do

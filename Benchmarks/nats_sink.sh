@@ -15,7 +15,7 @@ EPOCHS=${1:-100000}
 SYNC_COUNT=${SYNC_COUNT:-20000}
 # Always (incremental): a stale binary would measure old code.
 swift build -c release --static-swift-stdlib --product locgate >&2
-swift build -c release --static-swift-stdlib --product NATSBenchmark >&2
+LOCGATE_BENCH=1 swift build -c release --static-swift-stdlib --product NATSBenchmark >&2
 BIN=$ROOT/.build/release/locgate
 TOOL=$ROOT/.build/release/NATSBenchmark
 WORK=$(mktemp -d /tmp/locgate-nats-bench.XXXXXX)
