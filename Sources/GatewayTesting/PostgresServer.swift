@@ -130,4 +130,5 @@ public final class PostgresServer: @unchecked Sendable {
 
 public struct PostgresServerError: Error, CustomStringConvertible {
     public var description: String
+    public init(description: String) { self.description = description }
 }
