@@ -130,11 +130,20 @@ public struct PostgresSink: PositionSink {
         /// Write through the temporary tables (skipping stored ids) until a batch has no stored ids:
         /// after a restart the first batches are often re-sent ones.
         var staged = false
+        /// Records up to this seq are committed in PostgreSQL and not yet deleted from the queue:
+        /// they are deleted while the next batch is written (an SQLite commit, a few ms, need not
+        /// hold PostgreSQL up), or before the writer waits. A crash in between re-sends them, and
+        /// their stored ids are skipped.
+        var committedThrough: Int64?
     }
 
     private func deliver(signal: OutboxSignal) async throws {
         var session = Session(backoff: Backoff(initial: configuration.retryInitial, cap: configuration.retryMax, multiplier: 2, jitter: 0.2))
-        defer { session.connection?.close() }
+        defer {
+            // Cancelled at the shutdown deadline (or failed): what was committed leaves the queue now.
+            if let through = session.committedThrough { try? queue.remove(through: through) }
+            session.connection?.close()
+        }
         // One attempt now: a refused login or a wrong table is an error at start; a server that
         // does not answer is retried when there is something to write.
         if try await !connect(&session) {
@@ -149,8 +158,9 @@ public struct PostgresSink: PositionSink {
         }
         while true {
             try Task.checkCancellation()
-            let records = try queue.oldest(limit: configuration.maxPositions)
+            let records = try queue.records(after: session.committedThrough ?? 0, limit: configuration.maxPositions)
             guard !records.isEmpty else {
+                try removeCommitted(&session)
                 if ended { return }
                 flushRemaining = 0
                 take(await signal.wait())
@@ -162,9 +172,17 @@ public struct PostgresSink: PositionSink {
                 flushRemaining = max(0, flushRemaining - records.count)
                 continue
             }
+            try removeCommitted(&session)
             take(await signal.wait())
             try Task.checkCancellation()
         }
+    }
+
+    /// Deletes what PostgreSQL committed from the queue.
+    private func removeCommitted(_ session: inout Session) throws {
+        guard let through = session.committedThrough else { return }
+        try queue.remove(through: through)
+        session.committedThrough = nil
     }
 
     /// Writes `records` until they are committed or refused; a refused batch is split until the
@@ -173,7 +191,11 @@ public struct PostgresSink: PositionSink {
         guard let last = records.last else { return }
         switch try await attempt(records, &session) {
         case .committed(let counts):
-            try queue.remove(through: last.seq)
+            if split {
+                try queue.remove(through: last.seq)
+            } else {
+                session.committedThrough = last.seq
+            }
             let duplicates = records.count - counts.positions - counts.events
             context.stats.addEmitted(records.count)
             context.stats.count("postgres.sent", by: records.count)
@@ -183,6 +205,7 @@ public struct PostgresSink: PositionSink {
                 context.logger.debug("\(duplicates) of \(records.count) position(s) were stored before (re-sent)")
             }
         case .refused(let error):
+            try removeCommitted(&session)
             if records.count == 1, let record = records.first {
                 try writer.deadLetter([record], status: 0, answer: "\(error)")
                 context.logger.error("PostgreSQL refused position \(record.id): \(error); moved to dead letters")
@@ -228,9 +251,12 @@ public struct PostgresSink: PositionSink {
             }
             do {
                 let staged = session.staged
-                let counts = try await blocking(c) {
+                async let result = blocking(c) {
                     try PostgresSchema.write(written, staged: staged, statements, on: c, timeout: timeout)
                 }
+                // The previous batch leaves the queue while this one is written.
+                try removeCommitted(&session)
+                let counts = try await result
                 recovered(&session)
                 if staged, counts.positions + counts.events == records.count { session.staged = false }
                 return .committed(counts)
