@@ -143,3 +143,36 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// MARK: - Fuzz targets (`make fuzz` only)
+
+// libFuzzer targets exist only when `make fuzz` asks for them (LOCGATE_FUZZ=1, in its own scratch
+// path): `swift build` and `swift test` never see them. They live in this manifest rather than a
+// package of their own so that they are built by the same SwiftPM graph (the C libraries, the
+// `package` declarations of the modules they drive). Fuzz/README.md says why and how.
+if Context.environment["LOCGATE_FUZZ"] == "1" {
+    /// One libFuzzer executable in `Fuzz/<name>`, named `Fuzz<name>`.
+    func fuzzTarget(_ name: String, _ dependencies: [Target.Dependency]) -> Target {
+        .executableTarget(name: "Fuzz\(name)", dependencies: ["FuzzSupport"] + dependencies, path: "Fuzz/\(name)", swiftSettings: settings)
+    }
+    package.targets += [
+        // Declares libFuzzer's LLVMFuzzerRunDriver (the toolchain ships no header for it).
+        .target(name: "CLibFuzzer", path: "Fuzz/CLibFuzzer"),
+        .target(name: "FuzzSupport", dependencies: ["CLibFuzzer", "GatewayCore", "TrackerProtocols"], path: "Fuzz/Support", swiftSettings: settings),
+        fuzzTarget("TeltonikaTCP", ["TrackerProtocols", "GatewayCore"]),
+        fuzzTarget("TeltonikaUDP", ["TrackerProtocols", "GatewayCore"]),
+        fuzzTarget("GT06", ["TrackerProtocols", "GatewayCore"]),
+        fuzzTarget("H02", ["TrackerProtocols", "GatewayCore"]),
+        fuzzTarget("NMEA", ["NMEA", "GatewayCore"]),
+        fuzzTarget("JSON", ["GatewayCore"]),
+        fuzzTarget("Configuration", ["BuiltinPlugins", "GatewayCore"]),
+        fuzzTarget("GpsdReports", ["GpsdSource", "GatewayCore"]),
+        fuzzTarget("GPX", ["FileReplay", "GatewayCore"]),
+        fuzzTarget("JSONLines", ["FileReplay", "GatewayCore"]),
+        fuzzTarget("OwnTracks", ["PositionEncoding", "GatewayCore"]),
+        fuzzTarget("MQTTMessages", ["MQTTInput", "GatewayCore"]),
+        fuzzTarget("NATSMessages", ["NATSSource", "NATSClient", "GatewayCore"]),
+        fuzzTarget("GeoJSONFences", ["Geofence", "Geodesy", "GatewayCore"]),
+        fuzzTarget("HTTPRequests", ["HTTPServerSource", "HTTPServing", "PositionEncoding", "GatewayCore"]),
+    ]
+}

@@ -8,8 +8,8 @@ import GatewayCore
 /// device has been quiet for the idle delay (``flushIdle(now:idle:into:)``), or at a disconnect
 /// (``flushAll(into:)``). A SKY report belongs to the device's next TPV (gpsd sends a cycle's
 /// SKY before the TPV that ends the cycle), so its figures go to that TPV's epoch.
-struct GpsdEpochMerger {
-    typealias Instant = ContinuousClock.Instant
+package struct GpsdEpochMerger {
+    package typealias Instant = ContinuousClock.Instant
 
     private struct DeviceState {
         var open: GpsdTPV?
@@ -39,7 +39,7 @@ struct GpsdEpochMerger {
     /// reconnect, a log replayed twice): dropped so ids stay unique.
     private(set) var late = 0
 
-    init(source: String, defaultDevice: String?) {
+    package init(source: String, defaultDevice: String?) {
         self.source = source
         self.defaultDevice = defaultDevice
     }
@@ -47,7 +47,7 @@ struct GpsdEpochMerger {
     /// True while some device has an epoch waiting to be emitted.
     var hasOpenEpochs: Bool { devices.values.contains { $0.open != nil } }
 
-    mutating func add(_ tpv: GpsdTPV, now: Instant, into out: inout [Position]) {
+    package mutating func add(_ tpv: GpsdTPV, now: Instant, into out: inout [Position]) {
         let key = tpv.device ?? defaultDevice ?? ""
         var state = devices[key] ?? { order.append(key); return DeviceState() }()
         defer { devices[key] = state }
@@ -66,7 +66,7 @@ struct GpsdEpochMerger {
         state.openSince = now
     }
 
-    mutating func add(_ sky: GpsdSky) {
+    package mutating func add(_ sky: GpsdSky) {
         let key = sky.device ?? defaultDevice ?? ""
         var state = devices[key] ?? { order.append(key); return DeviceState() }()
         state.pendingSky = Self.merge(sky, into: state.pendingSky)
@@ -84,7 +84,7 @@ struct GpsdEpochMerger {
     }
 
     /// Emits epochs whose device sent no TPV for `idle`, so the last epoch is not held forever.
-    mutating func flushIdle(now: Instant, idle: Duration, into out: inout [Position]) {
+    package mutating func flushIdle(now: Instant, idle: Duration, into out: inout [Position]) {
         for key in order {
             guard var state = devices[key], state.open != nil, let since = state.openSince, now - since >= idle else { continue }
             emit(&state, into: &out)
@@ -93,7 +93,7 @@ struct GpsdEpochMerger {
     }
 
     /// Emits every open epoch (end of a connection).
-    mutating func flushAll(into out: inout [Position]) {
+    package mutating func flushAll(into out: inout [Position]) {
         for key in order {
             guard var state = devices[key], state.open != nil else { continue }
             emit(&state, into: &out)

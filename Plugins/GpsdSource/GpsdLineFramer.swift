@@ -2,10 +2,10 @@ import GatewayCore
 
 /// gpsd's lines: the shared ``LineFramer`` with gpsd's 64 KB cap, lines trimmed of CR and
 /// trailing spaces, empty lines skipped.
-struct GpsdLineFramer {
+package struct GpsdLineFramer {
     private var framer: LineFramer
 
-    init(maxLineLength: Int = 64 * 1024) {
+    package init(maxLineLength: Int = 64 * 1024) {
         framer = LineFramer(maxLineLength: maxLineLength)
     }
 
@@ -16,7 +16,7 @@ struct GpsdLineFramer {
     var pendingCount: Int { framer.pendingCount }
 
     /// Frames `bytes`, calling `line` for each complete line (without CR/LF; empty lines skipped).
-    mutating func feed(_ bytes: UnsafeRawBufferPointer, line: (UnsafeRawBufferPointer) -> Void) {
+    package mutating func feed(_ bytes: UnsafeRawBufferPointer, line: (UnsafeRawBufferPointer) -> Void) {
         framer.feed(bytes) { raw in
             var end = raw.count
             while end > 0 && (raw[end - 1] == 0x0D || raw[end - 1] == 0x20) { end -= 1 }

@@ -1,7 +1,7 @@
 import GatewayCore
 
 /// A TPV report's fields, as far as a ``Position`` needs them; absent or NaN fields are nil.
-struct GpsdTPV: Sendable, Equatable {
+package struct GpsdTPV: Sendable, Equatable {
     var device: String?
     var time: Timestamp?
     var mode: FixMode = .unknown
@@ -18,7 +18,7 @@ struct GpsdTPV: Sendable, Equatable {
 }
 
 /// A SKY report's fix-quality figures.
-struct GpsdSky: Sendable, Equatable {
+package struct GpsdSky: Sendable, Equatable {
     var device: String?
     /// `uSat`, else the number of satellites marked `used`.
     var satellitesUsed: Int?
@@ -28,7 +28,7 @@ struct GpsdSky: Sendable, Equatable {
 }
 
 /// One line from gpsd, classified.
-enum GpsdReport: Sendable, Equatable {
+package enum GpsdReport: Sendable, Equatable {
     case tpv(GpsdTPV)
     case sky(GpsdSky)
     /// `VERSION`, `DEVICES`, `WATCH`, `ERROR`, … : not position data; the class is kept for logs.
@@ -36,14 +36,14 @@ enum GpsdReport: Sendable, Equatable {
 }
 
 /// Why a line is not a gpsd report.
-struct GpsdReportError: Error, Sendable, CustomStringConvertible {
-    var description: String
+package struct GpsdReportError: Error, Sendable, CustomStringConvertible {
+    package var description: String
 }
 
 /// Parses gpsd's JSON reports (protocol 3.x) with `JSONValue`.
-enum GpsdReportParser {
+package enum GpsdReportParser {
     /// Parses one line (without its line ending).
-    static func parse(_ line: UnsafeRawBufferPointer) throws(GpsdReportError) -> GpsdReport {
+    package static func parse(_ line: UnsafeRawBufferPointer) throws(GpsdReportError) -> GpsdReport {
         let value: JSONValue
         do { value = try JSONValue.parse(line, maxDepth: 16) } catch {
             throw GpsdReportError(description: "malformed JSON: \(error)")

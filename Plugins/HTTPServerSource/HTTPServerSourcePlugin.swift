@@ -199,6 +199,7 @@ public enum HTTPServerSourcePlugin: SourcePlugin {
 
     public static func checkEnvironment(_ configuration: HTTPServerSourceConfiguration, context: EnvironmentContext) -> [EnvironmentFinding] {
         var findings = configuration.directory.environmentFindings(context: context)
+        findings += ListenerConfiguration.listenFindings(configuration.listen, context: context)
         for (key, list) in [("users", configuration.users), ("tokens", configuration.tokens)] {
             do { _ = try list.load() } catch { findings.append(context.error(key, error.description)) }
         }

@@ -4,9 +4,9 @@ import HTTPServing
 import PositionEncoding
 
 /// A request that cannot be taken: the status and the reason sent back as its body.
-struct RequestRejection: Error, Sendable {
-    var status: Int
-    var reason: String
+package struct RequestRejection: Error, Sendable {
+    package var status: Int
+    package var reason: String
     /// The statistics counter (`requests.<reason>`).
     var counter: String
 
@@ -18,17 +18,17 @@ struct RequestRejection: Error, Sendable {
 }
 
 /// What a request carries, decoded.
-struct DecodedRequest: Sendable {
+package struct DecodedRequest: Sendable {
     /// Positions with the identifier of the device that sent each.
-    var positions: [(identifier: String, position: Position)] = []
+    package var positions: [(identifier: String, position: Position)] = []
     /// A message without positions (an OwnTracks transition, an OsmAnd report without
     /// coordinates): answered at once, counted under `messages.<kind>`.
-    var skipped: String?
+    package var skipped: String?
 }
 
 /// The request formats of the `http_server` source. Each reads an ``HTTPRequest`` into positions
 /// and the device identifiers they belong to; none touches the server or the pipeline.
-enum RequestFormats {
+package enum RequestFormats {
     /// Bodies of the JSON formats: a JSON media type, or none given.
     static func requireJSON(_ request: HTTPRequest, alsoAccepting extra: [String] = []) throws(RequestRejection) {
         guard let type = request.headers["content-type"]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased(),
@@ -37,7 +37,7 @@ enum RequestFormats {
         throw RequestRejection(415, "unsupported_media_type", "expected a JSON body (Content-Type: application/json), got \(type.prefix(80))")
     }
 
-    static func parseJSON(_ body: [UInt8]) throws(RequestRejection) -> JSONValue {
+    package static func parseJSON(_ body: [UInt8]) throws(RequestRejection) -> JSONValue {
         do {
             return try JSONValue.parse(body)
         } catch {
@@ -50,7 +50,7 @@ enum RequestFormats {
     /// The OwnTracks app's HTTP mode: one message (or an array of them) per request, the user and
     /// device in `X-Limit-U`/`X-Limit-D` or `?u=`/`?d=` (the user defaults to the Basic user).
     /// The identifier is `user/device` (or `user` alone).
-    static func owntracks(_ request: HTTPRequest, source: String, basicUser: String?) throws(RequestRejection) -> DecodedRequest {
+    package static func owntracks(_ request: HTTPRequest, source: String, basicUser: String?) throws(RequestRejection) -> DecodedRequest {
         try requireJSON(request)
         let user = request.headers["x-limit-u"] ?? request.query["u"] ?? basicUser
         let device = request.headers["x-limit-d"] ?? request.query["d"]
@@ -90,7 +90,7 @@ enum RequestFormats {
     /// Traccar Client and OsmAnd: `id`, `lat`, `lon`, `timestamp`, `speed` (knots), `bearing`,
     /// `altitude`, `accuracy`, `hdop`, `batt`, … as query or form parameters; or the JSON body
     /// of Traccar Client's newer versions (`{"location": {...}, "device_id": ...}`).
-    static func osmand(_ request: HTTPRequest, source: String, now: Timestamp) throws(RequestRejection) -> DecodedRequest {
+    package static func osmand(_ request: HTTPRequest, source: String, now: Timestamp) throws(RequestRejection) -> DecodedRequest {
         let type = request.headers["content-type"]?.lowercased() ?? ""
         if type.hasPrefix("application/json") || (request.body.first == UInt8(ascii: "{") && !type.hasPrefix("application/x-www-form-urlencoded")) {
             return try osmandJSON(request, source: source)
@@ -203,7 +203,7 @@ enum RequestFormats {
     }
 
     /// `a=1&b=two%20words` (an `application/x-www-form-urlencoded` body).
-    static func formParameters(_ body: [UInt8]) -> [String: String] {
+    package static func formParameters(_ body: [UInt8]) -> [String: String] {
         var out: [String: String] = [:]
         for pair in body.split(separator: UInt8(ascii: "&")) {
             let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
@@ -244,7 +244,7 @@ enum RequestFormats {
     /// An array of positions in locgate's JSON (the `jsonl`/`json` bodies of the http sink), or
     /// JSON Lines. Each position names its device; a position without one takes `fallbackDevice`.
     /// Ids the sender gave are kept (a relay keeps the first gateway's idempotency keys).
-    static func json(_ request: HTTPRequest, source: String, fallbackDevice: String?) throws(RequestRejection) -> DecodedRequest {
+    package static func json(_ request: HTTPRequest, source: String, fallbackDevice: String?) throws(RequestRejection) -> DecodedRequest {
         try requireJSON(request, alsoAccepting: ["application/x-ndjson", "application/jsonl", "application/json-seq"])
         var values: [JSONValue] = []
         let trimmed = request.body.drop { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }

@@ -6,7 +6,7 @@ import PositionEncoding
 /// body: the same `template` (with `"$positions"` where the list is, and `"$device"` where the
 /// device identifier is) and the same `fields`, so one locgate can be the server of another's
 /// upload, or of any client whose body a template describes.
-struct TemplateReader: Sendable {
+package struct TemplateReader: Sendable {
     /// A step from the document's root to a value: a key, or an index of an array.
     enum Step: Sendable, Equatable {
         case key(String)
@@ -20,7 +20,7 @@ struct TemplateReader: Sendable {
     let devicePath: [Step]?
     let fields: [FieldMapping]?
 
-    init(_ template: BodyTemplate) {
+    package init(_ template: BodyTemplate) {
         fields = template.fields
         positionsPath = TemplateReader.path(to: .string(BodyTemplate.marker), in: template.document) ?? []
         devicePath = TemplateReader.path(to: .string(TemplateReader.devicePlaceholder), in: template.document)
@@ -55,7 +55,7 @@ struct TemplateReader: Sendable {
     }
 
     /// The positions of a document and the device identifier it names (nil without `$device`).
-    func read(_ document: JSONValue, source: String) throws(RequestRejection) -> (device: String?, positions: [Position]) {
+    package func read(_ document: JSONValue, source: String) throws(RequestRejection) -> (device: String?, positions: [Position]) {
         guard let list = TemplateReader.value(at: positionsPath, in: document) else {
             throw RequestRejection(400, "bad_body", "no positions where the template has \(BodyTemplate.placeholder)")
         }

@@ -2,8 +2,8 @@ import GatewayCore
 import PositionEncoding
 
 /// Turns one MQTT message into a position, or says why not (the counter to bump).
-struct MQTTMessageDecoder: Sendable {
-    enum Outcome {
+package struct MQTTMessageDecoder: Sendable {
+    package enum Outcome {
         case position(Position)
         /// `counter` is the stats name (`mqtt.skipped.<reason>`), `detail` the log line's end.
         case skipped(counter: String, detail: String)
@@ -16,7 +16,15 @@ struct MQTTMessageDecoder: Sendable {
     /// For ids of positions that have no time: never the same after a restart.
     let runToken = RunToken.next()
 
-    func decode(topic: String, payload: [UInt8], sequence: UInt64) -> Outcome {
+    /// A decoder for one `mqtt` source (package-visible for the fuzz target, Fuzz/MQTTMessages).
+    package init(format: MQTTSourceConfiguration.Format, device: MQTTDeviceTemplate?, maxBytes: Int, sourceID: String) {
+        self.format = format
+        self.device = device
+        self.maxBytes = maxBytes
+        self.sourceID = sourceID
+    }
+
+    package func decode(topic: String, payload: [UInt8], sequence: UInt64) -> Outcome {
         guard payload.count <= maxBytes else {
             return .skipped(counter: "mqtt.skipped.too_large", detail: "\(payload.count) bytes, more than max_message_bytes (\(maxBytes))")
         }

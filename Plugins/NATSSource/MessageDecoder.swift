@@ -2,7 +2,7 @@ import GatewayCore
 import NATSClient
 
 /// Turns NATS messages into positions (locgate JSON, gpsd TPV names), counting what is not one.
-struct MessageDecoder {
+package struct MessageDecoder {
     /// What a position needs to be acknowledged, without the message's payload.
     struct Delivery {
         var ackToken: NATSAckToken?
@@ -11,11 +11,11 @@ struct MessageDecoder {
 
     /// The positions of a batch, each with its dedupe key and its message; `bad`: the messages
     /// that are no position, to terminate.
-    struct Batch {
-        var positions: [Position] = []
-        var keys: [String] = []
+    package struct Batch {
+        package var positions: [Position] = []
+        package var keys: [String] = []
         var sources: [Delivery] = []
-        var bad: [NATSAckToken] = []
+        package var bad: [NATSAckToken] = []
     }
 
     let context: ComponentContext
@@ -24,9 +24,10 @@ struct MessageDecoder {
     private var untimed = 0
     private var logged = 0
 
-    init(context: ComponentContext) { self.context = context }
+    /// A decoder for one `nats` source (package-visible for the fuzz target, Fuzz/NATSMessages).
+    package init(context: ComponentContext) { self.context = context }
 
-    mutating func decode(_ messages: [NATSReceivedMessage]) -> Batch {
+    package mutating func decode(_ messages: [NATSReceivedMessage]) -> Batch {
         var out = Batch()
         out.positions.reserveCapacity(messages.count)
         for m in messages {

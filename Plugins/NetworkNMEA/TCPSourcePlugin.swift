@@ -142,7 +142,9 @@ public enum TCPNMEAPlugin: SourcePlugin {
 extension TCPNMEAPlugin {
     /// The NMEA server should accept a connection; only a warning, since the source reconnects.
     public static func checkEnvironment(_ configuration: TCPNMEAConfiguration, context: EnvironmentContext) -> [EnvironmentFinding] {
-        if configuration.listener != nil { return configuration.directory.environmentFindings(context: context) }
+        if let listener = configuration.listener {
+            return configuration.directory.environmentFindings(context: context) + listener.environmentFindings(context: context)
+        }
         guard let problem = PeerCheck.tcpProblem(host: configuration.host, port: configuration.port, timeout: min(context.peerTimeout, configuration.connectTimeout)) else { return [] }
         return [context.warning("host", "the NMEA server is not reachable now: \(problem); the source retries until it is")]
     }

@@ -36,7 +36,7 @@ public struct TrackerSourceConfiguration: Sendable, Hashable {
 
     /// `validate`'s check: the devices file reads.
     func environmentFindings(context: EnvironmentContext) -> [EnvironmentFinding] {
-        directory.environmentFindings(context: context)
+        directory.environmentFindings(context: context) + listener.environmentFindings(context: context, udp: udp)
     }
 
     /// What two components cannot share.

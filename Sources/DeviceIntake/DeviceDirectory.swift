@@ -159,7 +159,7 @@ public final class DeviceDirectory: Sendable {
 
     private struct State {
         var entries: [String: DeviceEntry]
-        var modified: timespec?
+        var modified: FileVersion?
         var checkedAt: Int64?
     }
 
@@ -172,7 +172,7 @@ public final class DeviceDirectory: Sendable {
         self.configuration = configuration
         self.logger = logger
         if let file = configuration.file {
-            let modified = DeviceDirectory.modificationTime(file)
+            let modified = DeviceDirectory.version(file)
             state = Mutex(State(entries: try DeviceDirectoryConfiguration.load(file: file), modified: modified))
         } else {
             state = Mutex(State(entries: configuration.entries, modified: nil))
@@ -199,9 +199,9 @@ public final class DeviceDirectory: Sendable {
             return true
         }
         guard due else { return false }
-        let modified = DeviceDirectory.modificationTime(file)
+        let modified = DeviceDirectory.version(file)
         let previous = state.withLock { $0.modified }
-        guard let modified, previous.map({ $0.tv_sec != modified.tv_sec || $0.tv_nsec != modified.tv_nsec }) ?? true else { return false }
+        guard let modified, previous != modified else { return false }
         do {
             let entries = try DeviceDirectoryConfiguration.load(file: file)
             state.withLock { s in
@@ -218,9 +218,19 @@ public final class DeviceDirectory: Sendable {
         }
     }
 
-    private static func modificationTime(_ path: String) -> timespec? {
+    /// What tells one version of a file from the next: an editor's save or an atomic replace
+    /// changes the inode, the size or the modification time (whose granularity is the kernel's
+    /// coarse clock, a few milliseconds: two quick writes may share it).
+    struct FileVersion: Equatable {
+        var inode: UInt64
+        var size: Int64
+        var seconds: Int
+        var nanoseconds: Int
+    }
+
+    private static func version(_ path: String) -> FileVersion? {
         var s = stat()
         guard stat(path, &s) == 0 else { return nil }
-        return s.st_mtim
+        return FileVersion(inode: UInt64(s.st_ino), size: Int64(s.st_size), seconds: s.st_mtim.tv_sec, nanoseconds: s.st_mtim.tv_nsec)
     }
 }

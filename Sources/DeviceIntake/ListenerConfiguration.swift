@@ -1,4 +1,5 @@
 import GatewayCore
+import SystemIO
 
 /// What every listening TCP source shares: where it listens and the limits that keep hostile or
 /// broken clients from costing more than a bounded share of the machine.
@@ -58,6 +59,19 @@ public struct ListenerConfiguration: Sendable, Hashable {
         c.maxFrameBytes = options.int("max_frame_bytes", default: maxFrameBytes, in: 64...(16 << 20))
         c.maxUnacked = options.int("max_unacked", default: c.maxUnacked, in: 1...1_000_000)
         return c
+    }
+
+    /// `validate`'s check of the address: a warning when it cannot be listened on now (another
+    /// program holds the port — or this pipeline, already running —, the address is not this
+    /// machine's, the port needs privileges).
+    public func environmentFindings(context: EnvironmentContext, udp: Bool = false) -> [EnvironmentFinding] {
+        ListenerConfiguration.listenFindings(listen, context: context, udp: udp)
+    }
+
+    /// The check of ``environmentFindings(context:udp:)`` for any listening address.
+    public static func listenFindings(_ address: ListenAddress, context: EnvironmentContext, udp: Bool = false) -> [EnvironmentFinding] {
+        guard address.port != 0, let problem = Socket.listenProblem(host: address.host, port: address.port, udp: udp) else { return [] }
+        return [context.warning("listen", "\(problem) (another program, or this pipeline already running, holds it)")]
     }
 
     /// What two components cannot share (port 0 takes any free port: nothing to claim).

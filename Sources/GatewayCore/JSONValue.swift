@@ -63,8 +63,31 @@ public struct JSONObject: Sendable, Hashable, Sequence {
     public init() {}
 
     public init(_ members: [(String, JSONValue)]) {
-        for (k, v) in members { self[k] = v }
+        guard members.count > Self.linearLookupLimit else {
+            for (k, v) in members { self[k] = v }
+            return
+        }
+        // A search of the members per member made 4,096 members 8 million key comparisons:
+        // long lists find their duplicates through an index (last wins, at the first one's place).
+        var index = [String: Int](minimumCapacity: members.count)
+        self.members.reserveCapacity(members.count)
+        for (k, v) in members {
+            if let i = index[k] { self.members[i].value = v } else {
+                index[k] = self.members.count
+                self.members.append((k, v))
+            }
+        }
     }
+
+    /// Members up to which building an object looks keys up by searching the members; beyond
+    /// it, by an index (hashing every key costs more than a search of a few members).
+    static let linearLookupLimit = 16
+
+    /// Appends a member whose key the caller has checked is not there yet (the parser's index).
+    mutating func appendNewMember(_ key: String, _ value: JSONValue) { members.append((key, value)) }
+
+    /// Replaces the value of the member at `index` (a duplicate key, the last value winning).
+    mutating func replaceValue(at index: Int, with value: JSONValue) { members[index].value = value }
 
     public static func == (a: JSONObject, b: JSONObject) -> Bool {
         a.members.count == b.members.count && zip(a.members, b.members).allSatisfy { $0.key == $1.key && $0.value == $1.value }

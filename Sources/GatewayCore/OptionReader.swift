@@ -27,8 +27,22 @@ public struct OptionReader {
         self.baseDirectory = baseDirectory
     }
 
-    /// The JSON path of `key` inside this object.
+    /// The JSON path of `key` inside this object (`key` may itself be a relative path, `servers[0]`).
     public func path(of key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+
+    /// The JSON path of a key as the document wrote it, which may be anything: one a dotted path
+    /// cannot show — empty, or with a dot, a bracket, a quote, white space or a control
+    /// character — is written `["key"]` (JSON-escaped), so a problem with it still says where it
+    /// is. An empty top-level key was reported at an empty path (found by Fuzz/Configuration).
+    func path(ofDocumentKey key: String) -> String {
+        let plain = !key.isEmpty && !key.unicodeScalars.contains {
+            $0 == "." || $0 == "[" || $0 == "]" || $0 == "\"" || $0.properties.isWhitespace || $0.properties.generalCategory == .control
+        }
+        if plain { return path(of: key) }
+        var quoted: [UInt8] = []
+        JSONWriter.appendString(key, to: &quoted)
+        return "\(path)[\(String(decoding: quoted, as: UTF8.self))]"
+    }
 
     /// Reports a problem at `key` (for cross-field checks a plugin makes itself).
     public func report(_ key: String, _ message: String) {
@@ -51,7 +65,7 @@ public struct OptionReader {
         let options = askedKeys.filter { !PipelineConfiguration.commonKeys.contains($0) }
         for m in object where !consumed.contains(m.key) {
             if let hint = OptionReader.unsupportedFeatures[m.key] {
-                diagnostics.report(path(of: m.key), hint)
+                diagnostics.report(path(ofDocumentKey: m.key), hint)
                 continue
             }
             let topLevel = path.isEmpty
@@ -60,7 +74,7 @@ public struct OptionReader {
                 ?? nestedOptions.first { $0.split(separator: ".").last.map(String.init) == m.key }
             message += Suggestion.hint(guess)
             if !options.isEmpty { message += "\(guess == nil ? ";" : "") \(topLevel ? "keys" : "options"): \(options.joined(separator: ", "))" }
-            diagnostics.report(path(of: m.key), message)
+            diagnostics.report(path(ofDocumentKey: m.key), message)
         }
     }
 

@@ -10,7 +10,7 @@ public enum PositionJSON {
     /// Field names, in output order, with what they hold — the documented schema.
     public static let fields: [(name: String, meaning: String)] = [
         ("class", "always \"TPV\" (optional on input)"),
-        ("id", "stable unique id, the idempotency key (generated on input when absent)"),
+        ("id", "stable unique id, the idempotency key (generated on input when absent or empty)"),
         ("source", "id of the component that produced the position"),
         ("device", "device id (serial number, device path, configured id)"),
         ("time", "ISO 8601 UTC with milliseconds and Z; numbers are read as epoch seconds"),
@@ -378,7 +378,9 @@ public enum PositionJSON {
             }
             p.event = PositionEvent(kind: kind, fenceId: fence, fenceName: eo["name"]?.stringValue, status: eo["status"]?.stringValue)
         }
-        p.id = try string("id") ?? makeID(p)
+        // An empty id is no id: kept, every such position would share one idempotency key
+        // (found by Fuzz/MQTTMessages: a publisher's `"id":""` reached the sinks as it was).
+        p.id = try string("id").flatMap { $0.isEmpty ? nil : $0 } ?? makeID(p)
         return p
     }
 }

@@ -13,12 +13,15 @@ public enum FenceShape: Sendable, Hashable {
     /// Several polygons.
     case multiPolygon(MultiPolygon)
 
-    /// A box containing the shape, for a ``FenceIndex``.
+    /// A box containing the shape, for a ``FenceIndex``: every point ``locate(_:)`` does not call
+    /// `.outside` is in it. A polygon's is its rings' box grown by ``Ring/boundaryTolerance``: a
+    /// point that close outside the southernmost vertex is on the boundary, and an index that
+    /// missed it made the fence's answer depend on whether it was asked through the index.
     public var box: GeoBox {
         switch self {
         case .circle(let c): c.box
-        case .polygon(let p): p.box
-        case .multiPolygon(let m): m.box
+        case .polygon(let p): p.box.expanded(byDegrees: Ring.boundaryTolerance)
+        case .multiPolygon(let m): m.box.expanded(byDegrees: Ring.boundaryTolerance)
         }
     }
 

@@ -81,6 +81,14 @@ public struct GeoBox: Sendable, Hashable {
         return GeoBox(minLatitude: south, maxLatitude: north, minLongitude: other.minLongitude, maxLongitude: other.minLongitude + min(eastOfOther, 360))
     }
 
+    /// The box grown by `degrees` on every side (latitudes kept within ±90; 360° or more wide is
+    /// every longitude).
+    public func expanded(byDegrees degrees: Double) -> GeoBox {
+        guard degrees > 0 else { return self }
+        return GeoBox(south: max(-90, minLatitude - degrees), north: min(90, maxLatitude + degrees),
+                      unwrappedWest: minLongitude - degrees, east: maxLongitude + degrees)
+    }
+
     /// The box grown by `metres` on every side (conservative; widens to all longitudes near the poles).
     public func expanded(byMetres metres: Double) -> GeoBox {
         guard metres > 0 else { return self }

@@ -25,8 +25,9 @@ public final class EventLoop: @unchecked Sendable {
     // is behind a mutex and `uv_async_send` is libuv's one thread-safe call.
     let loop: UnsafeMutablePointer<uv_loop_t>
     private let wake: UnsafeMutablePointer<uv_async_t>
-    private let queue = Mutex<[@Sendable () -> Void]>([])
-    private let stopped = Atomic<Bool>(false)
+    /// Jobs for the loop thread, and whether the loop stopped taking them (one lock: a job is
+    /// either run or refused, never dropped unseen).
+    private let queue = Mutex<(jobs: [@Sendable () -> Void], stopped: Bool)>(([], false))
     private let loopThread = Atomic<UInt>(0)
     private var thread = pthread_t()
     /// Every read lands here first: a read callback hands the bytes on before the next read.
@@ -113,40 +114,48 @@ public final class EventLoop: @unchecked Sendable {
     public var now: UInt64 { uv_now(loop) }
 
     /// Runs `body` on the loop thread, soon; callable from any thread (on the loop thread it
-    /// runs after the current callback). Dropped once the loop stopped.
-    public func execute(_ body: @escaping @Sendable () -> Void) {
-        guard !stopped.load(ordering: .acquiring) else { return }
-        queue.withLock { $0.append(body) }
-        uv_async_send(wake)
+    /// runs after the current callback). Returns false, and never runs `body`, once the loop
+    /// stopped.
+    @discardableResult
+    public func execute(_ body: @escaping @Sendable () -> Void) -> Bool {
+        let taken = queue.withLock { q -> Bool in
+            guard !q.stopped else { return false }
+            q.jobs.append(body)
+            return true
+        }
+        if taken { uv_async_send(wake) }
+        return taken
     }
 
     /// Runs `body` on the loop thread and returns its result. Once the loop stopped, `body`
     /// never runs and the call throws ``EventLoopStopped``.
     public func perform<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         let result: Result<T, any Error> = await withCheckedContinuation { continuation in
-            guard !stopped.load(ordering: .acquiring) else {
-                continuation.resume(returning: .failure(EventLoopStopped()))
-                return
-            }
-            execute {
+            let taken = execute {
                 do {
                     continuation.resume(returning: .success(try body()))
                 } catch {
                     continuation.resume(returning: .failure(error))
                 }
             }
+            if !taken { continuation.resume(returning: .failure(EventLoopStopped())) }
         }
         return try result.get()
     }
 
     private func drain() {
         while true {
-            let jobs = queue.withLock { q -> [@Sendable () -> Void] in
-                let taken = q
-                q.removeAll(keepingCapacity: true)
-                return taken
+            let (jobs, stopped) = queue.withLock { q -> ([@Sendable () -> Void], Bool) in
+                let taken = q.jobs
+                q.jobs.removeAll(keepingCapacity: true)
+                return (taken, q.stopped)
             }
-            if jobs.isEmpty { return }
+            if jobs.isEmpty {
+                // A job taken before the stop may have opened a handle after the stop closed
+                // them all: close it too, or the loop would never end.
+                if stopped { for object in Array(handleObjects.values) { object.closeHandle() } }
+                return
+            }
             for job in jobs { job() }
         }
     }
@@ -154,18 +163,19 @@ public final class EventLoop: @unchecked Sendable {
     /// Closes every handle still open and ends the thread; waits for it. Not from the loop thread.
     public func stop() {
         precondition(!inLoop, "EventLoop.stop() called on its own thread")
-        guard !stopped.load(ordering: .acquiring) else { return }
-        queue.withLock { q in
-            q.append { [self] in
+        // The last job: jobs taken before it run in the same drain, later ones are refused.
+        let first = queue.withLock { q -> Bool in
+            guard !q.stopped else { return false }
+            q.stopped = true
+            q.jobs.append { [self] in
                 for object in Array(handleObjects.values) { object.closeHandle() }
                 uv_close(UnsafeMutableRawPointer(wake).assumingMemoryBound(to: uv_handle_t.self), nil)
             }
+            return true
         }
-        stopped.store(true, ordering: .releasing)
+        guard first else { return }
         uv_async_send(wake)
         pthread_join(thread, nil)
-        // Anything queued after the last drain is dropped with the loop.
-        queue.withLock { $0.removeAll() }
         uv_loop_close(loop)
     }
 

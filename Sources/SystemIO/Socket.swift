@@ -123,6 +123,34 @@ public final class Socket: @unchecked Sendable {
         throw lastError
     }
 
+    /// Why `host`:`port` (numeric) cannot be listened on now, or nil: binds a socket (TCP with
+    /// SO_REUSEADDR, as a listener does) and closes it at once. For `validate`: a port another
+    /// program holds, an address not on this machine, a privileged port.
+    public static func listenProblem(host: String, port: Int, udp: Bool) -> SystemError? {
+        let kind: Kind = udp ? .datagram : .stream
+        let what = "listen on \(endpoint(host, port))"
+        let addresses: [Address]
+        do {
+            addresses = try resolveNow(host, port: port, kind: kind, passive: true)
+        } catch {
+            return error
+        }
+        guard let address = addresses.first else { return SystemError(operation: what, message: "no address") }
+        let s: Socket
+        do {
+            s = try open(family: address.family, kind: kind)
+        } catch {
+            return error
+        }
+        var one: Int32 = 1
+        if !udp { setsockopt(s.fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size)) }
+        if address.family == AF_INET6 { setsockopt(s.fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size)) }
+        let rc = address.bytes.withUnsafeBytes { Glibc.bind(s.fd, $0.baseAddress?.assumingMemoryBound(to: sockaddr.self), socklen_t($0.count)) }
+        guard rc == 0 else { return .errno(what) }
+        if !udp && Glibc.listen(s.fd, 1) != 0 { return .errno(what) }
+        return nil
+    }
+
     private static func open(family: Int32, kind: Kind) throws(SystemError) -> Socket {
         let fd = socket(family, kind.type | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { throw .errno("socket") }

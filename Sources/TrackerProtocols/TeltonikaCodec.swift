@@ -304,7 +304,8 @@ public struct TeltonikaCodec: TrackerCodec {
             latitude: Double(latitude) / 1e7, longitude: Double(longitude) / 1e7,
             altitude: Double(altitude), speed: Double(speed) / 3.6, course: Double(angle),
             mode: satellites == 0 ? .noFix : .threeD, satellites: Int(satellites))
-        if abs(latitude) > 900_000_000 || abs(longitude) > 1_800_000_000 {
+        // `magnitude`, not `abs`: abs(Int32.min) does not fit an Int32 and traps.
+        if latitude.magnitude > 900_000_000 || longitude.magnitude > 1_800_000_000 {
             // Not a place on Earth: the frame is intact (its CRC matched), its fix is not.
             position.latitude = nil
             position.longitude = nil

@@ -61,3 +61,24 @@ import Testing
         #expect(found == [1])
     }
 }
+
+/// Found by Fuzz/GeoJSONFences (the input is in Tests/GeofenceTests/FuzzRegressionTests.swift).
+@Suite struct FenceShapeBoxTests {
+    /// Every point a shape does not call outside is in its box, so an index built from the
+    /// boxes offers the shape for it: here the points within the boundary tolerance outside
+    /// each side of a square, which `locate` calls boundary.
+    @Test func aShapesBoxHoldsItsBoundaryTolerance() throws {
+        let square = FenceShape.polygon(try polygon([rectangle(0, 0, 1, 1)]))
+        let index = FenceIndex(shapes: [square])
+        let nearly = Ring.boundaryTolerance / 2
+        let points = [
+            GeoPoint(latitude: -nearly, longitude: 0.5), GeoPoint(latitude: 1 + nearly, longitude: 0.5),
+            GeoPoint(latitude: 0.5, longitude: -nearly), GeoPoint(latitude: 0.5, longitude: 1 + nearly),
+        ]
+        for point in points {
+            #expect(square.locate(point) == .boundary, "\(point)")
+            #expect(index.candidates(containing: point) == [0], "\(point)")
+        }
+        #expect(!square.box.contains(GeoPoint(latitude: -3 * Ring.boundaryTolerance, longitude: 0.5)))
+    }
+}

@@ -228,3 +228,26 @@ func withSource<P: SourcePlugin>(_ plugin: P.Type, _ json: String, output: Sourc
         }
     }
 }
+
+@Suite struct TrackerValidationTests {
+    @Test func validateWarnsOfAPortAnotherProgramHolds() throws {
+        let holder = LoopbackTCPServer { _ in [] }
+        try holder.start()
+        defer { holder.stop() }
+        let held = try PluginOptions.valid(GT06SourcePlugin.self, #"{ "listen": "127.0.0.1:\#(holder.port)", "unknown_devices": "accept" }"#)
+        let findings = GT06SourcePlugin.checkEnvironment(held, context: EnvironmentContext(path: "sources.gt"))
+        #expect(findings.map(\.path) == ["sources.gt.listen"])
+        #expect(findings.first?.severity == .warning)
+        #expect(findings.first?.message.contains("Address already in use") == true, "\(findings)")
+        let free = try PluginOptions.valid(GT06SourcePlugin.self, #"{ "listen": "127.0.0.1:\#(LoopbackTCPServer.freePort())", "unknown_devices": "accept" }"#)
+        #expect(GT06SourcePlugin.checkEnvironment(free, context: EnvironmentContext(path: "sources.gt")).isEmpty)
+    }
+
+    @Test func validateReportsAnUnreadableDevicesFileAsAnError() throws {
+        let c = try PluginOptions.valid(TeltonikaSourcePlugin.self, #"{ "devices": "/nonexistent/devices.json" }"#)
+        let findings = TeltonikaSourcePlugin.checkEnvironment(c, context: EnvironmentContext(path: "sources.fmb"))
+        #expect(findings.first?.path == "sources.fmb.devices")
+        #expect(findings.first?.severity == .error)
+    }
+}
+

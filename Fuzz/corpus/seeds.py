@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora under Fuzz/corpus/<Target>/ from the tests' fixtures and the docs.
+
+Run from anywhere: python3 Fuzz/corpus/seeds.py. It replaces the files it writes (names start
+with `seed-`) and leaves every other file alone (inputs merged from fuzz runs, regression
+inputs). Sources and licences: Fuzz/corpus/README.md.
+
+Targets whose input starts with a plan byte (ChunkPlan: the tracker codecs, NMEA, gpsd) get
+`00` in front (the whole stream in one read); NMEA adds an options byte `00` after it.
+"""
+
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "Fuzz" / "corpus"
+TRACKERS = ROOT / "Tests" / "TrackerProtocolsTests" / "Fixtures"
+GPSD = ROOT / "Tests" / "NMEATests" / "Fixtures" / "gpsd"
+GPX = ROOT / "Tests" / "FileReplayTests" / "Fixtures" / "gpx"
+DOCS = ROOT / "Docs" / "examples"
+
+# A seed bigger than this slows every execution for little new coverage: logs are cut into pieces.
+PIECE = 2048
+WHOLE = b"\x00"
+
+
+def write(target, name, data):
+    directory = CORPUS / target
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"seed-{name}").write_bytes(data)
+
+
+def clear(target):
+    for path in (CORPUS / target).glob("seed-*"):
+        path.unlink()
+
+
+def vectors(path):
+    """(vector id, frame kind, frame bytes, header line) of a Traccar vector file."""
+    out = []
+    header = ""
+    for line in path.read_text().splitlines():
+        if line.startswith("[V"):
+            header = line
+        match = re.match(r"frame\((binary|buffer)\): (.*)$", line)
+        if not match:
+            continue
+        vid = header.split("]")[0].lstrip("[")
+        kind, text = match.groups()
+        data = bytes.fromhex(text) if kind == "binary" else text.encode()
+        out.append((vid, kind, data, header))
+    return out
+
+
+def pieces(data, size=PIECE, limit=None):
+    """Cuts text at line ends into pieces of about `size` bytes."""
+    lines = data.splitlines(keepends=True)
+    out, current = [], b""
+    for line in lines:
+        if current and len(current) + len(line) > size:
+            out.append(current)
+            current = b""
+        current += line
+    if current:
+        out.append(current)
+    return out[:limit] if limit else out
+
+
+def trackers():
+    imei = bytes.fromhex("000F313233343536373839303132333435")
+    for target in ["TeltonikaTCP", "TeltonikaUDP", "GT06", "H02"]:
+        clear(target)
+    for vid, _, frame, header in vectors(TRACKERS / "teltonika.txt"):
+        if "connectionless" in header or "UDP" in header:
+            write("TeltonikaUDP", f"traccar-{vid}", WHOLE + frame)
+        elif frame[:2] == b"\x00\x0f" or frame == b"\xff":
+            write("TeltonikaTCP", f"traccar-{vid}", WHOLE + frame)
+        else:
+            # AVL frames come after the IMEI frame on a connection.
+            write("TeltonikaTCP", f"traccar-{vid}", WHOLE + imei + frame)
+    # The UDP codec's other shapes: a datagram per read of the plan (a header-only one, two at once).
+    udp = [f for _, _, f, h in vectors(TRACKERS / "teltonika.txt") if "connectionless" in h or "UDP" in h]
+    for i, frame in enumerate(udp):
+        write("TeltonikaUDP", f"truncated-{i}", WHOLE + frame[:12])
+    for vid, _, frame, _ in vectors(TRACKERS / "gt06.txt"):
+        write("GT06", f"traccar-{vid}", WHOLE + frame)
+    for vid, _, frame, _ in vectors(TRACKERS / "h02.txt"):
+        write("H02", f"traccar-{vid}", WHOLE + frame)
+    # A connection's stream: several frames back to back, as devices send them.
+    gt06 = [f for _, _, f, _ in vectors(TRACKERS / "gt06.txt")]
+    write("GT06", "stream", WHOLE + b"".join(gt06[:12]))
+    h02 = [f for _, kind, f, _ in vectors(TRACKERS / "h02.txt") if kind == "buffer"]
+    write("H02", "stream", WHOLE + b"\r\n".join(h02[:12]) + b"\r\n")
+
+
+def nmea_and_gpsd():
+    for target in ["NMEA", "GpsdReports", "JSONLines", "NATSMessages", "JSON"]:
+        clear(target)
+    for log in sorted(GPSD.glob("*.log")):
+        data = log.read_bytes()
+        for i, piece in enumerate(pieces(data, limit=3)):
+            write("NMEA", f"gpsd-{log.stem}-{i}", WHOLE + b"\x00" + piece)
+        check = log.with_name(log.name + ".chk")
+        if not check.exists():
+            continue
+        reports = b"".join(line for line in check.read_bytes().splitlines(keepends=True) if line.startswith(b"{"))
+        if not reports:
+            continue
+        for i, piece in enumerate(pieces(reports, limit=2)):
+            write("GpsdReports", f"gpsd-{log.stem}-{i}", WHOLE + piece)
+        tpv = [line.strip() for line in reports.splitlines() if b'"class":"TPV"' in line]
+        if tpv:
+            write("JSONLines", f"gpsd-{log.stem}", b"\n".join(tpv[:8]) + b"\n")
+            write("NATSMessages", f"gpsd-{log.stem}", b"\x01fleet.positions.receiver\n" + b"\x1e".join(tpv[:4]))
+            write("JSON", f"gpsd-tpv-{log.stem}", tpv[0])
+        sky = [line.strip() for line in reports.splitlines() if b'"class":"SKY"' in line]
+        if sky:
+            write("JSON", f"gpsd-sky-{log.stem}", sky[0])
+
+
+def gpx():
+    clear("GPX")
+    for path in sorted(GPX.glob("*.gpx")):
+        # The long tracks only repeat their first points: the first 4 KB (the scanner takes a
+        # document cut anywhere) reach the same code at ten times the executions per second.
+        write("GPX", path.stem, pieces(path.read_bytes(), size=4096)[0])
+
+
+OWNTRACKS = [
+    {"_type": "location", "tst": 1714557600, "lat": 46.0569, "lon": 14.5058, "acc": 12, "alt": 295, "vel": 4,
+     "cog": 270, "batt": 87, "tid": "ph", "conn": "w", "t": "u"},
+    {"_type": "location", "tst": "1714557600", "lat": "46.0569", "lon": "14.5058", "acc": "12"},
+    {"_type": "location", "tst": 1714557600.25, "lat": -90, "lon": 180, "vac": 3, "vel": -1, "cog": 360},
+    {"_type": "transition", "event": "enter", "tst": 1714557600, "wtst": 1714550000, "desc": "home", "rid": "h1"},
+    {"_type": "waypoint", "desc": "office", "lat": 46.05, "lon": 14.5, "rad": 100, "tst": 1714557600},
+    {"_type": "lwt", "tst": 1714557600},
+    {"_type": "encrypted", "data": "AAAA"},
+]
+
+POSITIONS = [
+    {"class": "TPV", "time": "2024-05-01T10:00:00.000Z", "mode": 3, "lat": 46.0569, "lon": 14.5058, "altMSL": 295.1,
+     "speed": 1.2, "track": 270.5, "source": "receiver", "device": "gnss", "id": "receiver-1714557600000"},
+    {"time": 1714557600, "mode": 2, "status": 2, "lat": 0, "lon": 0, "uSat": 7, "hdop": 0.9, "vdop": 1.1, "pdop": 1.4,
+     "eph": 3.5, "epv": 5.0, "datum": "gcj02", "attributes": {"ignition": "true", "odometer": 12345}},
+    {"lat": 52.1, "lon": 5.1, "event": {"type": "enter", "fence": "depot", "name": "Depot"}},
+    {"mode": 0, "datum": "EPSG:3857", "x": 1614000.5, "y": 5790000.25, "event": {"type": "fix_lost"}},
+]
+
+FENCES = [
+    {"type": "FeatureCollection", "features": [
+        {"type": "Feature", "properties": {"id": "depot", "name": "Depot"},
+         "geometry": {"type": "Polygon", "coordinates": [[[14.50, 46.05], [14.52, 46.05], [14.52, 46.07], [14.50, 46.07], [14.50, 46.05]],
+                                                         [[14.505, 46.055], [14.51, 46.055], [14.51, 46.06], [14.505, 46.055]]]}},
+        {"type": "Feature", "id": 7, "properties": {"radius": 150},
+         "geometry": {"type": "Point", "coordinates": [14.5058, 46.0569]}},
+        {"type": "Feature", "properties": {"id": "islands"},
+         "geometry": {"type": "MultiPolygon", "coordinates": [
+             [[[179.5, -17], [-179.5, -17], [-179.5, -16], [179.5, -16], [179.5, -17]]],
+             [[[0, 0], [1, 0], [0, 1], [0, 0]]]]}},
+    ]},
+    {"type": "Feature", "properties": {"id": "pole"},
+     "geometry": {"type": "Polygon", "coordinates": [[[-180, 89], [0, 89], [180, 89], [180, 90], [-180, 90], [-180, 89]]]}},
+    {"type": "Feature", "properties": {"id": "big", "radius": 20000000},
+     "geometry": {"type": "Point", "coordinates": [0, 0, 12]}},
+]
+
+
+def compact(value):
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def json_documents():
+    for target in ["OwnTracks", "MQTTMessages", "GeoJSONFences", "Configuration"]:
+        clear(target)
+    for i, message in enumerate(OWNTRACKS):
+        write("OwnTracks", f"owntracks-{i}", compact(message))
+        # MQTT: [control] template \n topic \n payload; control 1 = owntracks, 2 = auto, 0 = json.
+        write("MQTTMessages", f"owntracks-{i}", b"\x02\nowntracks/alice/phone\n" + compact(message))
+        write("JSON", f"owntracks-{i}", compact(message))
+    for i, position in enumerate(POSITIONS):
+        write("MQTTMessages", f"position-{i}", b"\x00fleet/{-1}\nfleet/truck-7\n" + compact(position))
+        write("NATSMessages", f"position-{i}", b"\x00fleet.positions.truck-7\n" + compact(position))
+        write("JSON", f"position-{i}", compact(position))
+    write("JSONLines", "positions", b"\n".join(compact(p) for p in POSITIONS) + b"\n")
+    write("JSONLines", "crlf-blank-bad", b"\r\n".join(compact(p) for p in POSITIONS[:2]) + b"\r\n  \r\n{\"lat\":1}\r\nnot json\r\n")
+    for i, fence in enumerate(FENCES):
+        write("GeoJSONFences", f"fences-{i}", compact(fence))
+        write("JSON", f"fences-{i}", compact(fence))
+    for path in sorted(DOCS.glob("*.geojson")):
+        write("GeoJSONFences", path.stem, path.read_bytes())
+    # Pipelines: the docs' examples, the packaged default, and each plugin's sample wired into a
+    # minimal pipeline (a source feeding stdout, a transform between, a sink after a file source).
+    for path in sorted(DOCS.glob("*.json")) + [ROOT / "Packaging" / "pipeline.json"]:
+        write("Configuration", path.stem, path.read_bytes())
+        write("JSON", f"pipeline-{path.stem}", path.read_bytes())
+    for plugin in sorted((ROOT / "Plugins").glob("*/*.swift")):
+        text = plugin.read_text()
+        for kind, sample in re.findall(r'kind: \.(source|transform|sink),.*?sample: #"(.*?)"#', text, re.S):
+            try:
+                component = json.loads(sample)
+            except ValueError:
+                continue
+            kind_type = component.get("type", "x")
+            replay = {"type": "file", "path": "track.nmea"}
+            out = {"type": "stdout", "inputs": ["in"]}
+            if kind == "source":
+                document = {"sources": {"in": component}, "sinks": {"out": out}}
+            elif kind == "transform":
+                component["inputs"] = ["in"]
+                document = {"sources": {"in": replay}, "transforms": {"t": component}, "sinks": {"out": dict(out, inputs=["t"])}}
+            else:
+                component["inputs"] = ["in"]
+                document = {"sources": {"in": replay}, "sinks": {"out": component}}
+            write("Configuration", f"sample-{kind}-{kind_type}", json.dumps(document, indent=1).encode())
+
+
+if __name__ == "__main__":
+    trackers()
+    nmea_and_gpsd()
+    gpx()
+    json_documents()
+    total = sum(p.stat().st_size for p in CORPUS.rglob("seed-*"))
+    count = sum(1 for _ in CORPUS.rglob("seed-*"))
+    print(f"{count} seeds, {total} bytes")
