@@ -2,18 +2,20 @@
 # `make run` and `make test` install what they need first (apt, as root or through sudo).
 
 # What building and running the binary needs: the -dev packages of every C library it links
-# (libserialport, SQLite, PROJ, zlib, libcurl, libnats, libmosquitto, libmicrohttpd, libsystemd, libuv), PROJ's CRS database, Leaflet
+# (libserialport, SQLite, PROJ, zlib, libcurl, libnats, libmosquitto, libmicrohttpd, libsystemd, libuv, libpq), PROJ's CRS database, Leaflet
 # for `locgate map`, and pkg-config to find them. `make run` installs only these.
 RUN_PACKAGES := pkg-config libserialport-dev libsqlite3-dev libproj-dev proj-data zlib1g-dev libcurl4-openssl-dev \
-                libnats-dev libmosquitto-dev libmicrohttpd-dev libsystemd-dev libuv1-dev libjs-leaflet
+                libnats-dev libmosquitto-dev libmicrohttpd-dev libsystemd-dev libuv1-dev libpq-dev libjs-leaflet
 # The peers and tools the tests and benchmarks start: gpsd, and gpsd-clients for gpsfake and
 # gpsdecode (Debian 12's gpsd-clients depends on GTK and matplotlib; no smaller package has
 # gpsfake), socat pseudo-terminals, the brokers, openssl for test certificates, cs2cs, sqlite3,
-# promtool/prometheus, systemd-analyze, headless chromium for the map pages, and gcc for the
-# replay benchmark's C checksum scan.
+# promtool/prometheus, systemd-analyze, headless chromium for the map pages, gcc for the
+# replay benchmark's C checksum scan, and PostgreSQL 15 with PostGIS 3 (the postgres sink's tests
+# and benchmark run their own server with initdb/pg_ctl in a temporary directory on a free port;
+# the package's own cluster is left alone).
 TEST_PACKAGES := proj-bin openssl gpsd gpsd-clients socat python3 procps bc util-linux sqlite3 \
                  nats-server mosquitto mosquitto-clients prometheus curl systemd \
-                 chromium gcc
+                 chromium gcc postgresql-15 postgresql-client-15 postgresql-15-postgis-3
 # Everything `make test` installs (CI runs it on a fresh Debian 12).
 APT_PACKAGES := $(RUN_PACKAGES) $(TEST_PACKAGES)
 SWIFT_FLAGS ?=
@@ -104,7 +106,7 @@ test: deps build
 	@if [ "$(FUZZ_SMOKE)" = 1 ]; then $(MAKE) --no-print-directory fuzz-smoke; fi
 
 # Each benchmark prints its figures beside a reference run in the same process tree
-# (gpsdecode, cs2cs, 10 vs 10,000 fences, disk vs memory queue). Compare ratios, not seconds.
+# (gpsdecode, cs2cs, 10 vs 10,000 fences, disk vs memory queue, psql \copy). Compare ratios, not seconds.
 bench: deps
 	bash Benchmarks/nmea_replay.sh
 	sh Benchmarks/coordinates.sh
@@ -113,6 +115,7 @@ bench: deps
 	bash Benchmarks/nats_sink.sh
 	bash Benchmarks/nats_source.sh
 	bash Benchmarks/mqtt_sink.sh
+	bash Benchmarks/postgres_sink.sh
 	bash Benchmarks/trackers.sh
 	bash Benchmarks/http_serving.sh
 

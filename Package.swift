@@ -64,6 +64,7 @@ let package = Package(
         .systemLibrary(name: "CMicroHTTPD", path: "Sources/CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CUV", path: "Sources/CUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
         .systemLibrary(name: "CSystemd", path: "Sources/CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        .systemLibrary(name: "CPostgres", path: "Sources/CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
 
         // Plugins: one folder under Plugins/ each, registered in BuiltinPlugins.
         plugin("FileReplay", dependencies: ["GatewayCore", "Preflight", "NMEA"]),
@@ -83,7 +84,8 @@ let package = Package(
         plugin("HTTPOutput", dependencies: ["GatewayCore", "Preflight", "Outbox", "CZlib", "CCurl", "PositionEncoding"]),
         plugin("NATSOutput", dependencies: ["GatewayCore", "Preflight", "Outbox", "NATSClient"]),
         plugin("MQTTOutput", dependencies: ["GatewayCore", "Preflight", "Outbox", "MQTTClient", "PositionEncoding"]),
-        .target(name: "BuiltinPlugins", dependencies: ["GatewayCore", "FileReplay", "FileOutput", "ConsoleOutput", "NetworkNMEA", "ExecSource", "Coordinates", "Filters", "Geofence", "SerialSource", "GpsdSource", "HTTPOutput", "NATSOutput", "NATSSource", "MQTTOutput", "MQTTInput", "TrackerSources", "HTTPServerSource"], swiftSettings: settings),
+        plugin("PostgresOutput", dependencies: ["GatewayCore", "Preflight", "Outbox", "Geodesy", "SystemIO", "CPostgres"]),
+        .target(name: "BuiltinPlugins", dependencies: ["GatewayCore", "FileReplay", "FileOutput", "ConsoleOutput", "NetworkNMEA", "ExecSource", "Coordinates", "Filters", "Geofence", "SerialSource", "GpsdSource", "HTTPOutput", "NATSOutput", "NATSSource", "MQTTOutput", "MQTTInput", "TrackerSources", "HTTPServerSource", "PostgresOutput"], swiftSettings: settings),
 
         // The command line and the service around it: operator API, maps, the `locgate` executable.
         .target(name: "OperatorAPI", dependencies: ["GatewayCore", "GatewayRuntime", "HTTPServing", "MapRendering", "Geodesy", "Geofence"], swiftSettings: settings),
@@ -121,6 +123,7 @@ let package = Package(
         .testTarget(name: "MQTTOutputTests", dependencies: ["MQTTOutput", "MQTTClient", "MQTTTesting", "Outbox", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], swiftSettings: settings),
         .testTarget(name: "NATSOutputTests", dependencies: ["NATSOutput", "NATSClient", "NATSTesting", "Outbox", "GatewayCore", "GatewayRuntime", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "NATSSourceTests", dependencies: ["NATSSource", "NATSClient", "NATSTesting", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], swiftSettings: settings),
+        .testTarget(name: "PostgresOutputTests", dependencies: ["PostgresOutput", "Outbox", "Geodesy", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], swiftSettings: settings),
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .testTarget(name: "NetworkNMEATests", dependencies: ["NetworkNMEA", "GatewayTesting", "GatewayCore", "NMEA"], swiftSettings: settings),
         .testTarget(name: "OperatorAPITests", dependencies: ["OperatorAPI", "HTTPServing", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], exclude: ["Support"], swiftSettings: settings),

@@ -15,6 +15,7 @@ import MQTTInput
 import MQTTOutput
 import NATSOutput
 import NATSSource
+import PostgresOutput
 import TrackerSources
 
 /// The one list of built-in plugins. A plugin folder under `Plugins/` that is missing here fails
@@ -49,6 +50,7 @@ public enum BuiltinPlugins {
         r.register(sink: HTTPSinkPlugin.self)
         r.register(sink: MQTTSinkPlugin.self)
         r.register(sink: NATSSinkPlugin.self)
+        r.register(sink: PostgresSinkPlugin.self)
         r.register(sink: StdoutSinkPlugin.self)
         return r
     }()

@@ -70,22 +70,29 @@ public final class Wakeup: Sendable {
     /// a cancelled task returns at once too.
     public func readiness(_ fds: [Int32], events: Int16 = Int16(POLLIN), timeout: Duration) async -> [Readiness] {
         if Task.isCancelled { return [] }
-        let ms = Int32(clamping: max(0, timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000))
-        let wakeFD = readFD
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (c: CheckedContinuation<[Readiness], Never>) in
                 DispatchQueue.global().async {
-                    var pfds = fds.map { pollfd(fd: $0, events: events, revents: 0) }
-                    pfds.append(pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0))
-                    var n: Int32
-                    repeat { n = poll(&pfds, nfds_t(pfds.count), ms) } while n < 0 && Glibc.errno == EINTR
-                    c.resume(returning: n > 0
-                        ? pfds.dropLast().filter { $0.revents != 0 }.map { Readiness(fd: $0.fd, events: $0.revents) }
-                        : [])
+                    c.resume(returning: self.waitHere(fds, events: events, timeout: timeout).ready)
                 }
             }
         } onCancel: {
             self.signal()
         }
+    }
+
+    /// Waits on the calling thread, for code that already runs off the cooperative pool (inside
+    /// ``BlockingWork/run(_:)``, or on a C library's thread) and is woken by ``signal()`` from
+    /// another thread: the descriptors that are ready, and whether the wakeup had fired (it stays
+    /// fired, so every later wait returns at once too).
+    public func waitHere(_ fds: [Int32], events: Int16 = Int16(POLLIN), timeout: Duration) -> (ready: [Readiness], woken: Bool) {
+        let ms = Int32(clamping: max(0, timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000))
+        var pfds = fds.map { pollfd(fd: $0, events: events, revents: 0) }
+        pfds.append(pollfd(fd: readFD, events: Int16(POLLIN), revents: 0))
+        var n: Int32
+        repeat { n = poll(&pfds, nfds_t(pfds.count), ms) } while n < 0 && Glibc.errno == EINTR
+        guard n > 0 else { return ([], false) }
+        let woken = pfds[pfds.count - 1].revents != 0
+        return (pfds.dropLast().filter { $0.revents != 0 }.map { Readiness(fd: $0.fd, events: $0.revents) }, woken)
     }
 }

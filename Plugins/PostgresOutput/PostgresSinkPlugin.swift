@@ -1,0 +1,160 @@
+import GatewayCore
+import Geodesy
+import Outbox
+import Preflight
+
+/// The `postgres` sink: writes positions into PostGIS tables from a durable (SQLite) or memory queue.
+public enum PostgresSinkPlugin: SinkPlugin {
+    static let sslModes = ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"]
+
+    public static let info = PluginInfo(
+        type: "postgres", kind: .sink,
+        summary: "Writes positions into PostgreSQL/PostGIS tables (positions, latest, events) in batches from a durable queue; deletes them from the queue only after COMMIT.",
+        folder: "PostgresOutput",
+        options: [
+            OptionSpec("url", "string", default: "libpq's PG* environment", "libpq connection string: postgresql://USER@HOST:PORT/DATABASE?sslmode=… or key=value pairs; ${ENV} allowed, a password in it through ${secret:NAME}. Left out, libpq reads PGHOST, PGPORT, PGDATABASE, PGUSER, PGPASSWORD, PGSSLMODE…"),
+            OptionSpec("password", "string", default: "none", "Password (use ${secret:NAME}); overrides one in url, PGPASSWORD and ~/.pgpass. Never logged."),
+            OptionSpec("sslmode", "disable | allow | prefer | require | verify-ca | verify-full", default: "from url or PGSSLMODE, else prefer", "TLS to the server; verify-full checks the certificate and the host name."),
+            OptionSpec("sslrootcert", "path", default: "from url, else ~/.postgresql/root.crt", "PEM file of the CA certificates that sign the server's certificate (for verify-ca / verify-full)."),
+            OptionSpec("connect_timeout", "duration", default: "\"10s\"", "Longest wait for a connection (TCP, TLS and login); then retried with backoff."),
+            OptionSpec("statement_timeout", "duration", default: "\"30s\"", "PostgreSQL's statement_timeout for the sink's session; a batch that takes longer is rolled back and retried."),
+            OptionSpec("schema", "string", default: "\"public\"", "Schema of the three tables (created with them when missing)."),
+            OptionSpec("tables.positions", "string", default: "\"positions\"", "Table of every position, one row per id."),
+            OptionSpec("tables.latest", "string", default: "\"latest\"", "Table of each device's newest fix, one row per device."),
+            OptionSpec("tables.events", "string", default: "\"events\"", "Table of geofence and receiver-health events."),
+            OptionSpec("create_tables", "boolean", default: "true", "Create missing tables (and their indexes, the schema, and the postgis extension when the user may); false only checks them. Existing tables are checked either way and never altered."),
+            OptionSpec("china_bounds", "box | none", default: "\"box\"", "Where GCJ-02 applies when GCJ-02 and BD-09 positions are converted back to WGS84 for geom; match the coordinates transform's china_bounds."),
+            OptionSpec("batch.max_positions", "integer", default: "1000", "Write when this many positions are queued (and never more per transaction)."),
+            OptionSpec("batch.interval", "duration", default: "\"1s\"", "Write what is queued this long after the first unwritten position arrived, even if the batch is not full."),
+            OptionSpec("retry.initial", "duration", default: "\"500ms\"", "First delay after a failed connection or transaction; doubles per attempt (±20% jitter)."),
+            OptionSpec("retry.max", "duration", default: "\"30s\"", "Longest retry delay."),
+        ] + OutboxOptions.specs,
+        sample: #"{ "type": "postgres", "inputs": ["receiver"], "url": "postgresql://locgate@127.0.0.1:5432/tracks?sslmode=prefer", "password": "${secret:TRACKS_PASSWORD:-}", "queue": { "path": "postgres-outbox.sqlite" } }"#
+    )
+
+    public static func configure(_ options: inout OptionReader) -> PostgresSinkConfiguration {
+        var c = PostgresSinkConfiguration()
+        if let url = options.string("url") {
+            if url.isEmpty {
+                options.report("url", "must not be empty (leave url out to use libpq's PG* environment variables)")
+            } else {
+                Redaction.registerCredentials(inURL: url)
+                switch PostgresConnection.parse(connectionString: url) {
+                case .success(let pairs):
+                    if let password = pairs["password"] { Redaction.register(password) }
+                    c.url = url
+                case .failure(let e):
+                    options.report("url", "not a libpq connection string (postgresql://USER@HOST:PORT/DATABASE or key=value pairs): \(e.message)")
+                }
+            }
+        }
+        c.password = options.secretString("password")
+        if options.has("sslmode") { c.sslMode = options.choice("sslmode", sslModes, default: "prefer") }
+        c.sslRootCert = options.filePath("sslrootcert")
+        c.connectTimeout = options.duration("connect_timeout", default: .seconds(10), minimum: .milliseconds(100))
+        c.statementTimeout = options.duration("statement_timeout", default: .seconds(30), minimum: .milliseconds(100))
+
+        func identifier(_ reader: inout OptionReader, _ key: String, default value: String) -> String {
+            let name = reader.string(key, default: value)
+            if name.isEmpty {
+                reader.report(key, "must not be empty")
+                return value
+            }
+            // PostgreSQL cuts longer names silently: the checks would look for a table that never exists.
+            if name.utf8.count > 63 {
+                reader.report(key, "PostgreSQL names are at most 63 bytes, got \(name.utf8.count)")
+                return value
+            }
+            return name
+        }
+        c.tables.schema = identifier(&options, "schema", default: "public")
+        if var tables = options.object("tables") {
+            c.tables.positions = identifier(&tables, "positions", default: "positions")
+            c.tables.latest = identifier(&tables, "latest", default: "latest")
+            c.tables.events = identifier(&tables, "events", default: "events")
+            let names = TableRole.allCases.map { c.tables.name($0) }
+            if Set(names).count < names.count {
+                tables.report("", "the three tables need three names, got \(names.joined(separator: ", "))")
+            }
+            tables.finish()
+        }
+        c.createTables = options.bool("create_tables", default: true)
+        c.chinaBounds = options.choice("china_bounds", ["box", "none"], default: "box") == "none" ? .none : .box
+
+        if var batch = options.object("batch") {
+            c.maxPositions = batch.int("max_positions", default: 1000, in: 1...100_000)
+            c.interval = batch.duration("interval", default: .seconds(1), minimum: .milliseconds(10))
+            batch.finish()
+        }
+        if var retry = options.object("retry") {
+            c.retryInitial = retry.duration("initial", default: .milliseconds(500), minimum: .milliseconds(1))
+            c.retryMax = retry.duration("max", default: .seconds(30), minimum: .milliseconds(1))
+            if c.retryMax < c.retryInitial { retry.report("max", "must be at least retry.initial (\(DurationText.format(c.retryInitial)))") }
+            retry.finish()
+        }
+        c.queue = OutboxOptions.read(&options)
+        return c
+    }
+
+    public static func isDurable(_ configuration: PostgresSinkConfiguration) -> Bool {
+        OutboxOptions.isDurable(configuration.queue)
+    }
+
+    public static func claims(of configuration: PostgresSinkConfiguration) -> [String] {
+        OutboxOptions.claims(configuration.queue)
+    }
+
+    public static func makeSink(_ configuration: PostgresSinkConfiguration, context: ComponentContext) throws -> any PositionSink {
+        if let path = configuration.sslRootCert, let problem = FileCheck.readProblem(path) {
+            throw PostgresSinkError("sinks.\(context.id).sslrootcert: \(problem)")
+        }
+        return PostgresSink(configuration: configuration, context: context, outbox: try OutboxOptions.open(configuration.queue, context: context))
+    }
+}
+
+extension PostgresSinkPlugin {
+    /// The queue and sslrootcert usable (errors: the sink would not start); then the database,
+    /// within the peer timeout: a login it refuses and every problem with PostGIS, the schema and
+    /// the tables are errors (they stop the sink at start too); a server that does not answer is a
+    /// warning (positions wait in the queue until it does).
+    public static func checkEnvironment(_ configuration: PostgresSinkConfiguration, context: EnvironmentContext) -> [EnvironmentFinding] {
+        var findings = OutboxOptions.checkEnvironment(configuration.queue, context: context)
+        if let path = configuration.sslRootCert, let problem = FileCheck.readProblem(path) {
+            findings.append(context.error("sslrootcert", problem))
+            return findings
+        }
+        let timeout = min(context.peerTimeout, configuration.connectTimeout)
+        do {
+            let c = try PostgresConnection(parameters: configuration.connectionParameters(applicationName: "locgate validate", connectTimeout: timeout))
+            defer { c.close() }
+            try c.connect(timeout: timeout)
+            let inspection = try PostgresSchema.inspect(c, configuration.tables, createTables: configuration.createTables, timeout: max(timeout, .seconds(5)))
+            findings += inspection.problems.map { context.error($0.key, $0.message) }
+            if inspection.problems.isEmpty {
+                if inspection.postgisMissing {
+                    findings.append(context.info("create_tables", "PostGIS is not enabled in database \(inspection.database); the sink enables it at start"))
+                }
+                for role in inspection.missing {
+                    findings.append(context.info(role.option, "table \(configuration.tables.shown(role)) does not exist yet; the sink creates it at start"))
+                }
+            }
+        } catch {
+            switch error.kind {
+            case .refused:
+                findings.append(context.error("url", "PostgreSQL refused the connection: \(error)"))
+            case .statement:
+                findings.append(context.error("url", "cannot check the tables: \(error)"))
+            case .unreachable, .unavailable, .timedOut, .lost, .interrupted:
+                findings.append(context.warning("url", "PostgreSQL is not reachable now: \(error); positions wait in the queue until it is"))
+            }
+        }
+        return findings
+    }
+}
+
+/// A failure of the `postgres` sink that retrying cannot fix: a refused login, a table of the wrong shape.
+public struct PostgresSinkError: Error, CustomStringConvertible, Sendable {
+    public var message: String
+    init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
