@@ -14,8 +14,8 @@ import Foundation
 ///
 /// Components do not wait on these threads: waits on descriptors go through `Wakeup`, calls with
 /// nothing to wait on through `BlockingWork`, and C libraries' network loops have threads of
-/// their own. Disk writes do run here (files, a durable queue's SQLite commits): at a gateway's
-/// rates an `fsync` delays the other components a little, it loses nothing. A component that
+/// their own. A durable queue's SQLite commits run on a thread of the queue's own (their `fsync`
+/// would hold every component here); writes of the file sink do run here. A component that
 /// blocks anyway stops every component sharing the thread; the heartbeat reports it
 /// (``activity``). Unstructured tasks a component starts (`Task { }`) do not inherit the
 /// preference and run on the global pool.

@@ -53,6 +53,9 @@ public protocol Outbox: AnyObject, Sendable {
     var location: String { get }
     /// Commits entries at the end; returns how many old records the record cap dropped.
     func append(_ entries: [OutboxEntry], at now: Timestamp) throws -> Int
+    /// ``append(_:at:)`` for a sink's receiving task: an outbox that writes a disk does it on a
+    /// thread of its own, so the pipeline's thread is not held while it syncs.
+    func commit(_ entries: [OutboxEntry], at now: Timestamp) async throws -> Int
     /// Up to `limit` records with a seq above `seq`, oldest first (`after: 0` reads from the front).
     func records(after seq: Int64, limit: Int) throws -> [OutboxRecord]
     /// Removes every record up to and including `seq`.
@@ -82,6 +85,11 @@ public protocol Outbox: AnyObject, Sendable {
 }
 
 extension Outbox {
+    /// In memory, appending is quick: done where it is called.
+    public func commit(_ entries: [OutboxEntry], at now: Timestamp) async throws -> Int {
+        try append(entries, at: now)
+    }
+
     /// Up to `limit` records from the front.
     public func oldest(limit: Int) throws -> [OutboxRecord] { try records(after: 0, limit: limit) }
 }

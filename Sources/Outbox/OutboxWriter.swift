@@ -49,7 +49,7 @@ public struct OutboxWriter: Sendable {
         while true {
             let now = context.clock.now()
             do {
-                dropped = try outbox.append(entries, at: now)
+                dropped = try await outbox.commit(entries, at: now)
                 break
             } catch let e as OutboxError where e.isDiskFull {
                 context.stats.count("queue.write_failures")

@@ -1,4 +1,5 @@
 import CSQLite
+import Dispatch
 import GatewayCore
 import Preflight
 import Synchronization
@@ -26,6 +27,8 @@ public final class SQLiteOutbox: Outbox {
     private let cachedDepth = Atomic<Int>(0)
     private let cachedOldest = Mutex<Int64?>(nil)
     private let cachedInFlight = Mutex<Int64?>(nil)
+    /// The thread commits run on (``commit(_:at:)``), one per outbox: never the pipeline's.
+    private let commits: DispatchQueue
 
     public var location: String { path }
 
@@ -33,6 +36,7 @@ public final class SQLiteOutbox: Outbox {
     public init(path: String, maxRecords: Int, synchronousFull: Bool) throws {
         self.path = path
         self.maxRecords = maxRecords
+        commits = DispatchQueue(label: "locgate-outbox")
         try SQLiteOutbox.checkDirectory(of: path)
         do {
             let c = try SQLiteConnection(path: path)
@@ -211,6 +215,19 @@ public final class SQLiteOutbox: Outbox {
             let oldestNew = entries.map { OutboxAge.origin(fix: $0.time, commit: now.milliseconds) }.min() ?? now.milliseconds
             if dropped > 0 || cachedOldest.withLock({ $0.map { oldestNew < $0 } ?? true }) { try refreshOldest(c) }
             return dropped
+        }
+    }
+
+    /// ``append(_:at:)`` on the outbox's own thread. A commit waits for its fsync
+    /// (`synchronous=full`: a few milliseconds, far more on a slow card or a busy disk); on the
+    /// pipeline's thread (one by default) every source and transform would wait with it. Here they
+    /// go on, and what they produce meanwhile gathers in the sink's input, which the next commit
+    /// takes as one batch: one fsync serves more positions as the rate rises. The caller still
+    /// waits for its own commit before it acknowledges upstream.
+    public func commit(_ entries: [OutboxEntry], at now: Timestamp) async throws -> Int {
+        guard !entries.isEmpty else { return 0 }
+        return try await withCheckedThrowingContinuation { continuation in
+            commits.async { continuation.resume(with: Result { try self.append(entries, at: now) }) }
         }
     }
 
