@@ -1,5 +1,5 @@
 import GatewayCore
-import Preflight
+import SystemIO
 
 /// The `file` sink: positions to a file as JSON Lines, CSV, GeoJSON or GPX.
 public enum FileSinkPlugin: SinkPlugin {

@@ -1,5 +1,5 @@
 import GatewayCore
-import Preflight
+import SystemIO
 
 /// The `file` source: replays NMEA logs, JSON Lines and GPX tracks.
 public enum FileReplayPlugin: SourcePlugin {

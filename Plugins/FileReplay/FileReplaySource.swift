@@ -1,5 +1,5 @@
 import GatewayCore
-import Preflight
+import SystemIO
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,7 +1,7 @@
 import Foundation
 import GatewayCore
 import Geodesy
-import Preflight
+import SystemIO
 
 /// One fence as loaded: its id, optional name and shape (in the fence datum).
 public struct Fence: Sendable, Hashable {

@@ -1,6 +1,6 @@
 import GatewayCore
 import Geodesy
-import Preflight
+import SystemIO
 
 /// What the geofence does with positions.
 public enum GeofenceAction: String, Sendable, Hashable, CaseIterable {

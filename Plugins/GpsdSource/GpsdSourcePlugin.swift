@@ -1,5 +1,5 @@
 import GatewayCore
-import Preflight
+import SystemIO
 
 /// Configuration of the `gpsd` source.
 public struct GpsdSourceConfiguration: Sendable {

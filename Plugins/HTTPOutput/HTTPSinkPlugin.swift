@@ -1,8 +1,8 @@
 import Foundation
 import GatewayCore
-import Preflight
-import PositionEncoding
 import Outbox
+import PositionEncoding
+import SystemIO
 
 /// The `http` sink: batches positions to an HTTP endpoint from a durable (SQLite) or memory queue.
 public enum HTTPSinkPlugin: SinkPlugin {

@@ -2,7 +2,7 @@ import DeviceIntake
 import GatewayCore
 import HTTPServing
 import PositionEncoding
-import Preflight
+import SystemIO
 
 /// Configuration of the `http_server` source.
 public struct HTTPServerSourceConfiguration: Sendable {

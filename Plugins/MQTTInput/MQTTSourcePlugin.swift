@@ -1,6 +1,6 @@
 import GatewayCore
-import Preflight
 import MQTTClient
+import SystemIO
 
 /// The `mqtt` source: topic filters at QoS 1 in a persistent session, OwnTracks or locgate JSON.
 public enum MQTTSourcePlugin: SourcePlugin {

@@ -1,8 +1,8 @@
 import GatewayCore
-import Preflight
 import MQTTClient
 import Outbox
 import PositionEncoding
+import SystemIO
 
 /// The `mqtt` sink: one MQTT message per position from a durable outbox, deleted on the broker's acknowledgement.
 public enum MQTTSinkPlugin: SinkPlugin {

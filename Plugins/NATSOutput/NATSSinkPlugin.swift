@@ -1,7 +1,7 @@
 import GatewayCore
-import Preflight
 import NATSClient
 import Outbox
+import SystemIO
 
 /// The `nats` sink: publishes positions to NATS JetStream (or core NATS) from a durable outbox.
 public enum NATSSinkPlugin: SinkPlugin {

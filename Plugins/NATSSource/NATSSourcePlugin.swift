@@ -1,6 +1,6 @@
 import GatewayCore
-import Preflight
 import NATSClient
+import SystemIO
 
 /// Configuration of the `nats` source (see the README for every option with its default).
 public struct NATSSourceConfiguration: Sendable {

@@ -1,7 +1,6 @@
 import DeviceIntake
 import GatewayCore
 import NMEA
-import Preflight
 import SystemIO
 import TrackerProtocols
 

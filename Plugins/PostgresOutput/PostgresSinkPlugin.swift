@@ -1,7 +1,7 @@
 import GatewayCore
 import Geodesy
 import Outbox
-import Preflight
+import SystemIO
 
 /// The `postgres` sink: writes positions into PostGIS tables from a durable (SQLite) or memory queue.
 public enum PostgresSinkPlugin: SinkPlugin {

@@ -1,6 +1,6 @@
 import GatewayCore
-import Preflight
 import NMEA
+import SystemIO
 
 /// Configuration of the `serial` source.
 public struct SerialSourceConfiguration: Sendable {

@@ -1,7 +1,7 @@
 import Foundation
 import GatewayCore
-import Preflight
 import Synchronization
+import SystemIO
 
 /// One device a listening source knows: the name its positions carry and static attributes.
 public struct DeviceEntry: Sendable, Hashable {

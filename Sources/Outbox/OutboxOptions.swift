@@ -1,5 +1,5 @@
 import GatewayCore
-import Preflight
+import SystemIO
 
 /// Where a sink's undelivered messages wait: the `queue` option every delivering sink shares.
 public enum OutboxMode: Sendable, Equatable {

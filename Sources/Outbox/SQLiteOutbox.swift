@@ -1,8 +1,8 @@
 import CSQLite
 import Dispatch
 import GatewayCore
-import Preflight
 import Synchronization
+import SystemIO
 #if canImport(Glibc)
 import Glibc
 #endif

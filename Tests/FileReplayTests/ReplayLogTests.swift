@@ -1,6 +1,6 @@
 import Foundation
 @testable import FileReplay
-import Preflight
+import SystemIO
 import GatewayCore
 import GatewayTesting
 import Testing

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""The module graph's rules, checked from `swift package dump-package` (run by `make test`):
+
+1. Edges run one way: no module in Sources/ depends on a plugin in Plugins/, except
+   BuiltinPlugins (the registry of every plugin the binary carries) and the modules that
+   depend on it, and the known exceptions below, each to be removed (issue 32).
+2. Every declared dependency of a Swift target is imported by at least one of its files
+   (`import X`, `@testable import X`, `@_exported import X`, `package import X`).
+
+Usage: module_graph.py [DUMP.json]   (without an argument it runs `swift package dump-package`)
+Exits 1 and prints every violation.
+"""
+import json, os, re, subprocess, sys
+
+# Edges from Sources/ to Plugins/ that exist today and are to be removed, not added to.
+KNOWN = {
+    ("LocgateCLI", "SerialSource"),   # `locgate ports` lists serial ports through the plugin
+    ("TrackMap", "Geofence"),         # `locgate map` builds the geofence transform itself
+    ("TrackMap", "FileReplay"),       # ... and reads position files with the file source's reader
+    ("OperatorAPI", "Geofence"),      # the live map downcasts the geofence configuration
+}
+
+root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if len(sys.argv) > 1:
+    dump = json.load(open(sys.argv[1]))
+else:
+    dump = json.loads(subprocess.run(["swift", "package", "dump-package"], cwd=root, check=True,
+                                     capture_output=True, text=True).stdout)
+
+def path_of(t):
+    if t.get("path"):
+        return t["path"]
+    return {"test": "Tests", "executable": "Sources", "regular": "Sources", "system": "Sources"}.get(t["type"], "Sources") + "/" + t["name"]
+
+targets = {t["name"]: t for t in dump["targets"]}
+def deps(t):
+    out = []
+    for d in t.get("dependencies", []):
+        for kind in ("byName", "target", "product"):
+            if kind in d:
+                out.append(d[kind][0])
+    return out
+
+problems = []
+plugins = {n for n, t in targets.items() if path_of(t).startswith("Plugins/")}
+allowed_users_of_plugins = {"BuiltinPlugins"}
+for name, t in targets.items():
+    p = path_of(t)
+    if not p.startswith("Sources/") or name in allowed_users_of_plugins:
+        continue
+    for d in deps(t):
+        if d in plugins and (name, d) not in KNOWN:
+            problems.append(f"{name} ({p}) depends on the plugin {d}: Sources must not depend on Plugins")
+
+import_re = re.compile(r"^\s*(?:@testable\s+|@_exported\s+|package\s+|public\s+|internal\s+)*import\s+(?:struct\s+|class\s+|enum\s+|func\s+)?([A-Za-z_][A-Za-z0-9_]*)", re.M)
+for name, t in targets.items():
+    if t["type"] in ("system", "binary", "plugin", "macro"):
+        continue
+    p = os.path.join(root, path_of(t))
+    excluded = {os.path.normpath(os.path.join(p, e)) for e in t.get("exclude", [])}
+    imported = set()
+    for dirpath, dirnames, filenames in os.walk(p):
+        if any(dirpath == e or dirpath.startswith(e + os.sep) for e in excluded):
+            continue
+        for f in filenames:
+            if f.endswith(".swift"):
+                imported.update(import_re.findall(open(os.path.join(dirpath, f), encoding="utf-8", errors="replace").read()))
+    for d in deps(t):
+        if d not in imported:
+            problems.append(f"{name} declares a dependency on {d} and never imports it")
+
+for (a, b) in sorted(KNOWN):
+    if a in targets and b not in deps(targets[a]):
+        problems.append(f"the known edge {a} → {b} is gone: remove it from KNOWN in {os.path.relpath(__file__, root)}")
+
+if problems:
+    print("module graph:", len(problems), "problem(s)")
+    for line in problems:
+        print("  " + line)
+    sys.exit(1)
+print(f"module graph: {len(targets)} targets, no Sources → Plugins edge beyond the {len(KNOWN)} known, every dependency imported")
