@@ -41,6 +41,8 @@ let package = Package(
         .target(name: "Outbox", dependencies: ["GatewayCore", "CSQLite", "SystemIO"], swiftSettings: settings),
         // POSIX I/O for plugins: sockets, resolution, cancellable waits on descriptors, blocking work off the pool.
         .target(name: "SystemIO", dependencies: ["CUV"], swiftSettings: settings),
+        // The machine's serial ports (libserialport's enumeration) for `locgate ports` and the serial source.
+        .target(name: "SerialPorts", dependencies: ["CSerialPort"], swiftSettings: settings),
         // Tracker protocols (Teltonika, GT06, H02): framers, decoders and answers on bytes, no sockets.
         .target(name: "TrackerProtocols", dependencies: ["GatewayCore"], swiftSettings: settings),
         // The listening side: devices' connections on the I/O loop, their identity, limits and
@@ -66,7 +68,7 @@ let package = Package(
 
         // Plugins: one folder under Plugins/ each, registered in BuiltinPlugins.
         plugin("FileReplay", dependencies: ["GatewayCore", "SystemIO", "NMEA"]),
-        plugin("SerialSource", dependencies: ["GatewayCore", "SystemIO", "NMEA", "CSerialPort"]),
+        plugin("SerialSource", dependencies: ["GatewayCore", "SystemIO", "NMEA", "CSerialPort", "SerialPorts"]),
         plugin("GpsdSource", dependencies: ["GatewayCore", "SystemIO", "NMEA"]),
         plugin("NetworkNMEA", dependencies: ["GatewayCore", "SystemIO", "NMEA", "DeviceIntake", "TrackerProtocols"]),
         plugin("HTTPServerSource", dependencies: ["GatewayCore", "DeviceIntake", "HTTPServing", "PositionEncoding", "SystemIO"]),
@@ -86,11 +88,11 @@ let package = Package(
         .target(name: "BuiltinPlugins", dependencies: ["GatewayCore", "FileReplay", "FileOutput", "ConsoleOutput", "NetworkNMEA", "ExecSource", "Coordinates", "Filters", "Geofence", "SerialSource", "GpsdSource", "HTTPOutput", "NATSOutput", "NATSSource", "MQTTOutput", "MQTTInput", "TrackerSources", "HTTPServerSource", "PostgresOutput"], swiftSettings: settings),
 
         // The command line and the service around it: operator API, maps, the `locgate` executable.
-        .target(name: "OperatorAPI", dependencies: ["GatewayCore", "GatewayRuntime", "HTTPServing", "MapRendering", "Geodesy", "Geofence"], swiftSettings: settings),
+        .target(name: "OperatorAPI", dependencies: ["GatewayCore", "GatewayRuntime", "HTTPServing", "MapRendering", "Geodesy"], swiftSettings: settings),
         // The map page (Leaflet from Debian's libjs-leaflet, inlined) and `locgate map`, which fills it from recorded files.
         .target(name: "MapRendering", dependencies: ["GatewayCore", "Geodesy"], swiftSettings: settings),
         .target(name: "TrackMap", dependencies: ["GatewayCore", "Geodesy", "FileReplay", "Geofence", "MapRendering"], swiftSettings: settings),
-        .target(name: "LocgateCLI", dependencies: ["GatewayCore", "GatewayRuntime", "SerialSource", "OperatorAPI", "CSystemd", "TrackMap"],
+        .target(name: "LocgateCLI", dependencies: ["GatewayCore", "GatewayRuntime", "SerialPorts", "OperatorAPI", "CSystemd", "TrackMap"],
                 resources: [.embedInCode("Resources/demo-bundg_zeus_9.nmea")], swiftSettings: settings),
         .executableTarget(name: "locgate", dependencies: ["LocgateCLI", "BuiltinPlugins"], swiftSettings: settings),
 
@@ -124,9 +126,9 @@ let package = Package(
         .testTarget(name: "PostgresOutputTests", dependencies: ["PostgresOutput", "Outbox", "Geodesy", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], swiftSettings: settings),
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .testTarget(name: "NetworkNMEATests", dependencies: ["NetworkNMEA", "GatewayTesting", "GatewayCore"], swiftSettings: settings),
-        .testTarget(name: "OperatorAPITests", dependencies: ["OperatorAPI", "HTTPServing", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], exclude: ["Support"], swiftSettings: settings),
+        .testTarget(name: "OperatorAPITests", dependencies: ["OperatorAPI", "HTTPServing", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins", "Geodesy", "MapRendering"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "OutboxTests", dependencies: ["Outbox", "GatewayCore", "GatewayRuntime", "GatewayTesting"], swiftSettings: settings),
-        .testTarget(name: "SerialSourceTests", dependencies: ["SerialSource", "GatewayCore", "GatewayTesting", "NMEA"], exclude: ["Support"], swiftSettings: settings),
+        .testTarget(name: "SerialSourceTests", dependencies: ["SerialSource", "SerialPorts", "GatewayCore", "GatewayTesting", "NMEA"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "HTTPServerSourceTests", dependencies: ["HTTPServerSource", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "TrackerSourcesTests", dependencies: ["TrackerSources", "DeviceIntake", "GatewayCore", "GatewayTesting"], swiftSettings: settings),

@@ -159,4 +159,34 @@ public enum GeofencePlugin: TransformPlugin {
     public static func makeTransform(_ configuration: GeofenceConfiguration, context: ComponentContext) throws -> any PositionTransform {
         try GeofenceTransform(configuration: configuration, context: context)
     }
+
+    /// The fences as views draw them: loaded as the transform loads them (the same file and
+    /// properties, `only` applied), in their `fence_datum`.
+    public static func areas(of configuration: GeofenceConfiguration) throws -> [Area] {
+        var fences: [Fence]
+        switch configuration.source {
+        case .inline(let inline):
+            fences = inline
+        case .file(let path):
+            fences = try FenceLoader(idProperty: configuration.idProperty, nameProperty: configuration.nameProperty).load(file: path)
+        }
+        if let only = configuration.only { fences = fences.filter { only.contains($0.id) } }
+        let datum: Datum = switch configuration.fenceDatum {
+        case .wgs84: .wgs84
+        case .gcj02: .gcj02
+        case .bd09: .bd09
+        }
+        return fences.map { Area(id: $0.id, name: $0.name, datum: datum, shape: area($0.shape)) }
+    }
+
+    static func area(_ shape: FenceShape) -> Area.Shape {
+        func rings(_ polygon: Polygon) -> [[Area.Point]] {
+            ([polygon.outer] + polygon.holes).map { ring in ring.points.map { Area.Point(latitude: $0.latitude, longitude: $0.longitude) } }
+        }
+        switch shape {
+        case .circle(let c): return .circle(center: Area.Point(latitude: c.center.latitude, longitude: c.center.longitude), radiusMeters: c.radiusMeters)
+        case .polygon(let p): return .polygons([rings(p)])
+        case .multiPolygon(let m): return .polygons(m.polygons.map(rings))
+        }
+    }
 }

@@ -1,5 +1,6 @@
 import GatewayCore
 import NMEA
+import SerialPorts
 import SystemIO
 
 /// Reads NMEA from a serial port until cancelled, reconnecting after every fault.
@@ -382,33 +383,5 @@ public struct SerialNMEASource: PositionSource {
         context.stats.count(kind == .disconnected ? "serial.disconnects" : "serial.open_failures")
         // A receiver left unplugged overnight must not fill the log: repeats go to debug.
         if repeated { context.logger.debug(message) } else { context.logger.warning(message) }
-    }
-}
-
-/// Lists serial ports for `locgate ports`.
-public enum SerialPorts {
-    /// Every port libserialport enumerates, sorted by path.
-    public static func list() throws -> [SerialPortInfo] { try SerialPortInfo.list() }
-
-    /// A table of ports: path, transport, vid:pid, manufacturer, product, serial, description.
-    public static func table(_ ports: [SerialPortInfo]) -> String {
-        let header = ["PATH", "TRANSPORT", "VID:PID", "MANUFACTURER", "PRODUCT", "SERIAL", "DESCRIPTION"]
-        var rows = [header]
-        for p in ports {
-            let ids = p.vendorID.flatMap { v in p.productID.map { "\(hex4(v)):\(hex4($0))" } } ?? "-"
-            rows.append([p.path, p.transport.rawValue, ids, p.manufacturer ?? "-", p.product ?? "-",
-                         p.serialNumber ?? p.bluetoothAddress ?? "-", p.description.isEmpty ? "-" : p.description])
-        }
-        var widths = [Int](repeating: 0, count: header.count)
-        for r in rows { for (i, c) in r.enumerated() { widths[i] = max(widths[i], c.count) } }
-        var out = ""
-        for r in rows {
-            var line = ""
-            for (i, c) in r.enumerated() {
-                line += i == r.count - 1 ? c : c + String(repeating: " ", count: widths[i] - c.count + 2)
-            }
-            out += line + "\n"
-        }
-        return out
     }
 }

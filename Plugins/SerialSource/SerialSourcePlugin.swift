@@ -1,5 +1,6 @@
 import GatewayCore
 import NMEA
+import SerialPorts
 import SystemIO
 
 /// Configuration of the `serial` source.
@@ -99,10 +100,6 @@ public struct SerialPortMatch: Sendable, Equatable {
 }
 
 /// Four lowercase hex digits, as lsusb writes USB ids.
-func hex4(_ v: Int) -> String {
-    let s = String(v, radix: 16)
-    return String(repeating: "0", count: max(0, 4 - s.count)) + s
-}
 
 /// The `serial` source: NMEA from a receiver on a serial port (USB, UART, Bluetooth), via libserialport.
 public enum SerialSourcePlugin: SourcePlugin {

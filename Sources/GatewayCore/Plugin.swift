@@ -84,6 +84,14 @@ public protocol SourcePlugin: GatewayPlugin {
 
 public protocol TransformPlugin: GatewayPlugin {
     static func makeTransform(_ configuration: Configuration, context: ComponentContext) throws -> any PositionTransform
+    /// The areas the transform works with (fences, corridors), for views such as the live map.
+    /// Optional: the default has none. May read files (as the transform would when it starts);
+    /// a failure is shown beside the view, not raised.
+    static func areas(of configuration: Configuration) throws -> [Area]
+}
+
+extension TransformPlugin {
+    public static func areas(of configuration: Configuration) throws -> [Area] { [] }
 }
 
 public protocol SinkPlugin: GatewayPlugin {
@@ -115,14 +123,18 @@ public struct PreparedComponent: Sendable {
 
     /// The plugin's environment check (``GatewayPlugin/checkEnvironment(_:context:)``).
     public let checkEnvironment: @Sendable (EnvironmentContext) -> [EnvironmentFinding]
+    /// The component's areas (``TransformPlugin/areas(of:)``); none for sources and sinks.
+    public let areas: @Sendable () throws -> [Area]
 
     public init(claims: [String] = [], durable: Bool = false, configuration: (any Sendable)? = nil,
                 checkEnvironment: @escaping @Sendable (EnvironmentContext) -> [EnvironmentFinding] = { _ in [] },
+                areas: @escaping @Sendable () throws -> [Area] = { [] },
                 build: @escaping @Sendable (ComponentContext) throws -> BuiltComponent) {
         self.claims = claims
         self.durable = durable
         self.configuration = configuration
         self.checkEnvironment = checkEnvironment
+        self.areas = areas
         self.build = build
     }
 }
@@ -151,7 +163,8 @@ public struct PluginRegistry: Sendable {
     public mutating func register<P: TransformPlugin>(transform plugin: P.Type) {
         add(P.info) { reader in
             let c = P.configure(&reader)
-            return PreparedComponent(claims: P.claims(of: c), durable: false, configuration: c, checkEnvironment: { P.checkEnvironment(c, context: $0) }) { ctx in .transform(try P.makeTransform(c, context: ctx)) }
+            return PreparedComponent(claims: P.claims(of: c), durable: false, configuration: c, checkEnvironment: { P.checkEnvironment(c, context: $0) },
+                                     areas: { try P.areas(of: c) }) { ctx in .transform(try P.makeTransform(c, context: ctx)) }
         }
     }
 

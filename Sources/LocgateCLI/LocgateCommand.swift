@@ -3,7 +3,7 @@ import Foundation
 import GatewayCore
 import GatewayRuntime
 import OperatorAPI
-import SerialSource
+import SerialPorts
 import TrackMap
 import Synchronization
 

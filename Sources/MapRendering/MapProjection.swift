@@ -57,4 +57,33 @@ public enum MapProjection {
         case .multiPolygon(let m): return .polygons(m.polygons.map(rings))
         }
     }
+
+    /// A datum views can draw in, for a position's or an area's datum; nil for a projection.
+    public static func datum(_ datum: Datum) -> ChinaDatums.Datum? {
+        switch datum {
+        case .wgs84: .wgs84
+        case .gcj02: .gcj02
+        case .bd09: .bd09
+        default: nil
+        }
+    }
+
+    /// An area's outline converted from `from` into `to`, rings closed as GeoJSON writes them.
+    public static func shape(_ shape: Area.Shape, from: ChinaDatums.Datum, to: ChinaDatums.Datum) -> MapFence.Shape {
+        func point(_ p: Area.Point) -> MapPoint {
+            let c = ChinaDatums.convert(GeoPoint(latitude: p.latitude, longitude: p.longitude), from: from, to: to)
+            return MapPoint(latitude: c.latitude, longitude: c.longitude)
+        }
+        switch shape {
+        case .circle(let center, let radius):
+            return .circle(center: point(center), radiusMeters: radius)
+        case .polygons(let polygons):
+            return .polygons(polygons.map { rings in
+                rings.map { ring in
+                    let points = ring.map(point)
+                    return points.first.map { points + [$0] } ?? points
+                }
+            })
+        }
+    }
 }

@@ -2,41 +2,40 @@ import Dispatch
 import Foundation
 import GatewayCore
 import Geodesy
-import Geofence
 import HTTPServing
 import MapRendering
 import Synchronization
 
-/// The live map's data that does not come from positions: the fences of every geofence
-/// transform and the components whose counters are shown, replaced on a reload.
+/// The live map's data that does not come from positions: the areas (fences, corridors) of
+/// every transform that offers them, and the components whose counters are shown; replaced on a
+/// reload.
 struct LiveMapScene: Sendable {
     var fences: [MapFence] = []
     var notes: [String] = []
 
-    /// Reads each geofence transform's fences with the plugin's own loader and converts them
-    /// from its `fence_datum` into `display`; a file that cannot be read becomes a note.
+    /// Reads each transform's areas (``TransformPlugin/areas(of:)``, which loads them as the
+    /// plugin does) and converts them into `display`; areas that cannot be read become a note.
     init(configuration: PipelineConfiguration, display: ChinaDatums.Datum) {
-        for c in configuration.transforms where c.type == "geofence" {
-            guard let g = c.prepared.configuration as? GeofenceConfiguration else { continue }
-            var loaded: [Fence]
-            switch g.source {
-            case .inline(let fences):
-                loaded = fences
-            case .file(let path):
-                do {
-                    loaded = try FenceLoader(idProperty: g.idProperty, nameProperty: g.nameProperty).load(file: path)
-                } catch {
-                    notes.append("\(c.path): fences not shown: \(error)")
+        for c in configuration.transforms {
+            let areas: [Area]
+            do {
+                areas = try c.prepared.areas()
+            } catch {
+                notes.append("\(c.path): fences not shown: \(error)")
+                continue
+            }
+            var converted: [String: Int] = [:]
+            for area in areas {
+                guard let from = MapProjection.datum(area.datum) else {
+                    notes.append("\(c.path): \(area.id) not shown: its datum \(area.datum) is not one a map is drawn in")
                     continue
                 }
+                fences.append(MapFence(id: area.id, name: area.name, origin: c.path, sourceDatum: MapProjection.name(from),
+                                       shape: MapProjection.shape(area.shape, from: from, to: display)))
+                if from != display { converted[MapProjection.name(from), default: 0] += 1 }
             }
-            if let only = g.only { loaded = loaded.filter { only.contains($0.id) } }
-            for f in loaded {
-                fences.append(MapFence(id: f.id, name: f.name, origin: c.path, sourceDatum: MapProjection.name(g.fenceDatum),
-                                       shape: MapProjection.shape(f.shape, from: g.fenceDatum, to: display)))
-            }
-            if g.fenceDatum != display && !loaded.isEmpty {
-                notes.append("\(c.path): \(loaded.count) fence(s) converted from \(MapProjection.name(g.fenceDatum)) to \(MapProjection.name(display)).")
+            for (from, n) in converted.sorted(by: { $0.key < $1.key }) {
+                notes.append("\(c.path): \(n) fence(s) converted from \(from) to \(MapProjection.name(display)).")
             }
         }
     }

@@ -1,6 +1,7 @@
 import Foundation
 import GatewayCore
 import NMEA
+import SerialPorts
 import SerialSource
 import Testing
 

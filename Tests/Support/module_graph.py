@@ -14,10 +14,8 @@ import json, os, re, subprocess, sys
 
 # Edges from Sources/ to Plugins/ that exist today and are to be removed, not added to.
 KNOWN = {
-    ("LocgateCLI", "SerialSource"),   # `locgate ports` lists serial ports through the plugin
     ("TrackMap", "Geofence"),         # `locgate map` builds the geofence transform itself
     ("TrackMap", "FileReplay"),       # ... and reads position files with the file source's reader
-    ("OperatorAPI", "Geofence"),      # the live map downcasts the geofence configuration
 }
 
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
