@@ -134,7 +134,7 @@ public struct NATSConsumerInfo: Sendable, Hashable {
 
 /// Where a message's acknowledgement goes (its JetStream reply subject); opaque to callers.
 public struct NATSAckToken: Sendable, Hashable {
-    fileprivate let reply: String
+    let reply: String
 }
 
 /// How a JetStream message is answered.
