@@ -6,14 +6,20 @@ import Synchronization
 
 /// Fixtures, gpsd's expected epochs, and a way to run a source and collect what it emits.
 enum TestSupport {
+    /// gpsd 3.22's outputs (this target's fixtures): the logs themselves are the NMEA engine's
+    /// copy of gpsd's regression logs, read from there (one copy in the repository).
     static var fixtures: URL { Bundle.module.resourceURL!.appendingPathComponent("Fixtures/gpsd") }
+    static var logs: URL { packageRoot.appendingPathComponent("Tests/NMEATests/Fixtures/gpsd") }
 
+    /// One of gpsd's regression logs.
     static func fixture(_ name: String) throws -> [UInt8] {
-        Array(try Data(contentsOf: fixtures.appendingPathComponent(name)))
+        Array(try Data(contentsOf: logs.appendingPathComponent(name)))
     }
 
     /// gpsd 3.22's output (Debian's version) for a log.
-    static func chk(_ log: String) throws -> [UInt8] { try fixture("chk-release-3.22/\(log).chk") }
+    static func chk(_ log: String) throws -> [UInt8] {
+        Array(try Data(contentsOf: fixtures.appendingPathComponent("chk-release-3.22/\(log).chk")))
+    }
 
     /// Every log with a gpsd 3.22 `.chk`, sorted.
     static var chkLogs: [String] {
