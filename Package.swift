@@ -125,6 +125,8 @@ let package = Package(
         .testTarget(name: "NetworkNMEATests", dependencies: ["NetworkNMEA", "GatewayTesting", "GatewayCore", "NMEA"], swiftSettings: settings),
         .testTarget(name: "OperatorAPITests", dependencies: ["OperatorAPI", "HTTPServing", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "OutboxTests", dependencies: ["Outbox", "GatewayCore", "GatewayRuntime", "GatewayTesting"], swiftSettings: settings),
+        // Model-based and power-cut proofs of the outbox (`make proof` runs them larger).
+        .testTarget(name: "OutboxProofTests", dependencies: ["Outbox", "CSQLite", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "SerialSourceTests", dependencies: ["SerialSource", "GatewayCore", "GatewayTesting", "NMEA"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "HTTPServerSourceTests", dependencies: ["HTTPServerSource", "DeviceIntake", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
