@@ -269,9 +269,10 @@ enum OutboxModelRunner {
         let f = last ?? failure
         let steps = ops.enumerated().map { "  \($0.offset + 1). \($0.element)" }.joined(separator: "\n")
         return """
-            \(subject.rawValue) outbox: seed \(seed), \(length) steps: after step \(failure.step + 1) (\(original[failure.step])): \(failure.message)
-            minimal failing sequence (\(ops.count) steps), failing after its last step: \(f.message)
+            \(subject.rawValue) outbox, seed \(seed), \(length) steps: differs from the model after step \(failure.step + 1), \(original[failure.step])
+            minimal failing sequence (\(ops.count) steps):
             \(steps)
+            after its last step: \(f.message)
             """
     }
 }
