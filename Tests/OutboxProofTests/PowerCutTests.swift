@@ -2,6 +2,7 @@ import Foundation
 import GatewayCore
 import GatewayTesting
 import Outbox
+import Synchronization
 import Testing
 
 /// The SQLite outbox under simulated power cuts: a seeded run of appends, acknowledgements (in
@@ -45,10 +46,12 @@ import Testing
     struct Measurement {
         var cutPoints = 0
         var steps = 0
+        /// WAL headers written in steady delivery (restarts of the WAL after a checkpoint).
+        var walRestarts = 0
         var kinds: [PowerCutVFS.CutImage.Kind: Tally] = [:]
 
         func report(_ synchronous: String) -> String {
-            (["synchronous=\(synchronous): \(steps) steps, \(cutPoints) cut points"]
+            (["synchronous=\(synchronous): \(steps) steps, \(cutPoints) cut points, \(walRestarts) WAL restarts in steady delivery"]
                 + PowerCutVFS.CutImage.Kind.allCases.map { "  \($0.rawValue): \(kinds[$0]?.summary ?? "no images")" })
                 .joined(separator: "\n")
         }
@@ -68,7 +71,7 @@ import Testing
         var queued: [Int64] = []
         var nextSeq: Int64 = 1
         var measurement = Measurement()
-        vfs.capture { _ in true }
+        vfs.capture { _, _ in true }
 
         func check(step: Int) {
             for image in vfs.takeImages() {
@@ -78,32 +81,39 @@ import Testing
             }
         }
 
+        func payload(_ size: Int) -> [UInt8] { (0..<size).map { _ in UInt8.random(in: 32...126, using: &rng) } }
+        func append(_ entries: [OutboxEntry], step: Int) throws {
+            _ = try outbox.append(entries, at: Timestamp(milliseconds: 1_780_000_000_000 + Int64(step)))
+            for e in entries {
+                history[nextSeq] = History(id: e.id, payload: e.payload, appended: step)
+                queued.append(nextSeq)
+                nextSeq += 1
+            }
+        }
+        func removeFront(through seq: Int64, step: Int) throws {
+            try outbox.remove(through: seq)
+            for s in queued where s <= seq { history[s]?.removed = step }
+            queued.removeAll { $0 <= seq }
+        }
+
         // Step 0 opens the queue (the file, the WAL, the schema), as a sink's start does.
         let open = { try SQLiteOutbox(path: path, maxRecords: 1_000_000, synchronousFull: full, vfs: vfs.name) }
         var outbox = try open()
         check(step: 0)
-        let steps = PowerCutTests.steps * ProofScale.factor
-        for step in 1...steps {
+        var step = 0
+        // A sink at work: positions in, acknowledgements in and out of order, restarts.
+        for _ in 0..<(PowerCutTests.steps * ProofScale.factor) {
+            step += 1
             let roll = Int.random(in: 0..<100, using: &rng)
             switch roll {
             case ..<45:
-                let entries = (0..<Int.random(in: 1...4, using: &rng)).map { _ in
+                try append((0..<Int.random(in: 1...4, using: &rng)).map { _ in
                     let size = Int.random(in: 0..<15, using: &rng) == 0 ? Int.random(in: 3000...6000, using: &rng) : Int.random(in: 60...400, using: &rng)
-                    return OutboxEntry(id: "p\(nextSeq)", key: ["", "a", "b"][Int.random(in: 0..<3, using: &rng)],
-                                       payload: (0..<size).map { _ in UInt8.random(in: 32...126, using: &rng) }, time: nil)
-                }
-                _ = try outbox.append(entries, at: Timestamp(milliseconds: 1_780_000_000_000 + Int64(step)))
-                for e in entries {
-                    history[nextSeq] = History(id: e.id, payload: e.payload, appended: step)
-                    queued.append(nextSeq)
-                    nextSeq += 1
-                }
+                    return OutboxEntry(id: "p\(nextSeq)", key: ["", "a", "b"][Int.random(in: 0..<3, using: &rng)], payload: payload(size), time: nil)
+                }, step: step)
             case ..<65 where !queued.isEmpty:
                 // The front acknowledged, as the http sink does.
-                let through = queued[min(queued.count, Int.random(in: 1...5, using: &rng)) - 1]
-                try outbox.remove(through: through)
-                for seq in queued where seq <= through { history[seq]?.removed = step }
-                queued.removeAll { $0 <= through }
+                try removeFront(through: queued[min(queued.count, Int.random(in: 1...5, using: &rng)) - 1], step: step)
             case ..<80 where !queued.isEmpty:
                 // Out of order, as a broker acknowledges; or rejected into the dead letters.
                 let picked = Set((0..<Int.random(in: 1...4, using: &rng)).map { _ in queued[Int.random(in: 0..<queued.count, using: &rng)] })
@@ -125,11 +135,45 @@ import Testing
             }
             check(step: step)
         }
+        // Steady delivery: each batch is taken by the server soon after it was queued, with no
+        // restart for long enough that SQLite's automatic checkpoint (at 1000 WAL pages) runs and
+        // the WAL starts again from its beginning. A WAL near 4 MB makes each image costly, so
+        // here the checkpoint (the database file's writes and syncs) and the WAL's restart with
+        // the 60 cut points after it are cut at each point, the rest at every 10th sync and
+        // every 50th write.
+        let focus = Mutex(0)
+        vfs.capture { point, call in
+            switch call {
+            case .write(let path, let offset, _) where path.hasSuffix("-wal"):
+                if offset == 0 { focus.withLock { $0 = point + 60 } }
+                return point <= focus.withLock { $0 } || point % 50 == 0
+            case .sync(let path) where path.hasSuffix("-wal"):
+                return point <= focus.withLock { $0 } || point % 10 == 0
+            default:
+                return true
+            }
+        }
+        let headers = vfs.walHeaderWrites
+        var afterRestart = 6
+        while afterRestart > 0 && step < 100_000 {
+            step += 1
+            if queued.isEmpty || step % 2 == 0 {
+                try append((0..<Int.random(in: 1...3, using: &rng)).map { _ in
+                    OutboxEntry(id: "p\(nextSeq)", payload: payload(Int.random(in: 60...400, using: &rng)), time: nil)
+                }, step: step)
+            } else {
+                try removeFront(through: queued[queued.count - 1], step: step)
+            }
+            check(step: step)
+            if vfs.walHeaderWrites > headers { afterRestart -= 1 }
+        }
+        measurement.walRestarts = vfs.walHeaderWrites - headers
         // The last step: a clean close (its checkpoint, the WAL's truncation and removal).
         #expect(try outbox.oldest(limit: 1_000_000).map(\.seq) == queued, "the run itself lost track")
         outbox.close()
-        check(step: steps + 1)
-        measurement.steps = steps + 1
+        step += 1
+        check(step: step)
+        measurement.steps = step
         measurement.cutPoints = vfs.callCount
         return measurement
     }

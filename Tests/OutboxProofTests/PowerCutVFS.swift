@@ -36,7 +36,10 @@ final class PowerCutVFS: @unchecked Sendable {
     private var durable: [String: Inode] = [:]
     private var images: [CutImage] = []
     /// Which cut points to capture images at.
-    private var capturing: @Sendable (Int) -> Bool = { _ in false }
+    private var capturing: @Sendable (Int, Call) -> Bool = { _, _ in false }
+    /// Writes of a WAL header (at offset 0): one at each creation of the WAL and each restart
+    /// of it from the beginning after a checkpoint.
+    private var walHeaders = 0
 
     /// One file's contents on the disk itself: what its last sync made durable.
     final class Inode {
@@ -44,7 +47,7 @@ final class PowerCutVFS: @unchecked Sendable {
     }
 
     /// The call a cut point comes before.
-    enum Call: CustomStringConvertible {
+    enum Call: CustomStringConvertible, Sendable {
         case create(String)
         case write(String, offset: Int, bytes: [UInt8])
         case truncate(String, size: Int)
@@ -126,7 +129,10 @@ final class PowerCutVFS: @unchecked Sendable {
     var callCount: Int { locked { calls } }
 
     /// Captures images at the cut points `wanted` accepts from now on.
-    func capture(at wanted: @escaping @Sendable (Int) -> Bool) { locked { capturing = wanted } }
+    func capture(at wanted: @escaping @Sendable (_ point: Int, _ call: Call) -> Bool) { locked { capturing = wanted } }
+
+    /// WAL headers written so far.
+    var walHeaderWrites: Int { locked { walHeaders } }
 
     /// The images captured since the last call.
     func takeImages() -> [CutImage] {
@@ -139,7 +145,8 @@ final class PowerCutVFS: @unchecked Sendable {
     /// Counts a cut point before `call`, capturing its images when wanted.
     private func cut(before call: Call) {
         calls += 1
-        guard capturing(calls) else { return }
+        if case .write(let path, 0, _) = call, path.hasSuffix("-wal") { walHeaders += 1 }
+        guard capturing(calls, call) else { return }
         let afterPowerLoss = durable.mapValues(\.synced)
         var afterProcessCrash: [String: [UInt8]] = [:]
         for path in present.keys { afterProcessCrash[path] = FileManager.default.contents(atPath: path).map { [UInt8]($0) } ?? [] }
