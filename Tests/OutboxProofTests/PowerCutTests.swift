@@ -5,14 +5,17 @@ import Outbox
 import Synchronization
 import Testing
 
-/// The SQLite outbox under simulated power cuts: a seeded run of appends, acknowledgements (in
-/// and out of order), dead letters, in-flight marks and clean reopens on ``PowerCutVFS``, cut at
+/// The SQLite outbox under simulated power cuts. On ``PowerCutVFS``, a seeded run of a sink at
+/// work (appends, acknowledgements in and out of order, dead letters, in-flight marks, clean
+/// restarts), then of steady delivery long enough for SQLite's automatic checkpoint, is cut before
 /// every write, truncate, sync, create and delete. Each image a cut leaves is opened as the next
-/// start would (the normal VFS, the real `SQLiteOutbox`) and must hold every record whose append
-/// had returned (upstream was told it is safe) unless its removal had returned, no record whose
-/// removal had returned, nothing never appended, and pass `PRAGMA integrity_check`.
+/// start would open it (the normal VFS, the real `SQLiteOutbox`) and must hold every record whose
+/// append had returned (upstream was told it is safe) unless its removal had returned, no record
+/// whose removal had returned, nothing never appended, be the queue as a whole number of steps
+/// left it (each step is one transaction), and pass `PRAGMA integrity_check`. What each
+/// `synchronous` setting survives is printed, and written in Plugins/HTTPOutput/README.md.
 @Suite(.serialized) struct PowerCutTests {
-    /// Steps of the run (times LOCGATE_PROOF_SCALE).
+    /// Steps of the sink at work (times LOCGATE_PROOF_SCALE).
     static let steps = 90
 
     /// What happened to one record: the steps its append and its removal happened in.
@@ -21,6 +24,29 @@ import Testing
         var payload: [UInt8]
         var appended: Int
         var removed: Int?
+    }
+
+    /// Every record of the run, what is queued now, and which records each step appended and
+    /// removed: an image is checked against it in time proportional to the queue, not the run.
+    struct Ledger {
+        var history: [Int64: History] = [:]
+        var queued: [Int64] = []
+        var appendedAt: [Int: [Int64]] = [:]
+        var removedAt: [Int: [Int64]] = [:]
+
+        mutating func append(_ seq: Int64, _ entry: OutboxEntry, step: Int) {
+            history[seq] = History(id: entry.id, payload: entry.payload, appended: step)
+            queued.append(seq)
+            appendedAt[step, default: []].append(seq)
+        }
+
+        mutating func remove(_ seqs: Set<Int64>, step: Int) {
+            for seq in seqs where history[seq]?.removed == nil {
+                history[seq]?.removed = step
+                removedAt[step, default: []].append(seq)
+            }
+            queued.removeAll { seqs.contains($0) }
+        }
     }
 
     /// What the images of one kind showed.
@@ -67,8 +93,7 @@ import Testing
         try FileManager.default.createDirectory(atPath: checking, withIntermediateDirectories: true)
         let path = directory + "/q.sqlite"
         var rng = SeededGenerator(seed: seed)
-        var history: [Int64: History] = [:]
-        var queued: [Int64] = []
+        var ledger = Ledger()
         var nextSeq: Int64 = 1
         var measurement = Measurement()
         vfs.capture { _, _ in true }
@@ -76,7 +101,7 @@ import Testing
         func check(step: Int) {
             for image in vfs.takeImages() {
                 var tally = measurement.kinds[image.kind] ?? Tally()
-                examine(image, in: checking, step: step, history: history, tally: &tally)
+                examine(image, in: checking, step: step, ledger: ledger, tally: &tally)
                 measurement.kinds[image.kind] = tally
             }
         }
@@ -85,15 +110,13 @@ import Testing
         func append(_ entries: [OutboxEntry], step: Int) throws {
             _ = try outbox.append(entries, at: Timestamp(milliseconds: 1_780_000_000_000 + Int64(step)))
             for e in entries {
-                history[nextSeq] = History(id: e.id, payload: e.payload, appended: step)
-                queued.append(nextSeq)
+                ledger.append(nextSeq, e, step: step)
                 nextSeq += 1
             }
         }
         func removeFront(through seq: Int64, step: Int) throws {
             try outbox.remove(through: seq)
-            for s in queued where s <= seq { history[s]?.removed = step }
-            queued.removeAll { $0 <= seq }
+            ledger.remove(Set(ledger.queued.filter { $0 <= seq }), step: step)
         }
 
         // Step 0 opens the queue (the file, the WAL, the schema), as a sink's start does.
@@ -111,22 +134,21 @@ import Testing
                     let size = Int.random(in: 0..<15, using: &rng) == 0 ? Int.random(in: 3000...6000, using: &rng) : Int.random(in: 60...400, using: &rng)
                     return OutboxEntry(id: "p\(nextSeq)", key: ["", "a", "b"][Int.random(in: 0..<3, using: &rng)], payload: payload(size), time: nil)
                 }, step: step)
-            case ..<65 where !queued.isEmpty:
+            case ..<65 where !ledger.queued.isEmpty:
                 // The front acknowledged, as the http sink does.
-                try removeFront(through: queued[min(queued.count, Int.random(in: 1...5, using: &rng)) - 1], step: step)
-            case ..<80 where !queued.isEmpty:
+                try removeFront(through: ledger.queued[min(ledger.queued.count, Int.random(in: 1...5, using: &rng)) - 1], step: step)
+            case ..<80 where !ledger.queued.isEmpty:
                 // Out of order, as a broker acknowledges; or rejected into the dead letters.
-                let picked = Set((0..<Int.random(in: 1...4, using: &rng)).map { _ in queued[Int.random(in: 0..<queued.count, using: &rng)] })
+                let picked = Set((0..<Int.random(in: 1...4, using: &rng)).map { _ in ledger.queued[Int.random(in: 0..<ledger.queued.count, using: &rng)] })
                 if roll < 75 {
                     try outbox.remove(Array(picked))
                 } else {
                     let records = try outbox.oldest(limit: 1_000_000).filter { picked.contains($0.seq) }
                     try outbox.deadLetter(records, status: 400, answer: "rejected", at: Timestamp(milliseconds: 0))
                 }
-                for seq in picked { history[seq]?.removed = step }
-                queued.removeAll { picked.contains($0) }
-            case ..<92 where !queued.isEmpty:
-                try outbox.markInFlight(through: queued[Int.random(in: 0..<queued.count, using: &rng)])
+                ledger.remove(picked, step: step)
+            case ..<92 where !ledger.queued.isEmpty:
+                try outbox.markInFlight(through: ledger.queued[Int.random(in: 0..<ledger.queued.count, using: &rng)])
             case ..<96:
                 outbox.close()
                 outbox = try open()
@@ -158,19 +180,19 @@ import Testing
         var afterRestart = 6
         while afterRestart > 0 && step < 1_000_000 {
             step += 1
-            if queued.isEmpty || step % 2 == 0 {
+            if ledger.queued.isEmpty || step % 2 == 0 {
                 try append((0..<Int.random(in: 1...3, using: &rng)).map { _ in
                     OutboxEntry(id: "p\(nextSeq)", payload: payload(Int.random(in: 60...400, using: &rng)), time: nil)
                 }, step: step)
             } else {
-                try removeFront(through: queued[queued.count - 1], step: step)
+                try removeFront(through: ledger.queued[ledger.queued.count - 1], step: step)
             }
             check(step: step)
             if vfs.walHeaderWrites - headers >= restarts { afterRestart -= 1 }
         }
         measurement.walRestarts = vfs.walHeaderWrites - headers
         // The last step: a clean close (its checkpoint, the WAL's truncation and removal).
-        #expect(try outbox.oldest(limit: 1_000_000).map(\.seq) == queued, "the run itself lost track")
+        #expect(try outbox.oldest(limit: 1_000_000).map(\.seq) == ledger.queued, "the run itself lost track")
         outbox.close()
         step += 1
         check(step: step)
@@ -180,7 +202,7 @@ import Testing
     }
 
     /// Writes the image's files, opens them as the next start would, and tallies what is wrong.
-    static func examine(_ image: PowerCutVFS.CutImage, in directory: String, step: Int, history: [Int64: History], tally: inout Tally) {
+    static func examine(_ image: PowerCutVFS.CutImage, in directory: String, step: Int, ledger: Ledger, tally: inout Tally) {
         tally.images += 1
         let at = "cut \(image.point) (before \(image.call), step \(step), \(image.kind.rawValue))"
         for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] {
@@ -207,17 +229,18 @@ import Testing
             tally.note("\(at): \(error)")
             return
         }
-        var lost: [Int64] = [], back: [Int64] = [], foreign: [Int64] = []
+        var back: [Int64] = [], foreign: [Int64] = []
         let present = Dictionary(found.map { ($0.seq, $0) }, uniquingKeysWith: { a, _ in a })
-        for (seq, h) in history where h.appended < step {
-            let removal = h.removed.map { $0 < step ? "returned" : $0 == step ? "running" : "later" } ?? "later"
-            if removal == "later" && present[seq] == nil { lost.append(seq) }
-            if removal == "returned" && present[seq] != nil { back.append(seq) }
+        let history = ledger.history
+        // Still queued after the step that was cut, and appended before it: its append had returned.
+        let lost = ledger.queued.filter { history[$0]!.appended < step && present[$0] == nil }
+        for r in found {
+            guard let h = history[r.seq], h.id == r.id, h.payload == r.payload else { foreign.append(r.seq); continue }
+            if let removed = h.removed, removed < step { back.append(r.seq) }
         }
-        for r in found where !(history[r.seq].map { $0.id == r.id && $0.payload == r.payload } ?? false) { foreign.append(r.seq) }
         // Each step is one transaction (an append, a remove, a dead letter): what is left must be
         // the state after some prefix of the steps, never part of one (nor a gap in the order).
-        if let p = prefix(matching: Set(present.keys), history: history, step: step) {
+        if let p = prefix(matching: Set(present.keys), ledger: ledger, step: step) {
             tally.stepsUndone = max(tally.stepsUndone, step - 1 - p)
         } else {
             tally.partial += 1
@@ -241,13 +264,8 @@ import Testing
 
     /// The latest step p (up to the one cut, as if it had completed) such that `present` is
     /// exactly what steps 1...p leave queued; nil when there is none.
-    static func prefix(matching present: Set<Int64>, history: [Int64: History], step: Int) -> Int? {
-        var appendedAt: [Int: [Int64]] = [:], removedAt: [Int: [Int64]] = [:]
-        var expected = Set<Int64>()
-        for (seq, h) in history {
-            appendedAt[h.appended, default: []].append(seq)
-            if let r = h.removed { removedAt[r, default: []].append(seq) } else { expected.insert(seq) }
-        }
+    static func prefix(matching present: Set<Int64>, ledger: Ledger, step: Int) -> Int? {
+        var expected = Set(ledger.queued)
         // Walking back from p = step: undo step p's appends and removals; `differing` counts the
         // seqs in exactly one of `expected` and `present`.
         var differing = expected.symmetricDifference(present).count
@@ -258,8 +276,8 @@ import Testing
         }
         for p in stride(from: step, through: 0, by: -1) {
             if differing == 0 { return p }
-            for seq in appendedAt[p] ?? [] { flip(seq, into: false) }
-            for seq in removedAt[p] ?? [] where history[seq]!.appended < p { flip(seq, into: true) }
+            for seq in ledger.appendedAt[p] ?? [] { flip(seq, into: false) }
+            for seq in ledger.removedAt[p] ?? [] { flip(seq, into: true) }
         }
         return nil
     }
