@@ -136,7 +136,8 @@ fuzz-smoke:
 
 # The outbox's proofs (Tests/OutboxProofTests) at PROOF_SCALE times the size `make test` runs
 # them at: the model-based test (more seeded sequences) and the simulated power cuts (a longer
-# run, so more cut points). They print what they ran and measured.
+# run, so more cut points). They print what they ran and measured: 23 minutes at scale 20 on two
+# cores shared with other builds, 35 s at scale 1.
 PROOF_SCALE ?= 20
 proof: deps-run
 	swift build --build-tests $(SWIFT_FLAGS)

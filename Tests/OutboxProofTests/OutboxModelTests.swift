@@ -26,11 +26,11 @@ import Testing
         print("model check: \(subject.rawValue) outbox matched its model after each of \(steps) steps (\(Self.sequences * ProofScale.factor) seeded sequences)")
     }
 
-    @Test(.timeLimit(.minutes(5))) func theSQLiteOutboxBehavesAsItsModelThroughCrashesAndReopens() async {
+    @Test(.timeLimit(.minutes(ProofScale.minutes))) func theSQLiteOutboxBehavesAsItsModelThroughCrashesAndReopens() async {
         await check(.sqlite, seedBase: 0x5157_0000)
     }
 
-    @Test(.timeLimit(.minutes(5))) func theMemoryOutboxBehavesAsItsModel() async {
+    @Test(.timeLimit(.minutes(ProofScale.minutes))) func theMemoryOutboxBehavesAsItsModel() async {
         await check(.memory, seedBase: 0x4D45_0000)
     }
 

@@ -282,7 +282,7 @@ import Testing
         return nil
     }
 
-    @Test(.timeLimit(.minutes(5))) func synchronousFullLosesNothingAcknowledgedAtAnyCut() throws {
+    @Test(.timeLimit(.minutes(ProofScale.minutes))) func synchronousFullLosesNothingAcknowledgedAtAnyCut() throws {
         let m = try Self.measure(full: true, seed: 0xF011)
         print(m.report("full"))
         #expect(m.walRestarts >= 1, "steady delivery never reached SQLite's automatic checkpoint")
@@ -295,7 +295,7 @@ import Testing
     /// Normal keeps the file sound and survives the crash of the process, but a power cut takes
     /// the commits since the last checkpoint: they were never synced. That loss is asserted too,
     /// as the proof that the VFS really forgets what was not synced.
-    @Test(.timeLimit(.minutes(5))) func synchronousNormalSurvivesAProcessCrashButNotAPowerCut() throws {
+    @Test(.timeLimit(.minutes(ProofScale.minutes))) func synchronousNormalSurvivesAProcessCrashButNotAPowerCut() throws {
         let m = try Self.measure(full: false, seed: 0xF011)
         print(m.report("normal"))
         #expect(m.walRestarts >= 1, "steady delivery never reached SQLite's automatic checkpoint")
