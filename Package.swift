@@ -128,6 +128,8 @@ let package = Package(
         .testTarget(name: "NetworkNMEATests", dependencies: ["NetworkNMEA", "GatewayTesting", "GatewayCore"], swiftSettings: settings),
         .testTarget(name: "OperatorAPITests", dependencies: ["OperatorAPI", "HTTPServing", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins", "Geodesy", "MapRendering"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "OutboxTests", dependencies: ["Outbox", "GatewayCore", "GatewayRuntime", "GatewayTesting"], swiftSettings: settings),
+        // Model-based and power-cut proofs of the outbox (`make proof` runs them larger).
+        .testTarget(name: "OutboxProofTests", dependencies: ["Outbox", "CSQLite", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "SerialSourceTests", dependencies: ["SerialSource", "SerialPorts", "GatewayCore", "GatewayTesting", "NMEA"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "HTTPServerSourceTests", dependencies: ["HTTPServerSource", "GatewayCore", "GatewayTesting"], swiftSettings: settings),

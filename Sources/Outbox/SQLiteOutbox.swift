@@ -33,13 +33,18 @@ public final class SQLiteOutbox: Outbox {
     public var location: String { path }
 
     /// Opens (or creates) the outbox file and proves it is writable.
-    public init(path: String, maxRecords: Int, synchronousFull: Bool) throws {
+    public convenience init(path: String, maxRecords: Int, synchronousFull: Bool) throws {
+        try self.init(path: path, maxRecords: maxRecords, synchronousFull: synchronousFull, vfs: nil)
+    }
+
+    /// The same through the SQLite VFS registered as `vfs`: OutboxProofTests simulates power cuts.
+    package init(path: String, maxRecords: Int, synchronousFull: Bool, vfs: String?) throws {
         self.path = path
         self.maxRecords = maxRecords
         commits = DispatchQueue(label: "locgate-outbox")
         try SQLiteOutbox.checkDirectory(of: path)
         do {
-            let c = try SQLiteConnection(path: path)
+            let c = try SQLiteConnection(path: path, vfs: vfs)
             try SQLiteOutbox.checkSchema(c, path: FileCheck.absolute(path))
             try c.execute("PRAGMA journal_mode=WAL")
             try c.execute("PRAGMA synchronous=\(synchronousFull ? "FULL" : "NORMAL")")
@@ -73,11 +78,9 @@ public final class SQLiteOutbox: Outbox {
             // A write at start turns a full disk or a read-only file into an error now, not at the first position.
             try c.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
             try c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('opened', datetime('now'))")
-            let depth = try c.queryInt("SELECT count(*) FROM pending") ?? 0
-            cachedDepth.store(Int(depth), ordering: .relaxed)
+            cachedDepth.store(Int(try c.queryInt("SELECT count(*) FROM pending") ?? 0), ordering: .relaxed)
             cachedOldest.withLock { $0 = try? c.queryInt("SELECT min(enqueued_ms) FROM pending") }
-            let inFlight = try c.queryInt("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'in_flight'")
-            cachedInFlight.withLock { $0 = inFlight }
+            try cachedInFlight.withLock { $0 = try c.queryInt("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'in_flight'") }
             connection = c
         } catch let e as SQLiteError {
             throw OutboxError(path: FileCheck.absolute(path), message: e.message, isDiskFull: e.isDiskFull)
@@ -161,10 +164,8 @@ public final class SQLiteOutbox: Outbox {
                 try checkSchema(c, path: shown)
             } catch let e as SQLiteError {
                 throw OutboxError(path: shown, message: "does not open as a locgate queue: \(e.message)")
-            } catch let e as OutboxError {
-                throw e
             } catch {
-                throw OutboxError(path: shown, message: "\(error)")
+                throw error as? OutboxError ?? OutboxError(path: shown, message: "\(error)")
             }
         }
         return FileCheck.freeBytes(FileCheck.directory(of: path))
@@ -353,7 +354,7 @@ final class SQLiteConnection {
     private var db: OpaquePointer?
     private var statements: [String: SQLiteStatement] = [:]
 
-    init(path: String, readOnly: Bool = false) throws {
+    init(path: String, readOnly: Bool = false, vfs: String? = nil) throws {
         if !readOnly {
             // Queued positions are personal data: the file is created owner-only here, whatever
             // the umask, because SQLite would create it 0644. SQLite gives the -wal and -shm files
@@ -363,7 +364,7 @@ final class SQLiteConnection {
             Glibc.close(fd)
         }
         let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
-        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        let rc = sqlite3_open_v2(path, &db, flags, vfs)
         if rc != SQLITE_OK {
             var message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
             // SQLite's text ("unable to open database file") does not say why; the system's does.
