@@ -1,4 +1,3 @@
-import CSQLite
 import Dispatch
 import GatewayCore
 import Synchronization
@@ -7,7 +6,8 @@ import SystemIO
 import Glibc
 #endif
 
-/// An outbox in an SQLite file (WAL mode), one file per sink. This is the only file that talks to SQLite.
+/// An outbox in an SQLite file (WAL mode), one file per sink, through ``SQLiteConnection``
+/// (SQLiteConnection.swift, the one file that talks to SQLite's C API).
 ///
 /// Tables: `pending` (seq autoincrement, position id, key, payload, age origin) and `dead_letters`
 /// (the same plus the peer's status and answer), `meta` (the in-flight mark). A record is deleted
@@ -174,7 +174,7 @@ public final class SQLiteOutbox: Outbox {
     private func run<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
         do {
             return try lock.withLock { _ in
-                guard let c = connection else { throw SQLiteError(code: SQLITE_MISUSE, message: "the queue is closed") }
+                guard let c = connection else { throw SQLiteError.misuse("the queue is closed") }
                 return try body(c)
             }
         } catch let e as SQLiteError {
@@ -339,178 +339,3 @@ public final class SQLiteOutbox: Outbox {
 }
 
 // MARK: - SQLite
-
-/// An SQLite error code with SQLite's message.
-struct SQLiteError: Error {
-    var code: Int32
-    var message: String
-
-    var isDiskFull: Bool { code & 0xFF == SQLITE_FULL }
-}
-
-/// One open SQLite database. Statements are prepared once and cached; each is reset before it
-/// is handed out again and as soon as its caller is done (see ``SQLiteOutbox`` on the WAL).
-final class SQLiteConnection {
-    private var db: OpaquePointer?
-    private var statements: [String: SQLiteStatement] = [:]
-
-    init(path: String, readOnly: Bool = false, vfs: String? = nil) throws {
-        if !readOnly {
-            // Queued positions are personal data: the file is created owner-only here, whatever
-            // the umask, because SQLite would create it 0644. SQLite gives the -wal and -shm files
-            // the mode of the database file, so they are 0600 too. An existing file keeps its mode.
-            let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-            guard fd >= 0 else { throw SQLiteError(code: SQLITE_CANTOPEN, message: "cannot open: \(FileCheck.reason(errno))") }
-            Glibc.close(fd)
-        }
-        let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
-        let rc = sqlite3_open_v2(path, &db, flags, vfs)
-        if rc != SQLITE_OK {
-            var message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
-            // SQLite's text ("unable to open database file") does not say why; the system's does.
-            let system = db.map { sqlite3_system_errno($0) } ?? 0
-            if system != 0 { message += ": \(FileCheck.reason(system))" }
-            sqlite3_close(db)
-            db = nil
-            throw SQLiteError(code: rc, message: "cannot open: \(message)")
-        }
-        try check(sqlite3_busy_timeout(db, 5000))
-    }
-
-    deinit { close() }
-
-    func close() {
-        statements.removeAll()  // statements finalize before the database closes
-        sqlite3_close(db)
-        db = nil
-    }
-
-    /// Every SQLite return code goes through here: anything but the accepted codes throws.
-    @discardableResult
-    func check(_ rc: Int32, accept: [Int32] = [SQLITE_OK]) throws -> Int32 {
-        guard accept.contains(rc) else {
-            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "error \(rc)"
-            throw SQLiteError(code: rc, message: message)
-        }
-        return rc
-    }
-
-    func execute(_ sql: String) throws {
-        try check(sqlite3_exec(db, sql, nil, nil, nil))
-    }
-
-    /// Rows changed by the last statement.
-    var changes: Int { Int(sqlite3_changes(db)) }
-
-    /// The cached statement for `sql`, reset and with its bindings cleared.
-    func statement(_ sql: String) throws -> SQLiteStatement {
-        if let s = statements[sql] {
-            try s.reset()
-            return s
-        }
-        var raw: OpaquePointer?
-        try check(sqlite3_prepare_v2(db, sql, -1, &raw, nil))
-        let s = SQLiteStatement(raw: raw, connection: self)
-        statements[sql] = s
-        return s
-    }
-
-    /// The first column of the first row as an integer, nil without rows or for NULL.
-    func queryInt(_ sql: String) throws -> Int64? {
-        let s = try statement(sql)
-        defer { s.release() }
-        guard try s.step(), !s.isNull(0) else { return nil }
-        return s.int(0)
-    }
-
-    /// The first column of every row as text.
-    func queryTexts(_ sql: String) throws -> [String] {
-        let s = try statement(sql)
-        var out: [String] = []
-        while try s.step() { out.append(s.text(0)) }
-        return out
-    }
-
-    func columnExists(table: String, column: String) throws -> Bool {
-        let s = try statement("SELECT count(*) FROM pragma_table_info('\(table)') WHERE name = '\(column)'")
-        defer { s.release() }
-        return try s.step() && s.int(0) > 0
-    }
-
-    /// Runs `body` in one IMMEDIATE transaction: committed when it returns, rolled back when it throws.
-    func transaction(_ body: () throws -> Void) throws {
-        try execute("BEGIN IMMEDIATE")
-        do {
-            try body()
-            try execute("COMMIT")
-        } catch {
-            try? execute("ROLLBACK")
-            throw error
-        }
-    }
-}
-
-/// A prepared statement; finalized in deinit.
-final class SQLiteStatement {
-    private let raw: OpaquePointer?
-    private unowned let connection: SQLiteConnection
-
-    init(raw: OpaquePointer?, connection: SQLiteConnection) {
-        self.raw = raw
-        self.connection = connection
-    }
-
-    deinit { sqlite3_finalize(raw) }
-
-    func reset() throws {
-        try connection.check(sqlite3_reset(raw))
-        try connection.check(sqlite3_clear_bindings(raw))
-    }
-
-    /// Ends the statement's read without reporting (the error, if any, was reported by `step`).
-    func release() { sqlite3_reset(raw) }
-
-    func bind(_ index: Int32, _ value: Int64) throws {
-        try connection.check(sqlite3_bind_int64(raw, index, value))
-    }
-
-    func bind(_ index: Int32, _ value: String) throws {
-        try connection.check(sqlite3_bind_text(raw, index, value, -1, csqlite_transient))
-    }
-
-    func bind(_ index: Int32, _ bytes: [UInt8]) throws {
-        guard !bytes.isEmpty else { return try bind(index, "") }
-        let rc = bytes.withUnsafeBytes { buf in
-            sqlite3_bind_text(raw, index, buf.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(buf.count), csqlite_transient)
-        }
-        try connection.check(rc)
-    }
-
-    /// Steps once: true for a row, false when done (the statement is then released).
-    func step() throws -> Bool {
-        let rc = sqlite3_step(raw)
-        // Released after `check` has read SQLite's message.
-        defer { if rc != SQLITE_ROW { release() } }
-        return try connection.check(rc, accept: [SQLITE_ROW, SQLITE_DONE]) == SQLITE_ROW
-    }
-
-    /// Steps a statement that returns no rows, and releases it.
-    func stepDone() throws {
-        let rc = sqlite3_step(raw)
-        defer { release() }
-        try connection.check(rc, accept: [SQLITE_DONE])
-    }
-
-    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(raw, column) == SQLITE_NULL }
-
-    func int(_ column: Int32) -> Int64 { sqlite3_column_int64(raw, column) }
-
-    func bytes(_ column: Int32) -> [UInt8] {
-        // Text first, then its length, as SQLite documents (the length is of the converted value).
-        guard let p = sqlite3_column_text(raw, column) else { return [] }
-        let n = Int(sqlite3_column_bytes(raw, column))
-        return Array(UnsafeBufferPointer(start: p, count: n))
-    }
-
-    func text(_ column: Int32) -> String { String(decoding: bytes(column), as: UTF8.self) }
-}
