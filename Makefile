@@ -32,7 +32,7 @@ DOCDIR ?= $(PREFIX)/share/doc/locgate
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps deps-run build release run test bench bench-nmea clean install fuzz fuzz-build fuzz-smoke proof
+.PHONY: deps deps-run build release run test bench bench-nmea clean install fuzz fuzz-build fuzz-smoke proof tsan asan
 
 # $(call install,PACKAGES): apt-get installs those not installed yet, without recommends.
 # Debian starts a package's service as it installs it (gpsd on 2947, nats-server on 4222,
@@ -143,6 +143,25 @@ fuzz: fuzz-build
 # A few seconds per target: the CI smoke (see `test`) and a quick check after changing a decoder.
 fuzz-smoke:
 	$(MAKE) fuzz FUZZ_SECONDS=5 FUZZ_MERGE=0
+
+# Sanitizers, each in a scratch path of its own (a sanitized build shares nothing with the plain
+# one). ThreadSanitizer over the suites where threads meet: the runtime (buffers, acknowledgements,
+# pipeline threads), the outbox and its delivery loops, the broker and HTTP sinks and sources, the
+# event loop and the device intake. AddressSanitizer over the suites that cross into C: every
+# libserialport, libcurl, libmosquitto, libnats, libmicrohttpd, libuv, libpq, SQLite and PROJ
+# caller. A report fails the run (halt_on_error).
+TSAN_SUITES ?= GatewayRuntimeTests|OutboxTests|OutboxProofTests|HTTPOutputTests|MQTTOutputTests|MQTTInputTests|NATSOutputTests|NATSSourceTests|SystemIOTests|DeviceIntakeTests|HTTPServingTests
+ASAN_SUITES ?= SerialSourceTests|HTTPOutputTests|MQTTOutputTests|MQTTInputTests|NATSOutputTests|NATSSourceTests|HTTPServingTests|HTTPServerSourceTests|SystemIOTests|DeviceIntakeTests|TrackerSourcesTests|PostgresOutputTests|OutboxTests|CoordinatesTests|GeodesyTests
+
+tsan: deps
+	swift build --build-tests --sanitize=thread --scratch-path .build/tsan $(SWIFT_FLAGS)
+	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" swift test --skip-build --sanitize=thread --scratch-path .build/tsan \
+	  --disable-xctest --no-parallel --filter '$(TSAN_SUITES)' $(SWIFT_FLAGS)
+
+asan: deps
+	swift build --build-tests --sanitize=address --scratch-path .build/asan $(SWIFT_FLAGS)
+	ASAN_OPTIONS="halt_on_error=1 detect_leaks=0" swift test --skip-build --sanitize=address --scratch-path .build/asan \
+	  --disable-xctest --no-parallel --filter '$(ASAN_SUITES)' $(SWIFT_FLAGS)
 
 # The outbox's proofs (Tests/OutboxProofTests) at PROOF_SCALE times the size `make test` runs
 # them at: the model-based test (more seeded sequences) and the simulated power cuts (a longer
