@@ -109,7 +109,7 @@ let package = Package(
         .testTarget(name: "ExecSourceTests", dependencies: ["ExecSource", "GatewayTesting", "GatewayCore", "GatewayRuntime", "BuiltinPlugins"], swiftSettings: settings),
         .testTarget(name: "FileOutputTests", dependencies: ["FileOutput", "GatewayCore", "GatewayRuntime", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "FileReplayTests", dependencies: ["FileReplay", "GatewayCore", "GatewayTesting", "SystemIO"], exclude: ["Fixtures"], swiftSettings: settings),
-        .testTarget(name: "FiltersTests", dependencies: ["Filters", "GatewayCore"], swiftSettings: settings),
+        .testTarget(name: "FiltersTests", dependencies: ["Filters", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "GatewayRuntimeTests", dependencies: ["GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], swiftSettings: settings),
         .testTarget(name: "GatewayTestingTests", dependencies: ["GatewayTesting", "GatewayCore", "GatewayRuntime"], swiftSettings: settings),

@@ -1,8 +1,11 @@
 import GatewayCore
 
-/// Options of the `dedupe` transform (it has none).
+/// Options of the `dedupe` transform.
 public struct DedupeConfiguration: Sendable, Hashable {
-    public init() {}
+    /// Positions older than the device's newest: passed on marked or dropped, never compared.
+    public var late = LateFixes()
+
+    public init(late: LateFixes = LateFixes()) { self.late = late }
 }
 
 /// The `dedupe` transform: drops a position identical in time and place to the device's previous one.
@@ -11,41 +14,60 @@ public enum DedupePlugin: TransformPlugin {
         type: "dedupe", kind: .transform,
         summary: "Drops a position with the same time, latitude and longitude as the device's previous position.",
         folder: "Filters",
-        options: [],
+        options: LateFixes.options,
         sample: #"{ "type": "dedupe", "inputs": ["receiver"] }"#
     )
 
-    public static func configure(_ options: inout OptionReader) -> DedupeConfiguration { DedupeConfiguration() }
+    public static func configure(_ options: inout OptionReader) -> DedupeConfiguration {
+        DedupeConfiguration(late: LateFixes(options: &options))
+    }
 
     public static func makeTransform(_ configuration: DedupeConfiguration, context: ComponentContext) throws -> any PositionTransform {
-        DedupeTransform(stats: context.stats)
+        DedupeTransform(configuration: configuration, stats: context.stats)
     }
 }
 
 /// Compares each position with the device's previous one (passed or not): same time and same
 /// coordinates (exact, as a receiver or a merge repeats them) is a duplicate (`dropped.duplicate`).
 /// Positions carrying a geofence `event` are never dropped: they differ by their event.
+/// A position older than the device's newest (late, see ``LateFixes``) is not compared — only
+/// the previous position is kept, so a late repeat of an older one cannot be recognised — and
+/// does not become the previous one: it is passed on marked or dropped.
 public struct DedupeTransform: PositionTransform {
+    public let configuration: DedupeConfiguration
     private struct Key: Equatable {
         var time: Timestamp?
         var latitude: Double?
         var longitude: Double?
     }
+    private struct DeviceState {
+        var previous: Key
+        /// The newest time taken: a position without time replaces `previous` but not this.
+        var newest: Timestamp?
+    }
     private let drops: DropCounter
-    private var previous = DeviceTable<Key>()
+    private let stats: ComponentStats
+    private var devices = DeviceTable<DeviceState>()
 
-    public init(stats: ComponentStats) {
+    public init(configuration: DedupeConfiguration = DedupeConfiguration(), stats: ComponentStats) {
+        self.configuration = configuration
+        self.stats = stats
         self.drops = DropCounter(stats: stats)
     }
 
     public mutating func process(_ position: Position, into output: inout [Position]) {
         let key = Key(time: position.time, latitude: position.latitude, longitude: position.longitude)
         let device = position.deviceKey
-        if position.event == nil, previous[device] == key {
+        let state = devices[device]
+        if configuration.late.judge(position.time, newest: state?.newest) == .late {
+            configuration.late.handle(position, stats: stats, into: &output)
+            return
+        }
+        if position.event == nil, state?.previous == key {
             drops.drop("duplicate")
             return
         }
-        previous[device] = key
+        devices[device] = DeviceState(previous: key, newest: position.time ?? state?.newest)
         output.append(position)
     }
 }

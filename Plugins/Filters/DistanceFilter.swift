@@ -9,11 +9,14 @@ public struct DistanceFilterConfiguration: Sendable, Hashable {
     public var heartbeat: Duration?
     /// A position this long after the device's previous one starts afresh and always passes.
     public var gap: Duration = .seconds(60)
+    /// Positions older than the device's newest: passed on marked or dropped, never a reference.
+    public var late = LateFixes()
 
-    public init(minDistance: Double = 10, heartbeat: Duration? = nil, gap: Duration = .seconds(60)) {
+    public init(minDistance: Double = 10, heartbeat: Duration? = nil, gap: Duration = .seconds(60), late: LateFixes = LateFixes()) {
         self.minDistance = minDistance
         self.heartbeat = heartbeat
         self.gap = gap
+        self.late = late
     }
 }
 
@@ -27,7 +30,7 @@ public enum DistanceFilterPlugin: TransformPlugin {
             OptionSpec("min_distance_m", "number", default: "10", "Metres (geodesic, WGS84) a position must be from the device's last passed position to pass."),
             OptionSpec("heartbeat", "duration", default: "\"0s\" (off)", "While stationary, still pass one position when this long (by the positions' times) has passed since the last one passed."),
             OptionSpec("gap", "duration", default: "\"60s\"", "A position at least this long after the device's previous position (passed or not) always passes: the first fix after an outage."),
-        ],
+        ] + LateFixes.options,
         sample: #"{ "type": "distance_filter", "inputs": ["receiver"], "min_distance_m": 10, "heartbeat": "60s", "gap": "60s" }"#
     )
 
@@ -37,6 +40,7 @@ public enum DistanceFilterPlugin: TransformPlugin {
         let heartbeat = options.duration("heartbeat", default: .zero)
         c.heartbeat = heartbeat > .zero ? heartbeat : nil
         c.gap = options.duration("gap", default: .seconds(60), minimum: .milliseconds(1))
+        c.late = LateFixes(options: &options)
         return c
     }
 
@@ -48,10 +52,14 @@ public enum DistanceFilterPlugin: TransformPlugin {
 /// Passes positions that moved `minDistance` from the device's last passed one.
 ///
 /// Always passes: a device's first position, the first position after a `gap` (or after time
-/// went backwards — a replay restarting), a position carrying a geofence `event`, and with a
-/// `heartbeat`, one position per heartbeat while stationary. Time is the positions' own, so a
-/// replay filters like live input; a position without time can only pass by distance.
+/// went backwards by more than `late_limit` — a replay restarting), a position carrying a
+/// geofence `event`, and with a `heartbeat`, one position per heartbeat while stationary. Time
+/// is the positions' own, so a replay filters like live input; a position without time can only
+/// pass by distance (and is never late).
 /// Positions without coordinates (no fix) are dropped as `dropped.no_fix`, unless they carry an event.
+/// A position older than the device's newest (late, see ``LateFixes``) is not judged: it is passed
+/// on marked or dropped, and neither becomes the reference nor counts for the gap or heartbeat —
+/// the on-time positions filter as if it had never come.
 public struct DistanceFilterTransform: PositionTransform {
     public let configuration: DistanceFilterConfiguration
     private let drops: DropCounter
@@ -78,6 +86,11 @@ public struct DistanceFilterTransform: PositionTransform {
         }
         let time = position.time
         let previous = devices[key]
+        // `lastSeenTime` is the newest time: only on-time positions (and restarts) set it.
+        if configuration.late.judge(time, newest: previous?.lastSeenTime) == .late {
+            configuration.late.handle(position, stats: stats, into: &output)
+            return
+        }
         if passes(position, point, previous) {
             devices[key] = DeviceState(lastPassedPoint: point, lastPassedTime: time ?? previous?.lastPassedTime,
                                        lastSeenTime: time ?? previous?.lastSeenTime)
@@ -95,6 +108,8 @@ public struct DistanceFilterTransform: PositionTransform {
         if let time = position.time, let seen = previous.lastSeenTime {
             let sinceSeen = time.seconds(since: seen)
             if sinceSeen < 0 {
+                // Older than the newest by more than `late_limit` (a late one never gets here):
+                // time started again, so the device starts afresh.
                 stats.count("passed.time_reset")
                 return true
             }

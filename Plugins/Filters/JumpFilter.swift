@@ -7,10 +7,13 @@ public struct JumpFilterConfiguration: Sendable, Hashable {
     public var maxSpeed: Double = 70
     /// After this many consecutive rejects the filter starts afresh.
     public var resetAfter: Int = 5
+    /// Positions older than the device's newest: passed on marked or dropped, never judged.
+    public var late = LateFixes()
 
-    public init(maxSpeed: Double = 70, resetAfter: Int = 5) {
+    public init(maxSpeed: Double = 70, resetAfter: Int = 5, late: LateFixes = LateFixes()) {
         self.maxSpeed = maxSpeed
         self.resetAfter = resetAfter
+        self.late = late
     }
 }
 
@@ -23,7 +26,7 @@ public enum JumpFilterPlugin: TransformPlugin {
         options: [
             OptionSpec("max_speed", "number", default: "70", "Metres per second: the highest plausible speed from the last good position (geodesic distance over the positions' time difference)."),
             OptionSpec("reset_after", "integer", default: "5", "After this many consecutive rejects the last good position is forgotten and the next position is accepted as a new start (a real relocation)."),
-        ],
+        ] + LateFixes.options,
         sample: #"{ "type": "jump_filter", "inputs": ["receiver"], "max_speed": 50, "reset_after": 5 }"#
     )
 
@@ -31,6 +34,7 @@ public enum JumpFilterPlugin: TransformPlugin {
         var c = JumpFilterConfiguration()
         c.maxSpeed = options.double("max_speed", default: 70, in: 0.001...1e6)
         c.resetAfter = options.int("reset_after", default: 5, in: 1...1_000_000)
+        c.late = LateFixes(options: &options)
         return c
     }
 
@@ -42,19 +46,26 @@ public enum JumpFilterPlugin: TransformPlugin {
 /// Per device, keeps the last good position and drops what would need more than `maxSpeed` to reach.
 ///
 /// A device's first position is good. Positions without coordinates pass untouched (nothing to
-/// judge). A position without time, or whose time went backwards (a replay restarting), is
-/// accepted as a new start. Two positions at the same time in different places imply an
-/// infinite speed and the second is rejected. After `resetAfter` consecutive rejects the last
-/// good position is forgotten (counted as `resets`), so the next position is accepted.
+/// judge). A position without time, or whose time went backwards by more than `late_limit` (a
+/// replay restarting), is accepted as a new start. Two positions at the same time in different
+/// places imply an infinite speed and the second is rejected. After `resetAfter` consecutive
+/// rejects the last good position is forgotten (counted as `resets`), so the next position is
+/// accepted. A position older than the device's newest, good or rejected (late, see
+/// ``LateFixes``), is not judged: it is passed on marked or dropped, and changes neither the
+/// last good position nor the count of rejects.
 public struct JumpFilterTransform: PositionTransform {
     public let configuration: JumpFilterConfiguration
     private let drops: DropCounter
     private let stats: ComponentStats
 
     private struct DeviceState {
-        var lastGood: GeoPoint
+        /// Nil after a reset: the next position is a new start.
+        var lastGood: GeoPoint?
         var lastGoodTime: Timestamp?
         var rejects: Int
+        /// The newest time taken, good or rejected; kept across a reset, so a late position
+        /// right after one is still late.
+        var newest: Timestamp?
     }
     private var devices = DeviceTable<DeviceState>()
 
@@ -70,23 +81,29 @@ public struct JumpFilterTransform: PositionTransform {
             return
         }
         let key = position.deviceKey
-        if var state = devices[key], let time = position.time, let last = state.lastGoodTime, time >= last {
-            let distance = Geodesic.distance(from: state.lastGood, to: point)
+        let previous = devices[key]
+        if configuration.late.judge(position.time, newest: previous?.newest) == .late {
+            configuration.late.handle(position, stats: stats, into: &output)
+            return
+        }
+        let newest = position.time ?? previous?.newest
+        if var state = previous, let good = state.lastGood, let time = position.time, let last = state.lastGoodTime, time >= last {
+            let distance = Geodesic.distance(from: good, to: point)
             let dt = time.seconds(since: last)
             let tooFast = dt > 0 ? distance / dt > configuration.maxSpeed : distance > 0
             if tooFast {
                 drops.drop("jump")
                 state.rejects += 1
+                state.newest = newest
                 if state.rejects >= configuration.resetAfter {
                     stats.count("resets")
-                    devices[key] = nil
-                } else {
-                    devices[key] = state
+                    state = DeviceState(lastGood: nil, lastGoodTime: nil, rejects: 0, newest: newest)
                 }
+                devices[key] = state
                 return
             }
         }
-        devices[key] = DeviceState(lastGood: point, lastGoodTime: position.time, rejects: 0)
+        devices[key] = DeviceState(lastGood: point, lastGoodTime: position.time, rejects: 0, newest: newest)
         output.append(position)
     }
 }

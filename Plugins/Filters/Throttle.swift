@@ -4,8 +4,13 @@ import GatewayCore
 public struct ThrottleConfiguration: Sendable, Hashable {
     /// At most one position per device per this long.
     public var interval: Duration = .seconds(120)
+    /// Positions older than the device's newest: passed on marked or dropped, never restarting the interval.
+    public var late = LateFixes()
 
-    public init(interval: Duration = .seconds(120)) { self.interval = interval }
+    public init(interval: Duration = .seconds(120), late: LateFixes = LateFixes()) {
+        self.interval = interval
+        self.late = late
+    }
 }
 
 /// The `throttle` transform: at most one position per `interval` per device.
@@ -16,7 +21,7 @@ public enum ThrottlePlugin: TransformPlugin {
         folder: "Filters",
         options: [
             OptionSpec("interval", "duration", required: true, "Minimum time between two passed positions of one device, by the positions' times (e.g. \"2m\" to store every 2 minutes)."),
-        ],
+        ] + LateFixes.options,
         sample: #"{ "type": "throttle", "inputs": ["receiver"], "interval": "2m" }"#
     )
 
@@ -27,6 +32,7 @@ public enum ThrottlePlugin: TransformPlugin {
         } else {
             options.report("interval", "required option is missing")
         }
+        c.late = LateFixes(options: &options)
         return c
     }
 
@@ -39,14 +45,24 @@ public enum ThrottlePlugin: TransformPlugin {
 ///
 /// Positions carrying a geofence `event` always pass (and restart the interval); positions
 /// without time are dropped (`dropped.no_time`) because they cannot be placed in an interval;
-/// time going backwards (a replay restarting) starts afresh.
+/// time going backwards by more than `late_limit` (a replay restarting) starts afresh. A
+/// position older than the device's newest (late, see ``LateFixes``) is not judged against the
+/// interval: it is passed on marked or dropped, and does not restart the interval.
 public struct ThrottleTransform: PositionTransform {
     public let configuration: ThrottleConfiguration
     private let drops: DropCounter
-    private var lastPassed = DeviceTable<Timestamp>()
+    private let stats: ComponentStats
+
+    private struct DeviceState {
+        var lastPassed: Timestamp
+        /// The newest time taken, passed or throttled: what a late position is older than.
+        var newest: Timestamp
+    }
+    private var devices = DeviceTable<DeviceState>()
 
     public init(configuration: ThrottleConfiguration, stats: ComponentStats) {
         self.configuration = configuration
+        self.stats = stats
         self.drops = DropCounter(stats: stats)
     }
 
@@ -56,14 +72,20 @@ public struct ThrottleTransform: PositionTransform {
             if position.event != nil { output.append(position) } else { drops.drop("no_time") }
             return
         }
-        if position.event == nil, let last = lastPassed[key] {
+        let state = devices[key]
+        if configuration.late.judge(time, newest: state?.newest) == .late {
+            configuration.late.handle(position, stats: stats, into: &output)
+            return
+        }
+        if position.event == nil, let last = state?.lastPassed {
             let elapsed = time.milliseconds - last.milliseconds
             if elapsed >= 0 && elapsed < configuration.interval.milliseconds {
+                devices[key]?.newest = time
                 drops.drop("throttled")
                 return
             }
         }
-        lastPassed[key] = time
+        devices[key] = DeviceState(lastPassed: time, newest: time)
         output.append(position)
     }
 }

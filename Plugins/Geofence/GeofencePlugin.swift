@@ -44,6 +44,9 @@ public struct GeofenceConfiguration: Sendable {
     public var maxHorizontalError: Double?
     /// How often the fence file's modification time is checked; nil for never.
     public var reload: Duration? = .seconds(5)
+    /// Positions older than the device's newest (with `events`): annotated and gated, but they
+    /// change no fence state; passed on marked or dropped.
+    public var late = LateFixes()
 
     /// The defaults.
     public init() {}
@@ -69,7 +72,7 @@ public enum GeofencePlugin: TransformPlugin {
             OptionSpec("loiter", "duration", default: "none", "Time inside (position time) after which a dwell event is emitted, once per stay; required for \"dwell\"."),
             OptionSpec("max_horizontal_error", "number", default: "none", "Positions whose horizontal error (eph, metres) exceeds this trigger no transitions (they are still gated and annotated)."),
             OptionSpec("reload", "duration", default: "\"5s\"", "How often (wall clock) the fence file's modification time and size are checked; a change reloads it, keeping device state. 0 disables."),
-        ],
+        ] + LateFixes.options,
         sample: #"{ "type": "geofence", "inputs": ["receiver"], "fences": "depots.geojson", "fence_datum": "wgs84", "action": "keep_inside", "events": ["enter", "exit", "dwell"], "min_inside": 2, "min_outside": "10s", "border_m": 15, "loiter": "5m", "max_horizontal_error": 50 }"#
     )
 
@@ -120,6 +123,7 @@ public enum GeofencePlugin: TransformPlugin {
         c.maxHorizontalError = options.optionalDouble("max_horizontal_error", in: 0...1e9)
         let reload = options.duration("reload", default: .seconds(5))
         c.reload = reload > .zero ? reload : nil
+        c.late = LateFixes(options: &options)
         return c
     }
 

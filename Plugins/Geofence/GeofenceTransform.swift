@@ -21,6 +21,8 @@ public struct GeofenceTransform: PositionTransform {
         var fences: [String: FenceStateMachine] = [:]
         /// Last accepted position in the fence datum, for segment (jump) checks.
         var last: GeoPoint?
+        /// The newest time of an accepted position: what a late one is older than.
+        var newest: Timestamp?
     }
 
     private let configuration: GeofenceConfiguration
@@ -83,9 +85,10 @@ public struct GeofenceTransform: PositionTransform {
     public mutating func process(_ position: Position, into output: inout [Position]) {
         var out = position
         let (keep, point) = gate(&out)
-        if keep { output.append(out) }
         if let point, !configuration.events.isEmpty {
-            track(out, at: point, into: &output)
+            track(out, keep: keep, at: point, into: &output)
+        } else if keep {
+            output.append(out)
         }
     }
 
@@ -171,15 +174,28 @@ public struct GeofenceTransform: PositionTransform {
         return datum == configuration.fenceDatum ? p : ChinaDatums.convert(p, from: datum, to: configuration.fenceDatum)
     }
 
-    /// Runs every relevant fence's state machine for one device and appends the events.
-    private mutating func track(_ position: Position, at point: GeoPoint, into output: inout [Position]) {
-        if let limit = configuration.maxHorizontalError, let eph = position.horizontalError, eph > limit {
-            context.stats.count("skipped.accuracy")
-            return
-        }
+    /// Appends the position when `keep` (marked when late), then, unless it is late or too
+    /// inaccurate, runs every relevant fence's state machine for its device and appends the events.
+    private mutating func track(_ position: Position, keep: Bool, at point: GeoPoint, into output: inout [Position]) {
         let key = position.deviceKey
         // Taken out of the dictionary so mutating its fence map does not copy it.
         var device = devices.removeValue(forKey: key) ?? DeviceState()
+        if configuration.late.judge(position.time, newest: device.newest) == .late {
+            // Older than a fix the machines already took: gated and annotated like any position,
+            // but feeding it would roll the device back (an old fix inside a fence it has left
+            // is a false enter and exit).
+            devices[key] = device
+            if keep { configuration.late.handle(position, stats: context.stats, into: &output) } else { context.stats.count("late") }
+            return
+        }
+        if keep { output.append(position) }
+        if let limit = configuration.maxHorizontalError, let eph = position.horizontalError, eph > limit {
+            context.stats.count("skipped.accuracy")
+            // Put back unchanged; a device seen before always has a last point, a new one keeps
+            // no state for a fix it did not take.
+            if device.last != nil { devices[key] = device }
+            return
+        }
         let set = fenceSet
         let border = configuration.borderMeters
 
@@ -247,6 +263,7 @@ public struct GeofenceTransform: PositionTransform {
             }
         }
         device.last = point
+        device.newest = position.time ?? device.newest
         devices[key] = device
     }
 

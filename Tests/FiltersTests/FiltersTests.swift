@@ -33,8 +33,8 @@ struct Script: CustomTestStringConvertible, Sendable {
         Script(name: "devices are filtered separately",
                positions: [fix(0, device: "a"), fix(0, device: "b"), fix(1, device: "a"), fix(1, north: 50, device: "b"), fix(2, north: 50, device: "a")],
                passed: [0, 1, 3, 4]),
-        Script(name: "time going backwards (a replay restarting) starts afresh",
-               positions: [fix(100), fix(101), fix(0), fix(1)],
+        Script(name: "time going backwards by more than late_limit (a replay restarting) starts afresh",
+               positions: [fix(7200), fix(7201), fix(0), fix(1)],
                passed: [0, 2]),
     ]
 
