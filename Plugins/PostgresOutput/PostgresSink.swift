@@ -54,17 +54,14 @@ public struct PostgresSink: PositionSink {
         if queue.depth > 0 {
             context.logger.info("resuming with \(queue.depth) queued position(s)")
         }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await receive(input: input, signal: signal) }
-            group.addTask { try await deliver(signal: signal) }
-            do {
-                try await group.waitForAll()
-            } catch {
-                group.cancelAll()
-                signal.post(ended: true, flushAll: true)
-                throw error
-            }
-        }
+        // A signal stops a durable queue's sink at once (``OutboxHalves``): what is not written stays queued.
+        try await OutboxHalves.run(input: input, writer: writer, receive: {
+            try await receive(input: input, signal: signal)
+        }, deliver: {
+            try await deliver(signal: signal)
+        }, onFailure: {
+            signal.post(ended: true, flushAll: true)
+        })
     }
 
     // MARK: - Receiving

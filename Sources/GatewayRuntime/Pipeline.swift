@@ -346,6 +346,10 @@ public final class Pipeline: Sendable {
                 guard let command = await commandsIterator.next() else { break }
                 switch command {
                 case .shutdown:
+                    // Sinks whose queue is durable stop without waiting for delivery once what
+                    // they received is committed (their input has ended), a `--drain` included;
+                    // the others deliver until the deadline.
+                    for h in topology.withLock({ Array($0.sinks.values) }) { h.buffer.stopNow.fire(reason: "shutdown") }
                     guard phase == .running else { continue }
                     phase = .stoppingSources
                     let live = topology.withLock { $0.sources.values.filter { !$0.ended.isFired } }
