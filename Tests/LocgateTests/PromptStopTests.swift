@@ -37,42 +37,40 @@ struct PromptStopTests {
         let nmea = dir.appendingPathComponent("fix.nmea")
         try NMEASamples.epoch(0).write(to: nmea, atomically: true, encoding: .utf8)
         let queue = dir.path + "/q.sqlite"
-        func config(_ url: String, command: String) -> String {
+        func config(_ url: String, source: String) -> String {
             #"""
             { "settings": { "shutdown_timeout": "10s" },
-              "sources": { "rx": { "type": "exec", "command": ["sh", "-c", "\#(command)"] } },
+              "sources": { "rx": \#(source) },
               "sinks": { "up": { "type": "http", "inputs": ["rx"], "url": "\#(url)",
                                  "timeout": "60s", "batch": { "max_positions": 1, "interval": "100ms" },
                                  "queue": { "path": "\#(queue)" } } } }
             """#
         }
         let first = dir.appendingPathComponent("first.json")
-        try config("http://127.0.0.1:\(port)/track", command: "cat '\(nmea.path)'; exec sleep 600").write(to: first, atomically: true, encoding: .utf8)
+        try config("http://127.0.0.1:\(port)/track", source: #"{ "type": "exec", "command": ["sh", "-c", "cat '\#(nmea.path)'; exec sleep 600"] }"#)
+            .write(to: first, atomically: true, encoding: .utf8)
         let (took, _) = try await interruptWhileARequestHangs(first, accepted: accepted)
         print("durable queue: SIGINT to exit took \(took) (shutdown_timeout 10 s)")
         // ≤ 1 s is the aim; the slack is for a loaded machine, still far below the 10 s deadline.
         #expect(took < .seconds(3))
         #expect(pending(queue) == 1, "the batch in flight stays queued")
 
-        // The next start, against a server that answers: `run --drain` delivers the batch.
-        let receiverDir = dir.appendingPathComponent("rx")
-        try FileManager.default.createDirectory(at: receiverDir, withIntermediateDirectories: true)
-        let receiver = Process()
-        receiver.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        let record = receiverDir.appendingPathComponent("received.jsonl").path
-        receiver.arguments = ["python3", LocgateBinary.packageRoot.appendingPathComponent("Tests/HTTPOutputTests/Support/receiver.py").path,
-                              "--record", record, "--port", "0"]
-        let out = Pipe()
-        receiver.standardOutput = out
-        try receiver.run()
-        defer { kill(receiver.processIdentifier, SIGKILL); receiver.waitUntilExit() }
-        var line: [UInt8] = []
-        while let b = try out.fileHandleForReading.read(upToCount: 1)?.first, b != 10 { line.append(b) }
-        let receiverPort = try #require(Int(String(decoding: line, as: UTF8.self).dropFirst(5)))
+        // The next start, against a server that answers: `run --drain` with a source that ends at
+        // once (an empty file) delivers the queued batch and exits.
+        let record = dir.appendingPathComponent("received.jsonl").path
+        let receiver = try ScriptPeer(script: DrainTests.receiver, arguments: ["--record", record, "--port", "0"])
+        defer { receiver.stop() }
+        let empty = dir.appendingPathComponent("empty.nmea")
+        try Data().write(to: empty)
         let second = dir.appendingPathComponent("second.json")
-        try config("http://127.0.0.1:\(receiverPort)/track", command: "true").write(to: second, atomically: true, encoding: .utf8)
-        let run = try LocgateBinary.run(["run", second.path, "--drain", "60s"])
-        #expect(run.status == 0, "\(run.output)")
+        try config("http://127.0.0.1:\(receiver.port)/track", source: #"{ "type": "file", "path": "\#(empty.path)" }"#)
+            .write(to: second, atomically: true, encoding: .utf8)
+        let log = dir.appendingPathComponent("second.log").path
+        let run = try LocgateBinary.launch([try LocgateBinary.path(), "run", second.path, "--drain", "60s"], stderr: log)
+        defer { if run.isRunning { kill(run.processIdentifier, SIGKILL) } }
+        let stderr: @Sendable () -> String = { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+        #expect(await Poll.until(timeout: .seconds(60)) { !run.isRunning }, "\(stderr())")
+        #expect(run.terminationStatus == 0, "\(stderr())")
         let received = (try? String(contentsOfFile: record, encoding: .utf8)) ?? ""
         #expect(received.split(separator: "\n").count == 1, "\(received)")
         #expect(received.contains(#""status": 200"#), "\(received)")
