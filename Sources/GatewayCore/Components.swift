@@ -255,7 +255,8 @@ extension Array where Element == Position {
 /// Implementation requirements:
 /// - `run` reads batches from `input` until it returns `.end`, delivers or persists everything it
 ///   read, and returns. Shutdown closes the input; the runtime cancels `run` when the shutdown
-///   deadline passes, so long waits must observe cancellation.
+///   deadline passes, so long waits must observe cancellation. A sink whose undelivered positions
+///   are safe on disk may return sooner: once the input ended and ``SinkInput/stopRequest`` fired.
 /// - A sink that promises delivery calls ``SinkInput/acknowledge()`` only after what it received
 ///   is persisted: in `durable` mode the upstream waits for that acknowledgement.
 /// - A write error that retrying cannot fix is thrown: the pipeline then shuts down and exits 1.

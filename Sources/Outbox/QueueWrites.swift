@@ -57,7 +57,7 @@ public final class QueueWrites: Sendable {
             do {
                 try body()
                 if let held = succeeded(kind) {
-                    context.logger.warning("queue: could \(what) again after \(DurationText.format(held)) with a full disk")
+                    context.logger.warning("queue: \(what): done after \(DurationText.format(held)) of a full disk")
                 }
                 return
             } catch let e as OutboxError where e.isDiskFull {
