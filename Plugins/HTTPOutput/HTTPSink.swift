@@ -4,115 +4,44 @@ import Outbox
 
 /// Uploads positions in batches over HTTP, from a queue that keeps them until the server accepted them.
 ///
-/// Two child tasks share the queue (an ``Outbox``):
-///
-///     SinkInput ──▶ receiver: commit to queue, acknowledge ──▶ [queue] ──▶ uploader: oldest batch first
-///                      │ (count, bytes or interval reached)          ▲
-///                      └──────────────── OutboxSignal ───────────────┘
-///
-/// - The receiver commits every batch it reads (one SQLite transaction) and only then calls
-///   `acknowledge()`, so in durable mode the upstream counts a position as accepted once it is on disk.
-/// - It asks for a flush when `batch.max_positions` / `batch.max_bytes` are reached (full batches
-///   only) or when `batch.interval` has passed since the first unflushed position (everything).
-/// - The single uploader sends the oldest records first and deletes them only after success;
-///   retryable failures are retried with backoff before anything newer is sent, so order holds.
+/// The delivery itself (committing, batching by count, bytes and interval, one request in
+/// flight, backoff and Retry-After, dead letters, the in-flight mark, full disks) is the shared
+/// ``OutboxBatchLoop``; this sink is its configuration, its encoder (a position's JSON, kept in
+/// the queue) and its transport (``HTTPBatchTransport``: the body format, the request, the
+/// reading of the answer).
 public struct HTTPSink: PositionSink {
     let configuration: HTTPSinkConfiguration
     let context: ComponentContext
     let queue: any Outbox
-    let writer: OutboxWriter
+    let loop: OutboxBatchLoop
 
     /// Builds the sink on an open queue.
     init(configuration: HTTPSinkConfiguration, context: ComponentContext, outbox: any Outbox) {
         self.configuration = configuration
         self.context = context
         self.queue = outbox
-        self.writer = OutboxWriter(outbox: outbox, mode: configuration.queue, context: context)
+        loop = OutboxBatchLoop(
+            writer: OutboxWriter(outbox: outbox, mode: configuration.queue, context: context),
+            options: .init(maxRecords: configuration.maxPositions, maxBytes: configuration.maxBytes, interval: configuration.interval,
+                           retryInitial: configuration.retryInitial, retryMax: configuration.retryMax,
+                           retryMaxAttempts: configuration.retryMaxAttempts, marksInFlight: true, statsPrefix: "http"))
     }
 
     public func run(input: any SinkInput) async throws {
-        let signal = OutboxSignal()
-        let transport = try HTTPTransport(options: configuration.transport)
+        let transport = HTTPBatchTransport(sink: self, client: try HTTPTransport(options: configuration.transport))
         // Closed on every way out, so a clean exit leaves no WAL file behind.
-        defer {
-            writer.reportLeftOver()
-            queue.close()
-        }
-        if queue.depth > 0 {
-            context.logger.info("resuming with \(queue.depth) queued position(s)")
-        }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await receive(input: input, signal: signal) }
-            group.addTask { try await upload(signal: signal, transport: transport) }
-            do {
-                try await group.waitForAll()
-            } catch {
-                group.cancelAll()
-                signal.post(ended: true, flushAll: true)
-                throw error
+        defer { queue.close() }
+        try await loop.run(input: input, transport: transport) {
+            // Consecutive positions usually carry the same attributes: their text is written once.
+            var textCache = PositionJSON.TextCache()
+            return { p in
+                var json: [UInt8] = []
+                json.reserveCapacity(320)
+                PositionJSON.append(p, to: &json, cache: &textCache)
+                return OutboxEntry(id: p.id, payload: json, time: p.time?.milliseconds)
             }
         }
     }
-
-    // MARK: - Receiving
-
-    private func receive(input: any SinkInput, signal: OutboxSignal) async throws {
-        var unflushedCount = 0
-        var unflushedBytes = 0
-        var firstUnflushed: ContinuousClock.Instant?
-        let clock = ContinuousClock()
-        var records: [OutboxEntry] = []
-        // Consecutive positions usually carry the same attributes: their text is written once.
-        var textCache = PositionJSON.TextCache()
-        func intervalFlush() {
-            if unflushedCount > 0 || queue.depth > 0 { signal.post(ended: false, flushAll: true) }
-            unflushedCount = 0
-            unflushedBytes = 0
-            firstUnflushed = nil
-        }
-        while true {
-            // A cancelled wait returns `.timeout` at once: without this check the loop would spin.
-            try Task.checkCancellation()
-            let wait: Duration
-            if let first = firstUnflushed {
-                wait = max(.milliseconds(1), configuration.interval - (clock.now - first))
-            } else {
-                wait = configuration.interval
-            }
-            switch await input.next(timeout: wait) {
-            case .positions(let batch):
-                records.removeAll(keepingCapacity: true)
-                for p in batch {
-                    var json: [UInt8] = []
-                    json.reserveCapacity(320)
-                    PositionJSON.append(p, to: &json, cache: &textCache)
-                    unflushedBytes += json.count + 1
-                    records.append(OutboxEntry(id: p.id, payload: json, time: p.time?.milliseconds))
-                }
-                try await writer.commit(records, acknowledging: input)
-                unflushedCount += batch.count
-                if firstUnflushed == nil { firstUnflushed = clock.now }
-                if unflushedCount >= configuration.maxPositions || unflushedBytes >= configuration.maxBytes {
-                    signal.post(ended: false, flushAll: false)
-                    unflushedCount %= configuration.maxPositions
-                    unflushedBytes = 0
-                    if unflushedCount == 0 { firstUnflushed = nil }
-                }
-                // A steady stream never lets `next` time out: the interval is checked here too.
-                if let first = firstUnflushed, clock.now - first >= configuration.interval {
-                    intervalFlush()
-                }
-            case .timeout:
-                intervalFlush()
-                try writer.dropExpired()
-            case .end:
-                signal.post(ended: true, flushAll: true)
-                return
-            }
-        }
-    }
-
-    // MARK: - Uploading
 
     /// A batch read from the front of the queue, encoded.
     struct PreparedBatch {
@@ -122,50 +51,20 @@ public struct HTTPSink: PositionSink {
         var isFull: Bool
     }
 
-    private func upload(signal: OutboxSignal, transport: HTTPTransport) async throws {
-        // Positions still to send before waiting for a full batch again: an interval flush (or a
-        // restart) sends what was queued at that moment, not whatever arrives while it is sending —
-        // otherwise every fix arriving during a request would go out as its own partial batch.
-        var flushRemaining = queue.depth
-        var ended = false
-        func take(_ s: OutboxSignal.Flags) {
-            ended = ended || s.ended
-            if s.flushAll { flushRemaining = max(flushRemaining, queue.depth) }
-        }
-        while true {
-            try Task.checkCancellation()
-            guard let batch = try prepareBatch() else {
-                if ended { return }
-                flushRemaining = 0
-                take(await signal.wait())
-                try Task.checkCancellation()
-                continue
-            }
-            if batch.isFull || flushRemaining > 0 || ended {
-                try await deliver(batch, transport: transport)
-                flushRemaining = max(0, flushRemaining - batch.records.count)
-                continue
-            }
-            take(await signal.wait())
-            try Task.checkCancellation()
-        }
+    /// The batch the sink would send next; nil when the queue is empty.
+    func prepareBatch() throws -> PreparedBatch? {
+        guard let p = try loop.prepareBatch(HTTPBatchTransport(sink: self, client: nil)) else { return nil }
+        return PreparedBatch(records: p.records, body: p.batch, isFull: p.isFull)
     }
 
-    /// The oldest records up to the count and byte limits, encoded as the body; nil when the queue is empty.
-    func prepareBatch() throws -> PreparedBatch? {
-        var records = try queue.oldest(limit: configuration.maxPositions)
-        guard !records.isEmpty else { return nil }
-        // A batch that was in flight when the process stopped goes again exactly as it was, so
-        // its Idempotency-Key matches the request the server may already have committed.
-        let inFlight = queue.inFlightThrough
-        if let f = inFlight, records[0].seq <= f { records = records.filter { $0.seq <= f } }
+    /// The body for the oldest of `records` up to `batch.max_bytes`; how many it holds.
+    func encode(_ records: [OutboxRecord]) -> (body: [UInt8], count: Int) {
         let format = configuration.body
         var body = format.header
         body.reserveCapacity(records.count * 300)
         let separator = format.separator
         let trailerCount = format.trailer.count
         var taken = 0
-        var full = records.count >= configuration.maxPositions || (inFlight.map { records[0].seq <= $0 } ?? false)
         for r in records {
             let mark = body.count
             if taken > 0 { body.append(contentsOf: separator) }
@@ -174,13 +73,12 @@ public struct HTTPSink: PositionSink {
             // A lone record over the limit still goes: it could never be sent otherwise.
             if taken > 0 && body.count + trailerCount > configuration.maxBytes {
                 body.removeLast(body.count - mark)
-                full = true
                 break
             }
             taken += 1
         }
         body.append(contentsOf: format.trailer)
-        return PreparedBatch(records: Array(records.prefix(taken)), body: body, isFull: full)
+        return (body, taken)
     }
 
     private func decode(_ r: OutboxRecord) -> Position? {
@@ -192,72 +90,14 @@ public struct HTTPSink: PositionSink {
         return p
     }
 
-    /// Sends one batch until it is accepted or rejected for good; retries keep it at the front.
-    private func deliver(_ batch: PreparedBatch, transport: HTTPTransport) async throws {
-        guard let last = batch.records.last else { return }
-        let request = try makeRequest(batch)
-        try queue.markInFlight(through: last.seq)
-        var backoff = Backoff(initial: configuration.retryInitial, cap: configuration.retryMax, multiplier: 2, jitter: 0.2)
-        var attempt = 0
-        while true {
-            attempt += 1
-            let outcome: Outcome
-            do {
-                let answer = try await transport.send(request)
-                outcome = classify(answer)
-            } catch is CancellationError {
-                throw CancellationError()
-            } catch {
-                try Task.checkCancellation()
-                outcome = .retry(reason: "\(error)", after: nil, status: 0, answer: "")
-            }
-            switch outcome {
-            case .accepted:
-                try queue.remove(through: last.seq)
-                context.stats.addEmitted(batch.records.count)
-                context.stats.count("http.sent", by: batch.records.count)
-                context.stats.count("http.requests")
-                if attempt > 1 { context.logger.info("delivered \(batch.records.count) position(s) after \(attempt) attempts") }
-                return
-            case .reject(let status, let answer):
-                try deadLetter(batch, status: status, answer: answer)
-                return
-            case .retry(let reason, let retryAfter, let status, let answer):
-                if configuration.retryMaxAttempts > 0 && attempt >= configuration.retryMaxAttempts {
-                    context.logger.error("giving up after \(attempt) attempts: \(reason)")
-                    try deadLetter(batch, status: status, answer: answer.isEmpty ? reason : answer)
-                    return
-                }
-                var delay = backoff.next()
-                if let retryAfter, retryAfter > delay { delay = retryAfter }
-                context.stats.count("http.retried")
-                let level: LogLevel = attempt == 1 || attempt % 10 == 0 ? .warning : .debug
-                context.logger.log(level, "batch of \(batch.records.count) not delivered (attempt \(attempt)): \(reason); retrying in \(DurationText.format(delay))")
-                try await context.clock.sleep(for: delay)
-            }
-        }
-    }
-
-    private func deadLetter(_ batch: PreparedBatch, status: Int, answer: String) throws {
-        try writer.deadLetter(batch.records, status: status, answer: answer)
-        let first = batch.records.first?.id ?? "", last = batch.records.last?.id ?? ""
-        context.logger.error("server rejected a batch of \(batch.records.count) (ids \(first) … \(last)) with status \(status): \(answer); moved to dead letters")
-    }
-
-    enum Outcome {
-        case accepted
-        case reject(status: Int, answer: String)
-        case retry(reason: String, after: Duration?, status: Int, answer: String)
-    }
-
-    func classify(_ answer: HTTPAnswer) -> Outcome {
+    func classify(_ answer: HTTPAnswer) -> OutboxBatchOutcome {
         let text = HTTPSink.snippet(answer.body)
         switch answer.status {
         case 200..<300:
             guard let predicate = configuration.successPredicate, !predicate.accepts(answer.body) else { return .accepted }
             switch configuration.onMismatch {
             case .retry: return .retry(reason: "status \(answer.status) but the answer fails \(predicate.description): \(text)", after: nil, status: answer.status, answer: text)
-            case .deadLetter: return .reject(status: answer.status, answer: text)
+            case .deadLetter: return .rejected(status: answer.status, answer: text)
             }
         case 300..<400:
             // Not followed (see RefuseRedirects): nothing was delivered. Retrying keeps the batch
@@ -267,7 +107,7 @@ public struct HTTPSink: PositionSink {
         case 408, 429, 500..<600:
             return .retry(reason: "status \(answer.status): \(text)", after: HTTPSink.parseRetryAfter(answer.retryAfter, now: context.clock.now()), status: answer.status, answer: text)
         default:
-            return .reject(status: answer.status, answer: text)
+            return .rejected(status: answer.status, answer: text)
         }
     }
 
@@ -291,17 +131,17 @@ public struct HTTPSink: PositionSink {
         return .milliseconds(Int64(max(0, min(seconds, cap)) * 1000))
     }
 
-    private func makeRequest(_ batch: PreparedBatch) throws -> HTTPRequest {
+    func makeRequest(_ records: [OutboxRecord], body: [UInt8]) throws -> HTTPRequest {
         var headers = ["Content-Type: \(configuration.body.contentType)"]
         headers += configuration.headers.map { "\($0.name): \($0.value)" }
         if let auth = configuration.authorization { headers.append("Authorization: \(auth)") }
-        headers.append("Idempotency-Key: \(HTTPSink.idempotencyKey(batch.records))")
-        var body = batch.body
+        headers.append("Idempotency-Key: \(HTTPSink.idempotencyKey(records))")
+        var sent = body
         if configuration.gzip {
             headers.append("Content-Encoding: gzip")
-            body = try Gzip.compress(batch.body)
+            sent = try Gzip.compress(body)
         }
-        return HTTPRequest(method: configuration.method.rawValue, url: configuration.url, headers: headers, body: body)
+        return HTTPRequest(method: configuration.method.rawValue, url: configuration.url, headers: headers, body: sent)
     }
 
     /// A key that is the same whenever the same positions are sent as one batch (after a restart too):
@@ -326,6 +166,31 @@ public struct HTTPSink: PositionSink {
             return String(repeating: "0", count: 16 - s.count) + s
         }
         return hex(h1) + hex(h2)
+    }
+}
+
+/// The http sink's side of ``OutboxBatchLoop``: a batch is its request body.
+struct HTTPBatchTransport: OutboxBatchTransport {
+    let sink: HTTPSink
+    /// Nil only to encode (tests read the next batch without a client).
+    let client: HTTPTransport?
+
+    func encode(_ records: [OutboxRecord]) throws -> (batch: [UInt8], count: Int) {
+        let (body, count) = sink.encode(records)
+        return (body, count)
+    }
+
+    func send(_ body: [UInt8], records: [OutboxRecord]) async throws -> OutboxBatchOutcome {
+        guard let client else { throw HTTPSinkError(message: "no HTTP client") }
+        let request = try sink.makeRequest(records, body: body)
+        do {
+            return sink.classify(try await client.send(request))
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            try Task.checkCancellation()
+            return .retry(reason: "\(error)", after: nil, status: 0, answer: "")
+        }
     }
 }
 

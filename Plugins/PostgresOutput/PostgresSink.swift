@@ -54,17 +54,14 @@ public struct PostgresSink: PositionSink {
         if queue.depth > 0 {
             context.logger.info("resuming with \(queue.depth) queued position(s)")
         }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await receive(input: input, signal: signal) }
-            group.addTask { try await deliver(signal: signal) }
-            do {
-                try await group.waitForAll()
-            } catch {
-                group.cancelAll()
-                signal.post(ended: true, flushAll: true)
-                throw error
-            }
-        }
+        // A signal stops a durable queue's sink at once (``OutboxHalves``): what is not written stays queued.
+        try await OutboxHalves.run(input: input, writer: writer, receive: {
+            try await receive(input: input, signal: signal)
+        }, deliver: {
+            try await deliver(signal: signal)
+        }, onFailure: {
+            signal.post(ended: true, flushAll: true)
+        })
     }
 
     // MARK: - Receiving
@@ -109,7 +106,7 @@ public struct PostgresSink: PositionSink {
                 if let first = firstUnflushed, clock.now - first >= configuration.interval { intervalFlush() }
             case .timeout:
                 intervalFlush()
-                try writer.dropExpired()
+                try await writer.writes.perform("drop expired positions", kind: "expiry", interval: Self.diskRetry) { try writer.dropExpired() }
             case .end:
                 signal.post(ended: true, flushAll: true)
                 return
@@ -160,7 +157,7 @@ public struct PostgresSink: PositionSink {
             try Task.checkCancellation()
             let records = try queue.records(after: session.committedThrough ?? 0, limit: configuration.maxPositions)
             guard !records.isEmpty else {
-                try removeCommitted(&session)
+                try await removeCommitted(&session)
                 if ended { return }
                 flushRemaining = 0
                 take(await signal.wait())
@@ -172,17 +169,32 @@ public struct PostgresSink: PositionSink {
                 flushRemaining = max(0, flushRemaining - records.count)
                 continue
             }
-            try removeCommitted(&session)
+            try await removeCommitted(&session)
             take(await signal.wait())
             try Task.checkCancellation()
         }
     }
 
-    /// Deletes what PostgreSQL committed from the queue.
-    private func removeCommitted(_ session: inout Session) throws {
+    /// How long to wait between attempts of a queue write that found the disk full.
+    static let diskRetry: Duration = .seconds(1)
+
+    /// Deletes what PostgreSQL committed from the queue, waiting out a full disk (``QueueWrites``):
+    /// what PostgreSQL stored must not be written again for want of a delete.
+    private func removeCommitted(_ session: inout Session) async throws {
         guard let through = session.committedThrough else { return }
-        try queue.remove(through: through)
+        try await writer.writes.perform("delete positions written to PostgreSQL", kind: "delete", interval: Self.diskRetry) {
+            try queue.remove(through: through)
+        }
         session.committedThrough = nil
+    }
+
+    /// ``removeCommitted(_:)`` while a transaction is out: a full disk keeps the delete for the
+    /// next chance instead of holding PostgreSQL up (`committedThrough` only grows).
+    private func removeCommittedIfPossible(_ session: inout Session) throws {
+        guard let through = session.committedThrough else { return }
+        if try writer.writes.attempt("delete positions written to PostgreSQL", kind: "delete", { try queue.remove(through: through) }) {
+            session.committedThrough = nil
+        }
     }
 
     /// Writes `records` until they are committed or refused; a refused batch is split until the
@@ -192,7 +204,9 @@ public struct PostgresSink: PositionSink {
         switch try await attempt(records, &session) {
         case .committed(let counts):
             if split {
-                try queue.remove(through: last.seq)
+                try await writer.writes.perform("delete positions written to PostgreSQL", kind: "delete", interval: Self.diskRetry) {
+                    try queue.remove(through: last.seq)
+                }
             } else {
                 session.committedThrough = last.seq
             }
@@ -205,9 +219,11 @@ public struct PostgresSink: PositionSink {
                 context.logger.debug("\(duplicates) of \(records.count) position(s) were stored before (re-sent)")
             }
         case .refused(let error):
-            try removeCommitted(&session)
+            try await removeCommitted(&session)
             if records.count == 1, let record = records.first {
-                try writer.deadLetter([record], status: 0, answer: "\(error)")
+                try await writer.writes.perform("move a refused position to the dead letters", kind: "dead letters", interval: Self.diskRetry) {
+                    try writer.deadLetter([record], status: 0, answer: "\(error)")
+                }
                 context.logger.error("PostgreSQL refused position \(record.id): \(error); moved to dead letters")
                 return
             }
@@ -255,7 +271,7 @@ public struct PostgresSink: PositionSink {
                     try PostgresSchema.write(written, staged: staged, statements, on: c, timeout: timeout)
                 }
                 // The previous batch leaves the queue while this one is written.
-                try removeCommitted(&session)
+                try removeCommittedIfPossible(&session)
                 let counts = try await result
                 recovered(&session)
                 if staged, counts.positions + counts.events == records.count { session.staged = false }

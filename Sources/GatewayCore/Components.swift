@@ -255,7 +255,8 @@ extension Array where Element == Position {
 /// Implementation requirements:
 /// - `run` reads batches from `input` until it returns `.end`, delivers or persists everything it
 ///   read, and returns. Shutdown closes the input; the runtime cancels `run` when the shutdown
-///   deadline passes, so long waits must observe cancellation.
+///   deadline passes, so long waits must observe cancellation. A sink whose undelivered positions
+///   are safe on disk may return sooner: once the input ended and ``SinkInput/stopRequest`` fired.
 /// - A sink that promises delivery calls ``SinkInput/acknowledge()`` only after what it received
 ///   is persisted: in `durable` mode the upstream waits for that acknowledgement.
 /// - A write error that retrying cannot fix is thrown: the pipeline then shuts down and exits 1.
@@ -283,6 +284,16 @@ public protocol SinkInput: Sendable {
     var received: SinkMark { get }
     /// Releases upstream senders waiting for what was received up to `mark`.
     func acknowledge(through mark: SinkMark)
+    /// Set when the pipeline may ask its sinks to stop without waiting for delivery (on
+    /// SIGINT/SIGTERM, or when a component failed): a sink whose queue is durable then stops once
+    /// what it received is committed, and what is undelivered stays queued for the next start.
+    var stopRequest: (any SinkStopRequest)? { get }
+}
+
+/// The pipeline's request to stop at once (``SinkInput/stopRequest``).
+public protocol SinkStopRequest: Sendable {
+    /// Returns once the stop is requested, or when the waiting task is cancelled.
+    func wait() async
 }
 
 /// A point in what a sink received (``SinkInput/received``).
@@ -298,6 +309,8 @@ extension SinkInput {
     /// Inputs without marks acknowledge everything received (``acknowledge()``).
     public var received: SinkMark { SinkMark(0) }
     public func acknowledge(through mark: SinkMark) { acknowledge() }
+    /// Inputs that never ask for a prompt stop: sinks deliver until the input ends.
+    public var stopRequest: (any SinkStopRequest)? { nil }
 
     /// The next batch, or nil at the end.
     public func next() async -> [Position]? {

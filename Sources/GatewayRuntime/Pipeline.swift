@@ -28,7 +28,8 @@ import Synchronization
 ///   along the new ones, never half and half.
 /// - Shutdown is ordered: sources stop (input ended, a signal, or a failed component), transforms
 ///   release held positions (`finish`), sink buffers close, sinks drain and flush within
-///   `shutdown_timeout`, after which they are cancelled.
+///   `shutdown_timeout`, after which they are cancelled. After a signal or a failure, sinks
+///   whose queue is durable stop without draining (``SinkInput/stopRequest``).
 ///
 /// Live reload (``reload(configuration:)``) compares components by id and restarts only those
 /// whose type, options, inputs or buffer changed; unchanged ones keep their task, connection,
@@ -346,6 +347,10 @@ public final class Pipeline: Sendable {
                 guard let command = await commandsIterator.next() else { break }
                 switch command {
                 case .shutdown:
+                    // Sinks whose queue is durable stop without waiting for delivery once what
+                    // they received is committed (their input has ended), a `--drain` included;
+                    // the others deliver until the deadline.
+                    for h in topology.withLock({ Array($0.sinks.values) }) { h.buffer.stopNow.fire(reason: "shutdown") }
                     guard phase == .running else { continue }
                     phase = .stoppingSources
                     let live = topology.withLock { $0.sources.values.filter { !$0.ended.isFired } }

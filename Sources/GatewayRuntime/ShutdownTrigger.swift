@@ -1,3 +1,4 @@
+import GatewayCore
 import Synchronization
 
 /// A one-shot event that tasks can wait for: shutdown was requested (a signal, a failed sink).
@@ -46,3 +47,6 @@ public final class ShutdownTrigger: Sendable {
         }
     }
 }
+
+/// A sink buffer's stop request is a trigger the pipeline fires.
+extension ShutdownTrigger: SinkStopRequest {}

@@ -51,6 +51,9 @@ public final class SinkBuffer: SinkInput, Sendable {
     public let durable: Bool
     private let stats: ComponentStats
     private let state = Mutex(State())
+    /// Fired by the pipeline on a signal or a failure: see ``SinkInput/stopRequest``.
+    public let stopNow = ShutdownTrigger()
+    public var stopRequest: (any SinkStopRequest)? { stopNow }
 
     public init(capacity: Int, policy: PipelineConfiguration.BufferSettings.WhenFull, durable: Bool, stats: ComponentStats) {
         self.capacity = max(1, capacity)

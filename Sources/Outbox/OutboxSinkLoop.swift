@@ -43,8 +43,9 @@ public enum OutboxAck: Sendable {
 /// - With `retainNewestPerKey`, a record is published with `retain` only when it is the newest queued
 ///   record of its key, so a backlog goes out unretained and the retained message is never older
 ///   than the newest one sent.
-/// - Returns when the input ended and the queue is empty; on cancellation (the shutdown deadline)
-///   throws `CancellationError`, and what is left stays queued for the next start.
+/// - Returns when the input ended and the queue is empty, or, with a durable queue, at once when
+///   the pipeline asks for a prompt stop (``OutboxHalves``); on cancellation (the shutdown
+///   deadline) throws `CancellationError`. Either way what is left stays queued for the next start.
 public struct OutboxSinkLoop: Sendable {
     let writer: OutboxWriter
     let window: Int
@@ -71,22 +72,15 @@ public struct OutboxSinkLoop: Sendable {
         let acks = AckInbox(signal: signal)
         if outbox.depth > 0 { context.logger.info("resuming with \(outbox.depth) queued position(s)") }
         defer { writer.reportLeftOver() }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                while let batch = await input.next() {
-                    try await writer.commit(batch.map(encode), acknowledging: input)
-                    signal.post()
-                }
-                signal.post(ended: true)
+        try await OutboxHalves.run(input: input, writer: writer, receive: {
+            while let batch = await input.next() {
+                try await writer.commit(batch.map(encode), acknowledging: input)
+                signal.post()
             }
-            group.addTask { try await publish(transport: transport, signal: signal, acks: acks) }
-            do {
-                try await group.waitForAll()
-            } catch {
-                group.cancelAll()
-                throw error
-            }
-        }
+            signal.post(ended: true)
+        }, deliver: {
+            try await publish(transport: transport, signal: signal, acks: acks)
+        })
     }
 
     // MARK: - Publishing
@@ -111,29 +105,17 @@ public struct OutboxSinkLoop: Sendable {
         let deleteDelay: Duration = .milliseconds(20)
 
         var pendingRejections: [(OutboxRecord, String)] = []
-        var lastDiskFullLog: ContinuousClock.Instant?
 
         /// Runs a write that frees rows; a full disk keeps the work for the next pass instead of
         /// failing the sink (the rows stay queued and are re-sent at worst).
-        func tolerantWrite(_ what: String, _ body: () throws -> Void) throws -> Bool {
-            do {
-                try body()
-                return true
-            } catch let e as OutboxError where e.isDiskFull {
-                context.stats.count("queue.write_failures")
-                context.stats.set("queue.disk_full", 1)
-                if lastDiskFullLog.map({ clock.now - $0 >= .seconds(10) }) ?? true {
-                    lastDiskFullLog = clock.now
-                    context.logger.error("\(e): cannot \(what); retrying")
-                }
-                return false
-            }
+        func tolerantWrite(_ what: String, kind: String, _ body: () throws -> Void) throws -> Bool {
+            try writer.writes.attempt(what, kind: kind, body)
         }
 
         func flushDeletes(force: Bool) throws {
             if !pendingRejections.isEmpty {
                 let batch = pendingRejections
-                if try tolerantWrite("move \(batch.count) refused message(s) to the dead letters", {
+                if try tolerantWrite("move \(batch.count) refused message(s) to the dead letters", kind: "dead letters", {
                     for (record, reason) in batch { try writer.deadLetter([record], status: 0, answer: reason) }
                 }) {
                     for (record, reason) in batch {
@@ -144,7 +126,7 @@ public struct OutboxSinkLoop: Sendable {
             }
             guard let first = firstPendingDelete else { return }
             guard force || toDelete.count >= deleteBatch || clock.now - first >= deleteDelay else { return }
-            guard try tolerantWrite("delete \(toDelete.count) acknowledged message(s)", { try outbox.remove(toDelete) }) else { return }
+            guard try tolerantWrite("delete \(toDelete.count) acknowledged message(s)", kind: "delete", { try outbox.remove(toDelete) }) else { return }
             toDelete.removeAll(keepingCapacity: true)
             firstPendingDelete = nil
         }
@@ -220,10 +202,6 @@ public struct OutboxSinkLoop: Sendable {
                 try Task.checkCancellation()
                 try settle()
                 try flushDeletes(force: inFlight.isEmpty && resend.isEmpty)
-                if lastDiskFullLog != nil, toDelete.isEmpty, pendingRejections.isEmpty {
-                    lastDiskFullLog = nil
-                    context.stats.set("queue.disk_full", 0)
-                }
                 let paused = pauseUntil.map { clock.now < $0 } ?? false
                 if !paused {
                     pauseUntil = nil
@@ -264,7 +242,7 @@ public struct OutboxSinkLoop: Sendable {
                 ended = ended || flags.ended
                 if clock.now - lastExpiryCheck >= .seconds(1) {
                     lastExpiryCheck = clock.now
-                    _ = try tolerantWrite("drop expired messages") { try writer.dropExpired() }
+                    _ = try tolerantWrite("drop expired messages", kind: "expiry") { try writer.dropExpired() }
                 }
             }
         }

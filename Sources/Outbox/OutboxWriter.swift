@@ -5,9 +5,8 @@ import Synchronization
 /// applies the queue caps; keeps the queue's stats.
 ///
 /// A full disk does not fail the sink: the batch is held (upstream waits, nothing is lost) and
-/// the commit is retried every second. It is logged at error level at once and every 10 s while
-/// it lasts, and shown as the gauge `queue.disk_full` (1 while full) and the counter
-/// `queue.write_failures`.
+/// the commit is retried every second; it is reported as every write to the queue is
+/// (``QueueWrites``: at once and every 10 s, `queue.disk_full`, `queue.write_failures`).
 public struct OutboxWriter: Sendable {
     public let outbox: any Outbox
     public let mode: OutboxMode
@@ -16,12 +15,15 @@ public struct OutboxWriter: Sendable {
     let retryInterval: Duration
     /// With a memory queue: what was received is acknowledged once it left the queue.
     private let deliveryMarks: DeliveryMarks?
+    /// How every write of the sink to this queue meets a full disk.
+    public let writes: QueueWrites
 
     public init(outbox: any Outbox, mode: OutboxMode, context: ComponentContext, retryInterval: Duration = .seconds(1)) {
         self.outbox = outbox
         self.mode = mode
         self.context = context
         self.retryInterval = retryInterval
+        writes = QueueWrites(context: context)
         // A memory queue keeps nothing through a crash: upstream (a broker, a device waiting for
         // its answer) must hear "taken over" only once the position left it, delivered.
         if case .memory = mode, let memory = outbox as? MemoryOutbox {
@@ -43,23 +45,15 @@ public struct OutboxWriter: Sendable {
     /// Commits `entries` (retrying while the disk is full), acknowledges `input`, applies the caps.
     /// Throws for faults retrying cannot fix, and `CancellationError` when cancelled while holding a batch.
     public func commit(_ entries: [OutboxEntry], acknowledging input: any SinkInput) async throws {
-        var failingSince: Timestamp?
-        var lastLog: Timestamp?
         var dropped = 0
+        var failed = false
         while true {
-            let now = context.clock.now()
             do {
-                dropped = try await outbox.commit(entries, at: now)
+                dropped = try await outbox.commit(entries, at: context.clock.now())
                 break
             } catch let e as OutboxError where e.isDiskFull {
-                context.stats.count("queue.write_failures")
-                context.stats.set("queue.disk_full", 1)
-                if failingSince == nil { failingSince = now }
-                if lastLog.map({ now.milliseconds - $0.milliseconds >= 10_000 }) ?? true {
-                    lastLog = now
-                    let held = (now.milliseconds - (failingSince ?? now).milliseconds) / 1000
-                    context.logger.error("\(e): cannot commit \(entries.count) position(s)\(held > 0 ? " for \(held) s" : ""); holding them, upstream waits; retrying every \(DurationText.format(retryInterval))")
-                }
+                failed = true
+                writes.failed("commit", message: "\(e): cannot commit \(entries.count) position(s); holding them, upstream waits; retrying every \(DurationText.format(retryInterval))")
                 try await context.clock.sleep(for: retryInterval)
             }
         }
@@ -68,9 +62,8 @@ public struct OutboxWriter: Sendable {
         } else {
             input.acknowledge()
         }
-        if let since = failingSince {
-            context.stats.set("queue.disk_full", 0)
-            context.logger.warning("queue \(outbox.location): committing again after \((context.clock.now().milliseconds - since.milliseconds) / 1000) s with a full disk")
+        if failed, let held = writes.succeeded("commit") {
+            context.logger.warning("queue \(outbox.location): committing again after \(DurationText.format(held)) with a full disk")
         }
         if dropped > 0 { countDropped(dropped, reason: "queue.max_records") }
         try dropExpired()

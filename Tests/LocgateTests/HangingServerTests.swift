@@ -3,8 +3,8 @@ import GatewayTesting
 import Testing
 
 /// A server that accepts the connection and never answers (a half-open mobile link): the http
-/// sink must wait without spending CPU, and the shutdown deadline must end the request at once
-/// with the batch still queued.
+/// sink must wait without spending CPU, and a signal must end the request at once with the
+/// batch still queued (PromptStopTests: how soon, and the next start).
 @Suite(.serialized, .timeLimit(.minutes(2)))
 struct HangingServerTests {
     /// CPU time (user + system) of a process, in clock ticks, from /proc.
@@ -17,11 +17,10 @@ struct HangingServerTests {
         return u + s
     }
 
-    @Test func aSilentServerCostsNoCPUAndTheDeadlineEndsTheRequestWithTheBatchQueued() async throws {
-        let dir = try makeTemporaryDirectoryURL()
-        defer { try? FileManager.default.removeItem(at: dir) }
+    /// A loopback server that accepts, records each connection (a line in the returned file) and
+    /// never answers; the caller kills it.
+    static func startHangingServer(in dir: URL) throws -> (Process, port: Int, accepted: String) {
         let accepted = dir.appendingPathComponent("accepted").path
-        // Accepts, records each connection, and never answers.
         let server = Process()
         server.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         server.arguments = ["python3", "-c", """
@@ -37,10 +36,20 @@ struct HangingServerTests {
         let out = Pipe()
         server.standardOutput = out
         try server.run()
-        defer { kill(server.processIdentifier, SIGKILL); server.waitUntilExit() }
         var line: [UInt8] = []
         while let b = try out.fileHandleForReading.read(upToCount: 1)?.first, b != 10 { line.append(b) }
-        let port = try #require(Int(String(decoding: line, as: UTF8.self)))
+        guard let port = Int(String(decoding: line, as: UTF8.self)) else {
+            kill(server.processIdentifier, SIGKILL)
+            throw CocoaError(.fileReadCorruptFile)
+        }
+        return (server, port, accepted)
+    }
+
+    @Test func aSilentServerCostsNoCPUAndTheDeadlineEndsTheRequestWithTheBatchQueued() async throws {
+        let dir = try makeTemporaryDirectoryURL()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (server, port, accepted) = try HangingServerTests.startHangingServer(in: dir)
+        defer { kill(server.processIdentifier, SIGKILL); server.waitUntilExit() }
 
         let nmea = dir.appendingPathComponent("fix.nmea")
         try NMEASamples.epoch(0).write(to: nmea, atomically: true, encoding: .utf8)

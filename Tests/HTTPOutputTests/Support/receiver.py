@@ -21,6 +21,7 @@ Rules (consumed in order; "times" -1 = forever, default 1):
   {"match": "\"id\":\"x-17\"", "status": 400}          400 for a body containing the text
   {"status": 200, "body": {"code": 1}}                200 with an error inside
   {"delay": 0.5}                                      answer late (then as the default)
+  {"hold": "/path/to/file"}                           answer once that file exists (a test's go-ahead)
   {"drop": true}                                      close the connection without an answer
   {"status": 308, "location": "/final"}               redirect
 POST /_control with {"rules": [...], "default": {...}} replaces them; GET /_control returns
@@ -29,6 +30,7 @@ POST /_control with {"rules": [...], "default": {...}} replaces them; GET /_cont
 import argparse
 import gzip
 import json
+import os
 import signal
 import ssl
 import sys
@@ -109,6 +111,9 @@ class Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         if rule.get("delay"):
             time.sleep(float(rule["delay"]))
+        if rule.get("hold"):
+            while not os.path.exists(rule["hold"]):
+                time.sleep(0.01)
         if rule.get("drop"):
             record(0, headers, body)
             self.close_connection = True

@@ -1,0 +1,261 @@
+import GatewayCore
+
+/// The half of a batch sink that talks to the peer: builds one request from queued records and
+/// sends it (an HTTP POST).
+///
+/// Implementation requirements:
+/// - `encode` takes a prefix of `records` (at least one: a lone record over a size limit still
+///   goes, it could never be sent otherwise) and is deterministic, so a batch re-read after a
+///   restart is the same request.
+/// - `send` answers with an ``OutboxBatchOutcome`` for whatever the peer did (a refused
+///   connection is a `.retry`); it throws `CancellationError` when cancelled (the request is
+///   abandoned at once), and other errors only for faults that end the sink.
+public protocol OutboxBatchTransport: Sendable {
+    associatedtype Batch: Sendable
+    func encode(_ records: [OutboxRecord]) throws -> (batch: Batch, count: Int)
+    func send(_ batch: Batch, records: [OutboxRecord]) async throws -> OutboxBatchOutcome
+}
+
+/// The peer's answer to one batch.
+public enum OutboxBatchOutcome: Sendable {
+    case accepted
+    /// Refused for good: the batch goes to the dead letters with the peer's status and answer.
+    case rejected(status: Int, answer: String)
+    /// Not delivered, may succeed later: sent again after a backoff (or `after`, when longer).
+    case retry(reason: String, after: Duration?, status: Int, answer: String)
+}
+
+/// A batch read from the front of the queue, encoded.
+public struct OutboxPreparedBatch<Batch: Sendable>: Sendable {
+    public var records: [OutboxRecord]
+    public var batch: Batch
+    /// True when a count or size limit ended it (more may be queued), or it is the batch that was
+    /// in flight at the last stop.
+    public var isFull: Bool
+}
+
+/// The run loop of a batch sink: one task commits what arrives, another sends the oldest batch,
+/// one request at a time.
+///
+///     SinkInput ──▶ receiver: commit (OutboxWriter), acknowledge ──▶ [queue] ──▶ sender: oldest batch first
+///                      │ (count, bytes or interval reached)               ▲
+///                      └─────────────────── OutboxSignal ─────────────────┘
+///
+/// - The receiver asks for a send when `maxRecords` / `maxBytes` are reached (full batches only)
+///   or when `interval` has passed since the first unsent record (everything queued then).
+/// - The sender deletes a batch only after the peer accepted it; retryable failures are retried
+///   with backoff (or the peer's Retry-After) before anything newer is sent, so order holds; a
+///   refused batch, or one that failed `retryMaxAttempts` times, goes to the dead letters.
+/// - With `marksInFlight`, the batch is marked in the queue before it goes: after a restart the
+///   same records go again as one batch, so the peer sees the same Idempotency-Key.
+/// - Every write to the queue waits out a full disk (``QueueWrites``); nothing is lost and the
+///   sink does not fail.
+/// - Returns when the input ended and the queue is empty, or, with a durable queue, at once when
+///   the pipeline asks for a prompt stop (``OutboxHalves``); on cancellation throws
+///   `CancellationError`. Either way what is left stays queued for the next start.
+public struct OutboxBatchLoop: Sendable {
+    public struct Options: Sendable {
+        public var maxRecords: Int
+        public var maxBytes: Int
+        public var interval: Duration
+        public var retryInitial: Duration
+        public var retryMax: Duration
+        /// 0: retry for as long as it takes.
+        public var retryMaxAttempts: Int
+        public var marksInFlight: Bool
+        /// Prefix of the sink's counters (`<prefix>.sent`, `.requests`, `.retried`).
+        public var statsPrefix: String
+        /// How long to wait between attempts of a write that found the disk full.
+        public var diskRetry: Duration
+
+        public init(maxRecords: Int, maxBytes: Int, interval: Duration, retryInitial: Duration, retryMax: Duration,
+                    retryMaxAttempts: Int, marksInFlight: Bool, statsPrefix: String, diskRetry: Duration = .seconds(1)) {
+            self.maxRecords = maxRecords
+            self.maxBytes = maxBytes
+            self.interval = interval
+            self.retryInitial = retryInitial
+            self.retryMax = retryMax
+            self.retryMaxAttempts = retryMaxAttempts
+            self.marksInFlight = marksInFlight
+            self.statsPrefix = statsPrefix
+            self.diskRetry = diskRetry
+        }
+    }
+
+    public let writer: OutboxWriter
+    public let options: Options
+    public var outbox: any Outbox { writer.outbox }
+    var context: ComponentContext { writer.context }
+
+    public init(writer: OutboxWriter, options: Options) {
+        self.writer = writer
+        self.options = options
+    }
+
+    /// Runs until the input ended and the queue is empty. `encoder` is called once, in the
+    /// receiving task: the encoder it returns may keep state from one position to the next.
+    public func run<T: OutboxBatchTransport>(input: any SinkInput, transport: T,
+                                             encoder: @escaping @Sendable () -> (Position) -> OutboxEntry) async throws {
+        let signal = OutboxSignal()
+        defer { writer.reportLeftOver() }
+        if outbox.depth > 0 { context.logger.info("resuming with \(outbox.depth) queued position(s)") }
+        try await OutboxHalves.run(input: input, writer: writer, receive: {
+            try await receive(input: input, signal: signal, encode: encoder())
+        }, deliver: {
+            try await send(signal: signal, transport: transport)
+        }, onFailure: {
+            signal.post(ended: true, flushAll: true)
+        })
+    }
+
+    // MARK: - Receiving
+
+    private func receive(input: any SinkInput, signal: OutboxSignal, encode: (Position) -> OutboxEntry) async throws {
+        var unflushedCount = 0
+        var unflushedBytes = 0
+        var firstUnflushed: ContinuousClock.Instant?
+        let clock = ContinuousClock()
+        var records: [OutboxEntry] = []
+        func intervalFlush() {
+            if unflushedCount > 0 || outbox.depth > 0 { signal.post(ended: false, flushAll: true) }
+            unflushedCount = 0
+            unflushedBytes = 0
+            firstUnflushed = nil
+        }
+        while true {
+            // A cancelled wait returns `.timeout` at once: without this check the loop would spin.
+            try Task.checkCancellation()
+            let wait = firstUnflushed.map { max(.milliseconds(1), options.interval - (clock.now - $0)) } ?? options.interval
+            switch await input.next(timeout: wait) {
+            case .positions(let batch):
+                records.removeAll(keepingCapacity: true)
+                for p in batch {
+                    let entry = encode(p)
+                    unflushedBytes += entry.payload.count + 1
+                    records.append(entry)
+                }
+                try await writer.commit(records, acknowledging: input)
+                unflushedCount += batch.count
+                if firstUnflushed == nil { firstUnflushed = clock.now }
+                if unflushedCount >= options.maxRecords || unflushedBytes >= options.maxBytes {
+                    signal.post(ended: false, flushAll: false)
+                    unflushedCount %= options.maxRecords
+                    unflushedBytes = 0
+                    if unflushedCount == 0 { firstUnflushed = nil }
+                }
+                // A steady stream never lets `next` time out: the interval is checked here too.
+                if let first = firstUnflushed, clock.now - first >= options.interval { intervalFlush() }
+            case .timeout:
+                intervalFlush()
+                try await writer.writes.perform("drop expired positions", kind: "expiry", interval: options.diskRetry) {
+                    try writer.dropExpired()
+                }
+            case .end:
+                signal.post(ended: true, flushAll: true)
+                return
+            }
+        }
+    }
+
+    // MARK: - Sending
+
+    private func send<T: OutboxBatchTransport>(signal: OutboxSignal, transport: T) async throws {
+        // Records still to send before waiting for a full batch again: an interval flush (or a
+        // restart) sends what was queued at that moment, not whatever arrives while it is sending —
+        // otherwise every record arriving during a request would go out as its own partial batch.
+        var flushRemaining = outbox.depth
+        var ended = false
+        func take(_ s: OutboxSignal.Flags) {
+            ended = ended || s.ended
+            if s.flushAll { flushRemaining = max(flushRemaining, outbox.depth) }
+        }
+        while true {
+            try Task.checkCancellation()
+            guard let batch = try prepareBatch(transport) else {
+                if ended { return }
+                flushRemaining = 0
+                take(await signal.wait())
+                try Task.checkCancellation()
+                continue
+            }
+            if batch.isFull || flushRemaining > 0 || ended {
+                try await deliver(batch, transport: transport)
+                flushRemaining = max(0, flushRemaining - batch.records.count)
+                continue
+            }
+            take(await signal.wait())
+            try Task.checkCancellation()
+        }
+    }
+
+    /// The oldest records up to the count limit, as many as the transport puts in one batch; nil
+    /// when the queue is empty.
+    public func prepareBatch<T: OutboxBatchTransport>(_ transport: T) throws -> OutboxPreparedBatch<T.Batch>? {
+        var records = try outbox.oldest(limit: options.maxRecords)
+        guard !records.isEmpty else { return nil }
+        // A batch that was in flight when the process stopped goes again exactly as it was, so
+        // its Idempotency-Key matches the request the peer may already have committed.
+        let inFlight = options.marksInFlight ? outbox.inFlightThrough : nil
+        var full = records.count >= options.maxRecords
+        if let f = inFlight, records[0].seq <= f {
+            records = records.filter { $0.seq <= f }
+            full = true
+        }
+        let (batch, count) = try transport.encode(records)
+        if count < records.count { full = true }
+        return OutboxPreparedBatch(records: Array(records.prefix(max(1, count))), batch: batch, isFull: full)
+    }
+
+    /// Sends one batch until it is accepted or refused for good; retries keep it at the front.
+    private func deliver<T: OutboxBatchTransport>(_ prepared: OutboxPreparedBatch<T.Batch>, transport: T) async throws {
+        guard let last = prepared.records.last else { return }
+        let n = prepared.records.count
+        let prefix = options.statsPrefix
+        if options.marksInFlight {
+            try await writer.writes.perform("mark \(n) position(s) in flight (the request waits for it)", kind: "in-flight mark", interval: options.diskRetry) {
+                try outbox.markInFlight(through: last.seq)
+            }
+        }
+        var backoff = Backoff(initial: options.retryInitial, cap: options.retryMax, multiplier: 2, jitter: 0.2)
+        var attempt = 0
+        while true {
+            attempt += 1
+            try Task.checkCancellation()
+            switch try await transport.send(prepared.batch, records: prepared.records) {
+            case .accepted:
+                // Delivered: a full disk must not make it go again, so the delete is what waits.
+                try await writer.writes.perform("delete \(n) delivered position(s)", kind: "delete", interval: options.diskRetry) {
+                    try outbox.remove(through: last.seq)
+                }
+                context.stats.addEmitted(n)
+                context.stats.count("\(prefix).sent", by: n)
+                context.stats.count("\(prefix).requests")
+                if attempt > 1 { context.logger.info("delivered \(n) position(s) after \(attempt) attempts") }
+                return
+            case .rejected(let status, let answer):
+                try await deadLetter(prepared.records, status: status, answer: answer)
+                return
+            case .retry(let reason, let retryAfter, let status, let answer):
+                if options.retryMaxAttempts > 0 && attempt >= options.retryMaxAttempts {
+                    context.logger.error("giving up after \(attempt) attempts: \(reason)")
+                    try await deadLetter(prepared.records, status: status, answer: answer.isEmpty ? reason : answer)
+                    return
+                }
+                var delay = backoff.next()
+                if let retryAfter, retryAfter > delay { delay = retryAfter }
+                context.stats.count("\(prefix).retried")
+                let level: LogLevel = attempt == 1 || attempt % 10 == 0 ? .warning : .debug
+                context.logger.log(level, "batch of \(n) not delivered (attempt \(attempt)): \(reason); retrying in \(DurationText.format(delay))")
+                try await context.clock.sleep(for: delay)
+            }
+        }
+    }
+
+    private func deadLetter(_ records: [OutboxRecord], status: Int, answer: String) async throws {
+        try await writer.writes.perform("move \(records.count) refused position(s) to the dead letters", kind: "dead letters", interval: options.diskRetry) {
+            try writer.deadLetter(records, status: status, answer: answer)
+        }
+        let first = records.first?.id ?? "", last = records.last?.id ?? ""
+        context.logger.error("server rejected a batch of \(records.count) (ids \(first) … \(last)) with status \(status): \(answer); moved to dead letters")
+    }
+}
