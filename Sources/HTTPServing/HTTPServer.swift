@@ -284,31 +284,35 @@ public final class HTTPServer: @unchecked Sendable {
 
     // MARK: - Requests and responses
 
+    /// What libmicrohttpd's callback fills: the values of one kind, keys lowercased or as sent.
+    private struct CollectedValues {
+        var values: [String: String] = [:]
+        let lowercaseKeys: Bool
+    }
+
+    /// The request's values of `kind` (headers, query arguments, cookies); a later value of a key
+    /// replaces an earlier one. The count libmicrohttpd returns is not needed: a value that cannot
+    /// be read is simply absent.
+    private static func values(_ connection: OpaquePointer, _ kind: MHD_ValueKind, lowercaseKeys: Bool) -> [String: String] {
+        var collected = CollectedValues(lowercaseKeys: lowercaseKeys)
+        withUnsafeMutablePointer(to: &collected) { target in
+            _ = MHD_get_connection_values(connection, kind, { target, _, key, value in
+                guard let target, let key else { return MHD_Result.YES }
+                let c = target.assumingMemoryBound(to: CollectedValues.self)
+                let name = String(cString: key)
+                c.pointee.values[c.pointee.lowercaseKeys ? name.lowercased() : name] = value.map { String(cString: $0) } ?? ""
+                return MHD_Result.YES
+            }, target)
+        }
+        return collected.values
+    }
+
     /// The request as far as the headers go.
     private static func request(_ connection: OpaquePointer, method: UnsafePointer<CChar>?, url: UnsafePointer<CChar>?, peer: String) -> HTTPRequest {
         var request = HTTPRequest(method: method.map { String(cString: $0) } ?? "", path: url.map { String(cString: $0) } ?? "/", peerAddress: peer)
-        // The counts these return are not needed: a value that cannot be read is simply absent.
-        withUnsafeMutablePointer(to: &request.headers) { headers in
-            _ = MHD_get_connection_values(connection, MHD_ValueKind.HEADER_KIND, { target, _, key, value in
-                guard let target, let key else { return MHD_Result.YES }
-                target.assumingMemoryBound(to: [String: String].self).pointee[String(cString: key).lowercased()] = value.map { String(cString: $0) } ?? ""
-                return MHD_Result.YES
-            }, headers)
-        }
-        withUnsafeMutablePointer(to: &request.query) { query in
-            _ = MHD_get_connection_values(connection, MHD_ValueKind.GET_ARGUMENT_KIND, { target, _, key, value in
-                guard let target, let key else { return MHD_Result.YES }
-                target.assumingMemoryBound(to: [String: String].self).pointee[String(cString: key)] = value.map { String(cString: $0) } ?? ""
-                return MHD_Result.YES
-            }, query)
-        }
-        withUnsafeMutablePointer(to: &request.cookies) { cookies in
-            _ = MHD_get_connection_values(connection, MHD_ValueKind.COOKIE_KIND, { target, _, key, value in
-                guard let target, let key else { return MHD_Result.YES }
-                target.assumingMemoryBound(to: [String: String].self).pointee[String(cString: key)] = value.map { String(cString: $0) } ?? ""
-                return MHD_Result.YES
-            }, cookies)
-        }
+        request.headers = values(connection, MHD_ValueKind.HEADER_KIND, lowercaseKeys: true)
+        request.query = values(connection, MHD_ValueKind.GET_ARGUMENT_KIND, lowercaseKeys: false)
+        request.cookies = values(connection, MHD_ValueKind.COOKIE_KIND, lowercaseKeys: false)
         return request
     }
 
