@@ -17,6 +17,30 @@ struct HangingServerTests {
         return u + s
     }
 
+    /// Writes `dir/name`: a pipeline whose `rx` source sends one fix (an exec source that then
+    /// stays silent, unless `source` gives another) to an http sink `up` at `url`, batches of one,
+    /// a 60 s request timeout, the given `queue` JSON and `shutdown_timeout`.
+    static func oneFixPipeline(in dir: URL, name: String = "p.json", url: String, shutdownTimeout: String,
+                               queue: String, source: String? = nil) throws -> URL {
+        let rx: String
+        if let source {
+            rx = source
+        } else {
+            let nmea = dir.appendingPathComponent("fix.nmea")
+            try NMEASamples.epoch(0).write(to: nmea, atomically: true, encoding: .utf8)
+            rx = #"{ "type": "exec", "command": ["sh", "-c", "cat '\#(nmea.path)'; exec sleep 600"] }"#
+        }
+        let config = dir.appendingPathComponent(name)
+        try #"""
+            { "settings": { "shutdown_timeout": "\#(shutdownTimeout)" },
+              "sources": { "rx": \#(rx) },
+              "sinks": { "up": { "type": "http", "inputs": ["rx"], "url": "\#(url)",
+                                 "timeout": "60s", "batch": { "max_positions": 1, "interval": "100ms" },
+                                 "queue": \#(queue) } } }
+            """#.write(to: config, atomically: true, encoding: .utf8)
+        return config
+    }
+
     /// A loopback server that accepts, records each connection (a line in the returned file) and
     /// never answers; the caller kills it.
     static func startHangingServer(in dir: URL) throws -> (Process, port: Int, accepted: String) {
@@ -51,16 +75,8 @@ struct HangingServerTests {
         let (server, port, accepted) = try HangingServerTests.startHangingServer(in: dir)
         defer { kill(server.processIdentifier, SIGKILL); server.waitUntilExit() }
 
-        let nmea = dir.appendingPathComponent("fix.nmea")
-        try NMEASamples.epoch(0).write(to: nmea, atomically: true, encoding: .utf8)
-        let config = dir.appendingPathComponent("p.json")
-        try #"""
-            { "settings": { "shutdown_timeout": "2s" },
-              "sources": { "rx": { "type": "exec", "command": ["sh", "-c", "cat '\#(nmea.path)'; exec sleep 600"] } },
-              "sinks": { "up": { "type": "http", "inputs": ["rx"], "url": "http://127.0.0.1:\#(port)/track",
-                                 "timeout": "60s", "batch": { "max_positions": 1, "interval": "100ms" },
-                                 "queue": { "path": "\#(dir.path)/q.sqlite" } } } }
-            """#.write(to: config, atomically: true, encoding: .utf8)
+        let config = try HangingServerTests.oneFixPipeline(in: dir, url: "http://127.0.0.1:\(port)/track", shutdownTimeout: "2s",
+                                                           queue: #"{ "path": "\#(dir.path)/q.sqlite" }"#)
         let (p, _, err) = try LocgateBinary.start(["run", config.path])
         defer { if p.isRunning { kill(p.processIdentifier, SIGKILL) } }
         #expect(await Poll.until(timeout: .seconds(30)) { FileManager.default.fileExists(atPath: accepted) })

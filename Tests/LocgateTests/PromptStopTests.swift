@@ -34,21 +34,10 @@ struct PromptStopTests {
         defer { try? FileManager.default.removeItem(at: dir) }
         let (server, port, accepted) = try HangingServerTests.startHangingServer(in: dir)
         defer { kill(server.processIdentifier, SIGKILL); server.waitUntilExit() }
-        let nmea = dir.appendingPathComponent("fix.nmea")
-        try NMEASamples.epoch(0).write(to: nmea, atomically: true, encoding: .utf8)
         let queue = dir.path + "/q.sqlite"
-        func config(_ url: String, source: String) -> String {
-            #"""
-            { "settings": { "shutdown_timeout": "10s" },
-              "sources": { "rx": \#(source) },
-              "sinks": { "up": { "type": "http", "inputs": ["rx"], "url": "\#(url)",
-                                 "timeout": "60s", "batch": { "max_positions": 1, "interval": "100ms" },
-                                 "queue": { "path": "\#(queue)" } } } }
-            """#
-        }
-        let first = dir.appendingPathComponent("first.json")
-        try config("http://127.0.0.1:\(port)/track", source: #"{ "type": "exec", "command": ["sh", "-c", "cat '\#(nmea.path)'; exec sleep 600"] }"#)
-            .write(to: first, atomically: true, encoding: .utf8)
+        let durable = #"{ "path": "\#(queue)" }"#
+        let first = try HangingServerTests.oneFixPipeline(in: dir, name: "first.json", url: "http://127.0.0.1:\(port)/track",
+                                                          shutdownTimeout: "10s", queue: durable)
         let (took, _) = try await interruptWhileARequestHangs(first, accepted: accepted)
         print("durable queue: SIGINT to exit took \(took) (shutdown_timeout 10 s)")
         // ≤ 1 s is the aim; the slack is for a loaded machine, still far below the 10 s deadline.
@@ -62,9 +51,9 @@ struct PromptStopTests {
         defer { receiver.stop() }
         let empty = dir.appendingPathComponent("empty.nmea")
         try Data().write(to: empty)
-        let second = dir.appendingPathComponent("second.json")
-        try config("http://127.0.0.1:\(receiver.port)/track", source: #"{ "type": "file", "path": "\#(empty.path)" }"#)
-            .write(to: second, atomically: true, encoding: .utf8)
+        let second = try HangingServerTests.oneFixPipeline(in: dir, name: "second.json", url: "http://127.0.0.1:\(receiver.port)/track",
+                                                           shutdownTimeout: "10s", queue: durable,
+                                                           source: #"{ "type": "file", "path": "\#(empty.path)" }"#)
         let log = dir.appendingPathComponent("second.log").path
         let run = try LocgateBinary.launch([try LocgateBinary.path(), "run", second.path, "--drain", "60s"], stderr: log)
         defer { if run.isRunning { kill(run.processIdentifier, SIGKILL) } }
@@ -82,15 +71,7 @@ struct PromptStopTests {
         defer { try? FileManager.default.removeItem(at: dir) }
         let (server, port, accepted) = try HangingServerTests.startHangingServer(in: dir)
         defer { kill(server.processIdentifier, SIGKILL); server.waitUntilExit() }
-        let nmea = dir.appendingPathComponent("fix.nmea")
-        try NMEASamples.epoch(0).write(to: nmea, atomically: true, encoding: .utf8)
-        let config = dir.appendingPathComponent("p.json")
-        try #"""
-            { "settings": { "shutdown_timeout": "2s" },
-              "sources": { "rx": { "type": "exec", "command": ["sh", "-c", "cat '\#(nmea.path)'; exec sleep 600"] } },
-              "sinks": { "up": { "type": "http", "inputs": ["rx"], "url": "http://127.0.0.1:\#(port)/track",
-                                 "timeout": "60s", "batch": { "max_positions": 1, "interval": "100ms" }, "queue": null } } }
-            """#.write(to: config, atomically: true, encoding: .utf8)
+        let config = try HangingServerTests.oneFixPipeline(in: dir, url: "http://127.0.0.1:\(port)/track", shutdownTimeout: "2s", queue: "null")
         let (took, _) = try await interruptWhileARequestHangs(config, accepted: accepted)
         print("memory queue: SIGINT to exit took \(took) (shutdown_timeout 2 s)")
         // Nothing would keep the batch: the sink holds on to it until the deadline.
