@@ -32,7 +32,7 @@ let package = Package(
         .target(name: "GatewayCore", swiftSettings: settings),
 
         // Runtime: runs a configured pipeline (tasks, buffers, routing, reload).
-        .target(name: "GatewayRuntime", dependencies: ["GatewayCore"], swiftSettings: settings),
+        .target(name: "GatewayRuntime", dependencies: ["GatewayCore", "Outbox"], swiftSettings: settings),
 
         // Engines: protocol and geometry code the plugins share, each testable on its own.
         .target(name: "NMEA", dependencies: ["GatewayCore"], swiftSettings: settings),

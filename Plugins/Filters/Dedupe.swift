@@ -33,7 +33,7 @@ public enum DedupePlugin: TransformPlugin {
 /// A position older than the device's newest (late, see ``LateFixes``) is not compared — only
 /// the previous position is kept, so a late repeat of an older one cannot be recognised — and
 /// does not become the previous one: it is passed on marked or dropped.
-public struct DedupeTransform: PositionTransform {
+public struct DedupeTransform: StatefulTransform {
     public let configuration: DedupeConfiguration
     private struct Key: Equatable {
         var time: Timestamp?
@@ -69,5 +69,27 @@ public struct DedupeTransform: PositionTransform {
         }
         devices[device] = DeviceState(previous: key, newest: position.time ?? state?.newest)
         output.append(position)
+    }
+
+    // MARK: - State (kept across restarts: the previous position's time and place, the newest time)
+
+    public var stateFormat: String { "dedupe/1" }
+    public mutating func recordStateChanges() { devices.recordChanges() }
+    public mutating func takeChangedDevices() -> [String] { devices.takeChanged() }
+
+    public func snapshot(device: String) -> JSONValue? {
+        guard let d = devices[device] else { return nil }
+        var w = SnapshotWriter()
+        w.set("time", d.previous.time)
+        w.set("lat", d.previous.latitude)
+        w.set("lon", d.previous.longitude)
+        w.set("newest", d.newest)
+        return w.value
+    }
+
+    public mutating func restore(device: String, from snapshot: JSONValue) throws(StateSnapshotError) {
+        let r = try SnapshotReader(snapshot)
+        devices[device] = DeviceState(previous: Key(time: try r.time("time"), latitude: try r.double("lat"), longitude: try r.double("lon")),
+                                      newest: try r.time("newest"))
     }
 }

@@ -60,7 +60,7 @@ public enum DistanceFilterPlugin: TransformPlugin {
 /// A position older than the device's newest (late, see ``LateFixes``) is not judged: it is passed
 /// on marked or dropped, and neither becomes the reference nor counts for the gap or heartbeat —
 /// the on-time positions filter as if it had never come.
-public struct DistanceFilterTransform: PositionTransform {
+public struct DistanceFilterTransform: StatefulTransform {
     public let configuration: DistanceFilterConfiguration
     private let drops: DropCounter
     private let stats: ComponentStats
@@ -125,5 +125,28 @@ public struct DistanceFilterTransform: PositionTransform {
             return true
         }
         return false
+    }
+
+    // MARK: - State (kept across restarts: the last passed point, when it passed, the newest time)
+
+    public var stateFormat: String { "distance_filter/1" }
+    public mutating func recordStateChanges() { devices.recordChanges() }
+    public mutating func takeChangedDevices() -> [String] { devices.takeChanged() }
+
+    public func snapshot(device: String) -> JSONValue? {
+        guard let d = devices[device] else { return nil }
+        var w = SnapshotWriter()
+        w.set("lat", d.lastPassedPoint.latitude)
+        w.set("lon", d.lastPassedPoint.longitude)
+        w.set("passed", d.lastPassedTime)
+        w.set("seen", d.lastSeenTime)
+        return w.value
+    }
+
+    public mutating func restore(device: String, from snapshot: JSONValue) throws(StateSnapshotError) {
+        let r = try SnapshotReader(snapshot)
+        guard let lat = try r.double("lat"), let lon = try r.double("lon") else { throw StateSnapshotError("no lat/lon") }
+        devices[device] = DeviceState(lastPassedPoint: GeoPoint(latitude: lat, longitude: lon), lastPassedTime: try r.time("passed"),
+                                      lastSeenTime: try r.time("seen"))
     }
 }

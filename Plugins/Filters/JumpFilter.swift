@@ -53,7 +53,7 @@ public enum JumpFilterPlugin: TransformPlugin {
 /// accepted. A position older than the device's newest, good or rejected (late, see
 /// ``LateFixes``), is not judged: it is passed on marked or dropped, and changes neither the
 /// last good position nor the count of rejects.
-public struct JumpFilterTransform: PositionTransform {
+public struct JumpFilterTransform: StatefulTransform {
     public let configuration: JumpFilterConfiguration
     private let drops: DropCounter
     private let stats: ComponentStats
@@ -105,5 +105,31 @@ public struct JumpFilterTransform: PositionTransform {
         }
         devices[key] = DeviceState(lastGood: point, lastGoodTime: position.time, rejects: 0, newest: newest)
         output.append(position)
+    }
+
+    // MARK: - State (kept across restarts: the last good point and time, the rejects since, the newest time)
+
+    public var stateFormat: String { "jump_filter/1" }
+    public mutating func recordStateChanges() { devices.recordChanges() }
+    public mutating func takeChangedDevices() -> [String] { devices.takeChanged() }
+
+    public func snapshot(device: String) -> JSONValue? {
+        guard let d = devices[device] else { return nil }
+        var w = SnapshotWriter()
+        w.set("lat", d.lastGood?.latitude)
+        w.set("lon", d.lastGood?.longitude)
+        w.set("good_time", d.lastGoodTime)
+        w.set("rejects", d.rejects)
+        w.set("newest", d.newest)
+        return w.value
+    }
+
+    public mutating func restore(device: String, from snapshot: JSONValue) throws(StateSnapshotError) {
+        let r = try SnapshotReader(snapshot)
+        let lat = try r.double("lat"), lon = try r.double("lon")
+        if (lat == nil) != (lon == nil) { throw StateSnapshotError("lat without lon") }
+        let good = lat.flatMap { la in lon.map { GeoPoint(latitude: la, longitude: $0) } }
+        devices[device] = DeviceState(lastGood: good, lastGoodTime: try r.time("good_time"), rejects: try r.int("rejects") ?? 0,
+                                      newest: try r.time("newest"))
     }
 }

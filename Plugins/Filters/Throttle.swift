@@ -48,7 +48,7 @@ public enum ThrottlePlugin: TransformPlugin {
 /// time going backwards by more than `late_limit` (a replay restarting) starts afresh. A
 /// position older than the device's newest (late, see ``LateFixes``) is not judged against the
 /// interval: it is passed on marked or dropped, and does not restart the interval.
-public struct ThrottleTransform: PositionTransform {
+public struct ThrottleTransform: StatefulTransform {
     public let configuration: ThrottleConfiguration
     private let drops: DropCounter
     private let stats: ComponentStats
@@ -87,5 +87,25 @@ public struct ThrottleTransform: PositionTransform {
         }
         devices[key] = DeviceState(lastPassed: time, newest: time)
         output.append(position)
+    }
+
+    // MARK: - State (kept across restarts: when the device last passed, its newest time)
+
+    public var stateFormat: String { "throttle/1" }
+    public mutating func recordStateChanges() { devices.recordChanges() }
+    public mutating func takeChangedDevices() -> [String] { devices.takeChanged() }
+
+    public func snapshot(device: String) -> JSONValue? {
+        guard let d = devices[device] else { return nil }
+        var w = SnapshotWriter()
+        w.set("passed", d.lastPassed)
+        w.set("newest", d.newest)
+        return w.value
+    }
+
+    public mutating func restore(device: String, from snapshot: JSONValue) throws(StateSnapshotError) {
+        let r = try SnapshotReader(snapshot)
+        guard let passed = try r.time("passed"), let newest = try r.time("newest") else { throw StateSnapshotError("no passed/newest time") }
+        devices[device] = DeviceState(lastPassed: passed, newest: newest)
     }
 }

@@ -87,6 +87,18 @@ public struct FenceStateMachine: Sendable, Hashable {
     /// Creates a machine in the outside state.
     public init() {}
 
+    /// A machine as saved (GeofenceTransform's per-device state).
+    init(isInside: Bool, insideSince: Timestamp?, streak: Int, streakStart: Timestamp?, dwelled: Bool) {
+        self.isInside = isInside
+        self.insideSince = insideSince
+        self.streak = max(0, streak)
+        self.streakStart = streakStart
+        self.dwelled = dwelled
+    }
+
+    /// What ``init(isInside:insideSince:streak:streakStart:dwelled:)`` takes back.
+    var saved: (streak: Int, streakStart: Timestamp?, dwelled: Bool) { (streak, streakStart, dwelled) }
+
     /// True when the machine holds nothing worth keeping (outside, no streak): it can be dropped.
     public var isIdle: Bool { !isInside && streak == 0 }
 

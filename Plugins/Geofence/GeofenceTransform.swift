@@ -14,7 +14,7 @@ public struct GeofenceSetupError: Error, CustomStringConvertible {
 /// Gating and annotation use the exact geometry of each position (boundary counts as inside);
 /// events go through ``FenceStateMachine`` hysteresis. Events are emitted after the position
 /// that caused them and are never gated.
-public struct GeofenceTransform: PositionTransform {
+public struct GeofenceTransform: StatefulTransform {
     /// What one device is known to be inside, and where it last was.
     struct DeviceState: Sendable {
         /// Machines that are not idle, by fence id (ids survive a reload; offsets do not).
@@ -265,6 +265,52 @@ public struct GeofenceTransform: PositionTransform {
         device.last = point
         device.newest = position.time ?? device.newest
         devices[key] = device
+    }
+
+    // MARK: - State (kept across restarts when events are on: each fence's machine, the last point, the newest time)
+
+    public var keepsState: Bool { !configuration.events.isEmpty }
+    public var stateFormat: String { "geofence/1" }
+    public mutating func recordStateChanges() { devices.recordChanges() }
+    public mutating func takeChangedDevices() -> [String] { devices.takeChanged() }
+
+    public func snapshot(device: String) -> JSONValue? {
+        guard let d = devices[device] else { return nil }
+        var w = SnapshotWriter()
+        w.set("lat", d.last?.latitude)
+        w.set("lon", d.last?.longitude)
+        w.set("newest", d.newest)
+        var fences: [(String, JSONValue)] = []
+        for (id, machine) in d.fences.sorted(by: { $0.key < $1.key }) {
+            var m = SnapshotWriter()
+            let saved = machine.saved
+            m.set("inside", machine.isInside)
+            m.set("since", machine.insideSince)
+            m.set("streak", saved.streak == 0 ? nil : saved.streak)
+            m.set("streak_start", saved.streakStart)
+            m.set("dwelled", saved.dwelled ? true : nil)
+            fences.append((id, m.value))
+        }
+        w.set("fences", JSONValue.object(JSONObject(fences)))
+        return w.value
+    }
+
+    /// Machines of fences that no longer exist are not restored (as a fence file reload drops them).
+    public mutating func restore(device: String, from snapshot: JSONValue) throws(StateSnapshotError) {
+        let r = try SnapshotReader(snapshot)
+        var state = DeviceState()
+        let lat = try r.double("lat"), lon = try r.double("lon")
+        if let lat, let lon { state.last = GeoPoint(latitude: lat, longitude: lon) }
+        state.newest = try r.time("newest")
+        let current = fenceSet.offsetById
+        for member in try r.members("fences") ?? JSONObject() where current[member.key] != nil {
+            let m = try SnapshotReader(member.value)
+            let machine = FenceStateMachine(isInside: try m.bool("inside") ?? false, insideSince: try m.time("since"),
+                                            streak: try m.int("streak") ?? 0, streakStart: try m.time("streak_start"),
+                                            dwelled: try m.bool("dwelled") ?? false)
+            if !machine.isIdle { state.fences[member.key] = machine }
+        }
+        devices[device] = state
     }
 
     // MARK: - Reload

@@ -90,21 +90,51 @@ public struct SourceOutput: Sendable {
 /// Counts the places a batch still has to be handled; calls its closure when none is left.
 ///
 /// Starts at one (the emitter's own hold, released after routing), so a batch that every
-/// transform dropped is handled as soon as routing ends.
+/// transform dropped is handled as soon as routing ends. Steps registered with
+/// ``beforeHandled(_:)`` run between the last release and the closure (the runtime saves the
+/// per-device state the batch changed there, so what is acknowledged upstream has its state saved).
 public final class BatchAcknowledgement: Sendable {
+    public typealias Step = @Sendable (_ done: @escaping @Sendable () -> Void) -> Void
     private let pending = Atomic<Int>(1)
     private let whenHandled: @Sendable () -> Void
+    private let steps = Mutex<[Step]>([])
 
-    init(_ whenHandled: @escaping @Sendable () -> Void) {
+    /// An acknowledgement held once (by its creator, who releases it after handing it on).
+    public init(_ whenHandled: @escaping @Sendable () -> Void) {
         self.whenHandled = whenHandled
     }
 
     /// One more place (a sink buffer) must handle the batch.
     public func retain() { pending.add(1, ordering: .relaxed) }
 
-    /// One place handled it; the last release calls the closure.
+    /// Runs `step` once every place handled the batch; the closure waits until every step has
+    /// called its `done`. Register while holding the acknowledgement (before your release).
+    public func beforeHandled(_ step: @escaping Step) {
+        steps.withLock { $0.append(step) }
+    }
+
+    /// One place handled it; the last release runs the steps, then the closure.
     public func release() {
-        if pending.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { whenHandled() }
+        guard pending.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }
+        let steps = self.steps.withLock { s -> [Step] in defer { s = [] }; return s }
+        if steps.isEmpty { return whenHandled() }
+        let finished = StepCountdown(count: steps.count, then: whenHandled)
+        for step in steps { step { finished.done() } }
+    }
+}
+
+/// Calls its closure when `count` steps are done.
+private final class StepCountdown: Sendable {
+    private let left: Atomic<Int>
+    private let then: @Sendable () -> Void
+
+    init(count: Int, then: @escaping @Sendable () -> Void) {
+        left = Atomic(count)
+        self.then = then
+    }
+
+    func done() {
+        if left.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { then() }
     }
 }
 
@@ -208,6 +238,11 @@ public protocol PositionTransform: Sendable {
 
     /// Called once when every input has ended, to release held positions.
     mutating func finish(into output: inout [Position])
+
+    /// The per-device state changed since the last call, for the runtime to save: provided by
+    /// ``StatefulTransform`` (each changed device's snapshot, nil for a device forgotten); a
+    /// transform without saved state returns nothing.
+    mutating func takeStateChanges() -> [(device: String, state: JSONValue?)]
 }
 
 // MARK: - Default implementations
@@ -228,6 +263,7 @@ extension PositionTransform {
     public var tickInterval: Duration? { nil }
     public mutating func tick(now: Timestamp, into output: inout [Position]) {}
     public mutating func finish(into output: inout [Position]) {}
+    public mutating func takeStateChanges() -> [(device: String, state: JSONValue?)] { [] }
 }
 
 extension Array where Element == Position {

@@ -72,6 +72,8 @@ public struct PipelineConfiguration: Sendable {
         public var threads: Int = 1
         /// The most `threads` accepts.
         public static let maximumThreads = 64
+        /// Where stateful transforms keep per-device state (`settings.state`).
+        public var state = StateSettings()
 
         public init(shutdownTimeout: Duration = .seconds(10), statsInterval: Duration? = .seconds(60), logLevel: LogLevel? = nil, threads: Int = 1) {
             self.shutdownTimeout = shutdownTimeout
@@ -135,6 +137,7 @@ public struct PipelineConfiguration: Sendable {
                 config.settings.statsInterval = v == .bool(false) ? nil : s.duration("stats_interval", default: .seconds(60), minimum: .milliseconds(100))
             }
             config.settings.threads = s.int("threads", default: 1, in: 1...Settings.maximumThreads)
+            config.settings.state = StateSettings.read(&s)
             if let l = s.string("log_level") {
                 if let level = LogLevel(name: l) { config.settings.logLevel = level } else {
                     s.report("log_level", "expected one of trace, debug, info, warning, error, got \"\(l)\"")

@@ -1,4 +1,5 @@
 import GatewayCore
+import Outbox
 import Synchronization
 
 /// A running pipeline built from a validated configuration.
@@ -66,29 +67,43 @@ public final class Pipeline: Sendable {
         let activity = ActivityProbe()
         private let transform: Mutex<any PositionTransform>
         private let observer: (any PipelineObserver)?
+        /// Saves the per-device state of a stateful transform (TransformStateKeeper.swift).
+        let keeper: TransformStateKeeper?
 
-        init(id: String, transform: sending any PositionTransform, stats: ComponentStats, observer: (any PipelineObserver)? = nil) {
+        init(id: String, transform: sending any PositionTransform, stats: ComponentStats, observer: (any PipelineObserver)? = nil,
+             keeper: TransformStateKeeper? = nil) {
             self.id = id
             self.stats = stats
             self.observer = observer
+            self.keeper = keeper
             self.tickInterval = transform.tickInterval
             self.transform = Mutex(transform)
         }
 
-        func process(_ batch: consuming [Position]) -> [Position] {
+        /// The batch through the transform, and the state it changed (saved by the caller, which
+        /// knows the batch's acknowledgement).
+        func process(_ batch: consuming [Position]) -> (positions: [Position], changes: [(device: String, state: JSONValue?)]) {
             var out = batch
+            var changes: [(device: String, state: JSONValue?)] = []
             stats.addReceived(out.count)
             activity.enter(); defer { activity.exit() }
-            transform.withLock { t in t.process(batch: &out) }
+            transform.withLock { t in
+                t.process(batch: &out)
+                if keeper != nil { changes = t.takeStateChanges() }
+            }
             stats.addEmitted(out.count)
             observe(out)
-            return out
+            return (out, changes)
         }
 
         func tick(now: Timestamp) -> [Position] {
             var out: [Position] = []
             activity.enter(); defer { activity.exit() }
-            transform.withLock { t in t.tick(now: now, into: &out) }
+            let changes = transform.withLock { t in
+                t.tick(now: now, into: &out)
+                return keeper != nil ? t.takeStateChanges() : []
+            }
+            if !changes.isEmpty { keeper?.save(changes, when: nil) }
             stats.addEmitted(out.count)
             observe(out)
             return out
@@ -97,7 +112,11 @@ public final class Pipeline: Sendable {
         func finish() -> [Position] {
             var out: [Position] = []
             activity.enter(); defer { activity.exit() }
-            transform.withLock { t in t.finish(into: &out) }
+            let changes = transform.withLock { t in
+                t.finish(into: &out)
+                return keeper != nil ? t.takeStateChanges() : []
+            }
+            if !changes.isEmpty { keeper?.save(changes, when: nil) }
             stats.addEmitted(out.count)
             observe(out)
             return out
@@ -217,9 +236,18 @@ public final class Pipeline: Sendable {
             built[c.id] = try Pipeline.buildSink(c, ctx)
             t.sinks[c.id] = SinkHandle(component: c, stats: ctx.stats, logger: ctx.logger)
         }
+        var transforms: [(PipelineConfiguration.Component, ComponentContext, any PositionTransform)] = []
         for c in configuration.transforms {
             let ctx = Pipeline.context(c, handler: logHandler, clock: clock)
-            t.transforms[c.id] = TransformNode(id: c.id, transform: try Pipeline.buildTransform(c, ctx), stats: ctx.stats, observer: observer)
+            transforms.append((c, ctx, try Pipeline.buildTransform(c, ctx)))
+        }
+        let store = try Pipeline.openStateStore(configuration, needed: transforms.contains { ($0.2 as? any StatefulTransform)?.keepsState == true },
+                                                clock: clock, logger: Logger(label: "state", handler: logHandler))
+        self.stateStore = store
+        for (c, ctx, built) in transforms {
+            var transform = built
+            let keeper = TransformStateKeeper.restore(&transform, id: c.id, store: store, context: ctx)
+            t.transforms[c.id] = TransformNode(id: c.id, transform: transform, stats: ctx.stats, observer: observer, keeper: keeper)
         }
         for c in configuration.sources {
             let ctx = Pipeline.context(c, handler: logHandler, clock: clock)
@@ -236,6 +264,20 @@ public final class Pipeline: Sendable {
 
     /// Sinks built by `init`, handed to their tasks when `run` starts.
     private let initialSinks: Mutex<[String: any PositionSink]>
+    /// Where stateful transforms keep per-device state (`settings.state`); nil: in memory only.
+    private let stateStore: (any DeviceStateStore)?
+
+    /// Opens the state store when a transform keeps state and the configuration gives it a file.
+    static func openStateStore(_ configuration: PipelineConfiguration, needed: Bool, clock: any GatewayClock,
+                               logger: Logger) throws -> (any DeviceStateStore)? {
+        guard needed, let path = configuration.stateStorePath else { return nil }
+        let settings = configuration.settings.state
+        do {
+            return try SQLiteStateStore(path: path, interval: settings.interval, maxAge: settings.maxAge, clock: clock) { logger.warning($0) }
+        } catch {
+            throw PipelineError(component: "settings.state", message: "cannot open the state store: \(error.path): \(error.message)")
+        }
+    }
 
     static func context(_ c: PipelineConfiguration.Component, handler: any LogHandler, clock: any GatewayClock,
                         stats: ComponentStats? = nil) -> ComponentContext {
@@ -377,6 +419,8 @@ public final class Pipeline: Sendable {
             group.cancelAll()
         }
         mailbox.finish()
+        // After the sinks: the last acknowledgements have saved their state.
+        stateStore?.close()
         // Reloads requested while the pipeline stopped get an answer, not a hang.
         while let command = await commandsIterator.next() {
             if case .reload(_, let reply) = command { reply.resume(returning: ReloadOutcome(status: .rejected, problem: "the pipeline has stopped")) }
@@ -514,8 +558,13 @@ public final class Pipeline: Sendable {
         case .sink(let buffer):
             await buffer.send(batch, acknowledgement: acknowledgement)
         case .transform(let node, let next):
-            let out = node.process(batch)
+            let (out, changes) = node.process(batch)
+            // With an acknowledgement, the state is saved once the batch is handled, before the
+            // acknowledgement goes upstream; without one, once routing returned (a durable sink
+            // has committed by then).
+            if !changes.isEmpty, let acknowledgement { node.keeper?.save(changes, when: acknowledgement) }
             if !out.isEmpty { await Pipeline.route(out, to: next, acknowledgement: acknowledgement) }
+            if !changes.isEmpty && acknowledgement == nil { node.keeper?.save(changes, when: nil) }
         }
     }
 
@@ -530,8 +579,9 @@ public final class Pipeline: Sendable {
         switch route {
         case .sink(let buffer): buffer.enqueueWithoutWaiting(batch)
         case .transform(let node, let next):
-            let out = node.process(batch)
+            let (out, changes) = node.process(batch)
             if !out.isEmpty { routeSynchronously(out, to: next) }
+            if !changes.isEmpty { node.keeper?.save(changes, when: nil) }
         }
     }
 
@@ -673,6 +723,10 @@ public final class Pipeline: Sendable {
             outcome.needsRestart.append("settings.log_level")
             logger.warning("settings.log_level changed: that needs a restart; kept \(oldSettings.logLevel?.name ?? "the level it started with")")
         }
+        if oldSettings.state != new.settings.state {
+            outcome.needsRestart.append("settings.state")
+            logger.warning("settings.state changed: that needs a restart; the state store stays where it is")
+        }
         if oldSettings.threads != new.settings.threads {
             outcome.needsRestart.append("settings.threads")
             logger.warning("settings.threads changed: that needs a restart; kept \(oldSettings.threads)")
@@ -707,7 +761,10 @@ public final class Pipeline: Sendable {
         do {
             for c in new.transforms where changed.contains(c.path) || added.contains(c.path) {
                 let ctx = context(c, reusing: old.transforms[c.id]?.stats, sameType: oldByPath[c.path]?.type == c.type)
-                newNodes[c.id] = TransformNode(id: c.id, transform: try Pipeline.buildTransform(c, ctx), stats: ctx.stats, observer: observer)
+                var transform = try Pipeline.buildTransform(c, ctx)
+                // Starts from what the store holds: the state the replaced instance saved so far.
+                let keeper = TransformStateKeeper.restore(&transform, id: c.id, store: stateStore, context: ctx)
+                newNodes[c.id] = TransformNode(id: c.id, transform: transform, stats: ctx.stats, observer: observer, keeper: keeper)
             }
             for c in new.sources where changed.contains(c.path) || added.contains(c.path) {
                 let ctx = context(c, reusing: old.sources[c.id]?.stats, sameType: oldByPath[c.path]?.type == c.type)

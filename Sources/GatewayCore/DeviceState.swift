@@ -1,0 +1,219 @@
+/// A transform whose per-device state outlives the process: the runtime restores it at start
+/// and saves what changed once the positions that changed it are acknowledged end to end.
+///
+/// What a transform keeps per device (inside/outside a fence, the last passed fix, the newest
+/// time) is lost with the process otherwise, and a restart then reports a device already inside
+/// a fence as entering again. The runtime works with one device's state at a time, as a JSON
+/// value the transform writes and reads back (``snapshot(device:)``, ``restore(device:from:)``),
+/// so the store never needs to know a transform's types and `locgate state show` can print it.
+///
+/// The contract (Docs/Plugins.md, "Per-device state"):
+/// - ``recordStateChanges()`` is called once, after restoring, when a store is configured; from
+///   then on the transform remembers which devices' state it changed (``DeviceTable`` does it).
+/// - After each batch (and each tick), the runtime takes ``takeChangedDevices()`` and the
+///   snapshot of each; a nil snapshot means the transform keeps nothing for the device (forget it).
+/// - ``stateFormat`` names the snapshot's layout: a stored snapshot of another format is not
+///   restored (the device starts afresh, logged). Change it when the layout changes incompatibly.
+/// - Snapshots are small (tens of bytes to a few hundred): a device's state, not its history.
+public protocol StatefulTransform: PositionTransform {
+    /// Whether this instance keeps per-device state at all (a geofence without events does not).
+    var keepsState: Bool { get }
+    /// The layout of the snapshots, e.g. `geofence/1`.
+    var stateFormat: String { get }
+    /// Starts remembering which devices' state changes.
+    mutating func recordStateChanges()
+    /// The devices whose state changed since the last call, each once; forgets them.
+    mutating func takeChangedDevices() -> [String]
+    /// One device's state, or nil when nothing is kept for it.
+    func snapshot(device: String) -> JSONValue?
+    /// Takes one device's state from a snapshot of ``stateFormat``; throws when it cannot be read.
+    mutating func restore(device: String, from snapshot: JSONValue) throws(StateSnapshotError)
+}
+
+extension StatefulTransform {
+    public var keepsState: Bool { true }
+
+    public mutating func takeStateChanges() -> [(device: String, state: JSONValue?)] {
+        let devices = takeChangedDevices()
+        guard !devices.isEmpty else { return [] }
+        return devices.map { ($0, snapshot(device: $0)) }
+    }
+}
+
+/// A snapshot a transform cannot read back.
+public struct StateSnapshotError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// One device's state as one transform saved it (``StatefulTransform``).
+public struct DeviceStateRecord: Sendable, Hashable {
+    /// The transform's id in the configuration.
+    public var transform: String
+    public var device: String
+    /// ``StatefulTransform/stateFormat`` of the transform that wrote it.
+    public var format: String
+    /// The state; nil in a change means "forget this device".
+    public var state: JSONValue?
+    /// When it was written (milliseconds since the epoch); 0 in a change (the store stamps it).
+    public var updatedMilliseconds: Int64
+
+    public init(transform: String, device: String, format: String, state: JSONValue?, updatedMilliseconds: Int64 = 0) {
+        self.transform = transform
+        self.device = device
+        self.format = format
+        self.state = state
+        self.updatedMilliseconds = updatedMilliseconds
+    }
+}
+
+/// Where per-device state is kept (`settings.state`): the runtime restores from it at start and
+/// writes changes to it off the pipeline's threads.
+public protocol DeviceStateStore: Sendable {
+    /// Every record of one transform (at start and when a reload builds the transform anew).
+    func load(transform: String) throws -> [DeviceStateRecord]
+    /// Writes `changes` (a nil state deletes) and calls `completion` once they are durable, or
+    /// with the error that kept them from being written. `sequence` orders the writes of one
+    /// transform: a change older than what is stored for its device is skipped (two batches
+    /// whose acknowledgements came in the other order).
+    func write(_ changes: [DeviceStateRecord], sequence: UInt64, completion: @escaping @Sendable ((any Error)?) -> Void)
+    /// Waits for pending writes and closes the store.
+    func close()
+    /// Where it is, for logs (`/var/lib/locgate/state-http.db`).
+    var location: String { get }
+}
+
+/// `settings.state`: where per-device state is kept.
+public struct StateSettings: Sendable, Hashable {
+    /// The SQLite file; nil: beside the first durable queue, or in memory only when there is none.
+    public var path: String?
+    /// Writes wait up to this long to be gathered into one transaction (and the acknowledgements
+    /// upstream with them); zero: each batch's changes are written as soon as it is acknowledged.
+    public var interval: Duration = .zero
+    /// State not written for this long is forgotten.
+    public var maxAge: Duration = .seconds(30 * 86_400)
+    /// `"state": null`: in memory only, whatever the queues.
+    public var disabled = false
+
+    public init(path: String? = nil, interval: Duration = .zero, maxAge: Duration = .seconds(30 * 86_400), disabled: Bool = false) {
+        self.path = path
+        self.interval = interval
+        self.maxAge = maxAge
+        self.disabled = disabled
+    }
+
+    /// The options of `settings.state`, for the configuration reference.
+    public static let options: [OptionSpec] = [
+        OptionSpec("state", "object | null", default: "{} (beside the first durable queue)", "Where stateful transforms (geofence events, distance_filter, throttle, dedupe, jump_filter) keep per-device state across restarts; null: in memory only."),
+        OptionSpec("state.path", "path", default: "state-<queue file> beside the first durable queue", "SQLite file of the state store; without it and without a durable queue, state is kept in memory only (logged at start)."),
+        OptionSpec("state.interval", "duration", default: "\"0s\"", "Gather state writes for up to this long into one transaction; acknowledgements upstream wait for them. 0: written as soon as each batch is acknowledged."),
+        OptionSpec("state.max_age", "duration", default: "\"30d\"", "A device's state not written for this long is forgotten (at start and hourly)."),
+    ]
+
+    /// Reads `settings.state` (the reader is at `settings`).
+    public static func read(_ settings: inout OptionReader) -> StateSettings {
+        var result = StateSettings()
+        guard settings.has("state") else { return result }
+        guard var s = settings.object("state") else {
+            // Present and null (anything else is reported by `object`).
+            result.disabled = settings.value("state") == nil
+            return result
+        }
+        result.path = s.filePath("path")
+        result.interval = s.duration("interval", default: .zero)
+        result.maxAge = s.duration("max_age", default: .seconds(30 * 86_400), minimum: .seconds(1))
+        s.finish()
+        return result
+    }
+}
+
+extension PipelineConfiguration {
+    /// The state store's file: `settings.state.path`, else `state-<name>` beside the first durable
+    /// sink's queue file; nil when state is kept in memory only.
+    public var stateStorePath: String? {
+        let state = settings.state
+        if state.disabled { return nil }
+        if let path = state.path { return path }
+        for sink in sinks where sink.prepared.durable {
+            for claim in sink.prepared.claims where claim.hasPrefix("file ") {
+                let queue = String(claim.dropFirst(5))
+                let slash = queue.lastIndex(of: "/")
+                let directory = slash.map { String(queue[...$0]) } ?? ""
+                let name = slash.map { String(queue[queue.index(after: $0)...]) } ?? queue
+                return directory + "state-" + name
+            }
+        }
+        return nil
+    }
+}
+
+/// Builds a snapshot object for ``StatefulTransform/snapshot(device:)``: members in the order
+/// written; nil values are left out (a missing member reads back as nil).
+public struct SnapshotWriter {
+    private var members: [(String, JSONValue)] = []
+
+    public init() {}
+
+    public mutating func set(_ key: String, _ value: Double?) {
+        if let value { members.append((key, .number(value))) }
+    }
+
+    public mutating func set(_ key: String, _ value: Int?) {
+        if let value { members.append((key, .number(Double(value)))) }
+    }
+
+    public mutating func set(_ key: String, _ value: Bool?) {
+        if let value { members.append((key, .bool(value))) }
+    }
+
+    /// A time as milliseconds since the epoch.
+    public mutating func set(_ key: String, _ value: Timestamp?) {
+        if let value { members.append((key, .number(Double(value.milliseconds)))) }
+    }
+
+    public mutating func set(_ key: String, _ value: JSONValue?) {
+        if let value { members.append((key, value)) }
+    }
+
+    public var value: JSONValue { .object(JSONObject(members)) }
+}
+
+/// Reads a snapshot object back for ``StatefulTransform/restore(device:from:)``: a member of
+/// the wrong kind throws (the device then starts afresh, logged), a missing one is nil.
+public struct SnapshotReader {
+    private let object: JSONObject
+
+    public init(_ snapshot: JSONValue) throws(StateSnapshotError) {
+        guard case .object(let o) = snapshot else { throw StateSnapshotError("expected an object, got \(snapshot.kindName)") }
+        object = o
+    }
+
+    public func double(_ key: String) throws(StateSnapshotError) -> Double? {
+        guard let v = object[key], v != .null else { return nil }
+        guard case .number(let n) = v, n.isFinite else { throw StateSnapshotError("\(key): expected a number, got \(v.kindName)") }
+        return n
+    }
+
+    public func int(_ key: String) throws(StateSnapshotError) -> Int? {
+        guard let n = try double(key) else { return nil }
+        guard n == n.rounded(), abs(n) < 9e15 else { throw StateSnapshotError("\(key): expected a whole number, got \(n)") }
+        return Int(n)
+    }
+
+    public func bool(_ key: String) throws(StateSnapshotError) -> Bool? {
+        guard let v = object[key], v != .null else { return nil }
+        guard case .bool(let b) = v else { throw StateSnapshotError("\(key): expected a boolean, got \(v.kindName)") }
+        return b
+    }
+
+    public func time(_ key: String) throws(StateSnapshotError) -> Timestamp? {
+        try int(key).map { Timestamp(milliseconds: Int64($0)) }
+    }
+
+    /// A nested object's members.
+    public func members(_ key: String) throws(StateSnapshotError) -> JSONObject? {
+        guard let v = object[key], v != .null else { return nil }
+        guard case .object(let o) = v else { throw StateSnapshotError("\(key): expected an object, got \(v.kindName)") }
+        return o
+    }
+}

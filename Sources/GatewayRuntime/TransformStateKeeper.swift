@@ -1,0 +1,93 @@
+import GatewayCore
+import Outbox
+import Synchronization
+
+/// Restores one stateful transform's per-device state at build and saves what each batch changed
+/// once the batch is acknowledged end to end (``BatchAcknowledgement/beforeHandled(_:)``), so
+/// the state in the store is the state after the last acknowledged position: a crash replays
+/// what was not acknowledged against the state from before it, and replay gives the same outputs.
+///
+/// Batches without an acknowledgement (sources that cannot replay: serial, a file) have their
+/// changes saved once routing returned, which for a durable sink is after its commit.
+final class TransformStateKeeper: Sendable {
+    let transform: String
+    let format: String
+    private let store: any DeviceStateStore
+    private let stats: ComponentStats
+    private let logger: Logger
+    /// Orders every keeper's writes, across reloads (a replaced transform's last changes and its
+    /// replacement's first write to the same rows).
+    private static let sequence = Atomic<UInt64>(0)
+    private let failures = Mutex(LogRateLimit())
+
+    private init(transform: String, format: String, store: any DeviceStateStore, stats: ComponentStats, logger: Logger) {
+        self.transform = transform
+        self.format = format
+        self.store = store
+        self.stats = stats
+        self.logger = logger
+    }
+
+    /// Restores `built`'s state from `store` and starts recording its changes; nil (and `built`
+    /// untouched) for a transform that keeps no state.
+    static func restore(_ built: inout any PositionTransform, id: String, store: (any DeviceStateStore)?, context: ComponentContext) -> TransformStateKeeper? {
+        guard var stateful = built as? any StatefulTransform, stateful.keepsState else { return nil }
+        guard let store else {
+            context.logger.info("per-device state is kept in memory only: a restart starts every device afresh (set settings.state.path, or give a sink a durable queue)")
+            return nil
+        }
+        let format = stateful.stateFormat
+        var restored = 0, otherFormat = 0, unreadable = 0
+        do {
+            for record in try store.load(transform: id) {
+                guard record.format == format else { otherFormat += 1; continue }
+                guard let value = record.state else { continue }
+                do {
+                    try stateful.restore(device: record.device, from: value)
+                    restored += 1
+                } catch {
+                    unreadable += 1
+                    if unreadable <= 3 { context.logger.warning("state of device \(record.device) not restored (it starts afresh): \(error)") }
+                }
+            }
+        } catch {
+            context.logger.error("cannot read per-device state from \(store.location) (every device starts afresh): \(error)")
+        }
+        var note = "restored the state of \(restored) device(s) from \(store.location)"
+        if otherFormat > 0 { note += "; \(otherFormat) saved in another format start afresh" }
+        if unreadable > 0 { note += "; \(unreadable) unreadable start afresh" }
+        context.logger.info(note)
+        stateful.recordStateChanges()
+        built = stateful
+        let keeper = TransformStateKeeper(transform: id, format: format, store: store, stats: context.stats, logger: context.logger)
+        if let sqlite = store as? SQLiteStateStore {
+            context.stats.gauge("state.devices") { sqlite.summary(transform: id).devices }
+            context.stats.gauge("state.bytes") { sqlite.summary(transform: id).bytes }
+        }
+        return keeper
+    }
+
+    /// Saves `changes` when `acknowledgement` is handled, before it goes upstream; at once without one.
+    func save(_ changes: [(device: String, state: JSONValue?)], when acknowledgement: BatchAcknowledgement?) {
+        let records = changes.map { DeviceStateRecord(transform: transform, device: $0.device, format: format, state: $0.state) }
+        let sequence = Self.sequence.add(1, ordering: .relaxed).newValue
+        guard let acknowledgement else {
+            return store.write(records, sequence: sequence) { self.finished(records.count, $0) }
+        }
+        acknowledgement.beforeHandled { done in
+            self.store.write(records, sequence: sequence) { error in
+                self.finished(records.count, error)
+                // Upstream hears of the batch even when its state could not be saved: the
+                // positions are committed; a restart then starts those devices from older state.
+                done()
+            }
+        }
+    }
+
+    private func finished(_ count: Int, _ error: (any Error)?) {
+        guard let error else { return stats.count("state.writes", by: count) }
+        stats.count("state.errors")
+        let suppressed = failures.withLock { $0.allow("write", now: SystemClock().now().milliseconds) }
+        if let suppressed { logger.error("cannot save per-device state: \(error)\(LogRateLimit.suffix(suppressed))") }
+    }
+}

@@ -1,0 +1,326 @@
+import Dispatch
+import GatewayCore
+import Synchronization
+import SystemIO
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Per-device state of stateful transforms in an SQLite file (`settings.state`), written on a
+/// thread of its own, never the pipeline's.
+///
+/// One table, `device_state` (transform, device, format, state as JSON text, updated_ms), one row
+/// per transform and device. Writes gather: every change handed in while a transaction commits
+/// goes into the next one, so one fsync serves every batch that came meanwhile (group commit),
+/// and with `interval` the store waits that long first to gather more. A change whose sequence is
+/// older than the one last written for its row is skipped (acknowledgements that came out of
+/// order). A full disk is waited out (the changes stay pending, logged once a minute); other
+/// errors are handed to the writers' completions.
+///
+/// The file is locked (`flock`) while open: a second gateway on the same state, or
+/// `locgate state forget` against a running gateway, is refused.
+public final class SQLiteStateStore: DeviceStateStore {
+    private struct Pending {
+        var changes: [DeviceStateRecord]
+        var sequence: UInt64
+        var completion: @Sendable ((any Error)?) -> Void
+    }
+
+    private struct State {
+        var pending: [Pending] = []
+        var scheduled = false
+        var closed = false
+        /// The sequence and size last written per row ("transform\u{0}device"), for ordering and sizes.
+        var written: [String: (sequence: UInt64, bytes: Int)] = [:]
+        /// Devices and bytes per transform, kept with `written`.
+        var totals: [String: (devices: Int, bytes: Int)] = [:]
+        var writes = 0
+
+        mutating func record(transform: String, device: String, sequence: UInt64, bytes: Int?) {
+            let key = transform + "\u{0}" + device
+            var t = totals[transform] ?? (0, 0)
+            if let old = written[key] { t.devices -= 1; t.bytes -= old.bytes }
+            if let bytes {
+                written[key] = (sequence, bytes)
+                t.devices += 1
+                t.bytes += bytes
+            } else {
+                written[key] = nil
+            }
+            totals[transform] = t
+        }
+        var diskFullLog = LogRateLimit()
+    }
+
+    public let path: String
+    public var location: String { FileCheck.absolute(path) }
+    private let interval: Duration
+    private let maxAge: Duration
+    private let queue = DispatchQueue(label: "locgate-state")
+    private let state = Mutex(State())
+    // Only touched on `queue` (and in init/close before/after it runs); nil once closed.
+    nonisolated(unsafe) private var connection: SQLiteConnection?
+    nonisolated(unsafe) private var lastExpiry: Int64 = 0
+    private let lockDescriptor: Int32
+    private let faults: @Sendable (String) -> Void
+    private let clock: any GatewayClock
+
+    /// Opens (or creates) the store, locks it and forgets state older than `maxAge`.
+    /// `faults` hears problems the store waits out (a full disk).
+    public init(path: String, interval: Duration = .zero, maxAge: Duration = .seconds(30 * 86_400), clock: any GatewayClock = SystemClock(),
+                faults: @escaping @Sendable (String) -> Void = { _ in }) throws(OutboxError) {
+        self.path = path
+        self.clock = clock
+        self.interval = interval
+        self.maxAge = maxAge
+        self.faults = faults
+        let absolute = FileCheck.absolute(path)
+        let dir = FileCheck.directory(of: path)
+        if let problem = FileCheck.directoryProblem(dir) { throw OutboxError(path: absolute, message: problem) }
+        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw OutboxError(path: absolute, message: "cannot open: \(FileCheck.reason(errno))") }
+        // flock and SQLite's POSIX locks do not interact on Linux. This descriptor stays open
+        // until close: closing another descriptor of the file would drop SQLite's locks.
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            Glibc.close(fd)
+            throw OutboxError(path: absolute, message: "in use by another locgate (the state store is locked while a pipeline runs)")
+        }
+        lockDescriptor = fd
+        do {
+            let c = try SQLiteConnection(path: path)
+            try c.execute("PRAGMA journal_mode=WAL")
+            // What is acknowledged upstream must have its state saved as durably as the queue's commits.
+            try c.execute("PRAGMA synchronous=FULL")
+            try SQLiteStateStore.createSchema(c)
+            connection = c
+        } catch {
+            flock(fd, LOCK_UN)
+            Glibc.close(fd)
+            throw OutboxError(path: absolute, message: "\(error)")
+        }
+        do {
+            try expire(now: clock.now().milliseconds)
+        } catch {
+            close()
+            throw OutboxError(path: absolute, message: "\(error)")
+        }
+    }
+
+    deinit { close() }
+
+    private static func createSchema(_ c: SQLiteConnection) throws {
+        try c.execute("""
+            CREATE TABLE IF NOT EXISTS device_state (
+                transform TEXT NOT NULL,
+                device TEXT NOT NULL,
+                format TEXT NOT NULL,
+                state TEXT NOT NULL,
+                updated_ms INTEGER NOT NULL,
+                PRIMARY KEY (transform, device)) WITHOUT ROWID
+            """)
+        try c.execute("CREATE INDEX IF NOT EXISTS device_state_age ON device_state (updated_ms)")
+    }
+
+    // MARK: - Reading
+
+    public func load(transform: String) throws -> [DeviceStateRecord] {
+        try queue.sync {
+            guard let c = connection else { throw SQLiteError.misuse("the state store is closed") }
+            let records = try SQLiteStateStore.records(c, transform: transform)
+            state.withLock { s in
+                for r in records { s.record(transform: r.transform, device: r.device, sequence: 0, bytes: SQLiteStateStore.size(r)) }
+            }
+            return records
+        }
+    }
+
+    /// Devices and bytes of state stored for one transform (the gauges `state.devices`, `state.bytes`).
+    public func summary(transform: String) -> (devices: Int, bytes: Int) {
+        state.withLock { $0.totals[transform] ?? (0, 0) }
+    }
+
+    /// Rows written so far (the counter `state.writes` is kept per transform by the runtime).
+    public var writes: Int { state.withLock { $0.writes } }
+
+    private static func size(_ r: DeviceStateRecord) -> Int {
+        r.device.utf8.count + (r.state.map { $0.jsonText.utf8.count } ?? 0)
+    }
+
+    static func records(_ c: SQLiteConnection, transform: String?) throws -> [DeviceStateRecord] {
+        let s = try c.statement(transform == nil
+            ? "SELECT transform, device, format, state, updated_ms FROM device_state ORDER BY transform, device"
+            : "SELECT transform, device, format, state, updated_ms FROM device_state WHERE transform = ?1 ORDER BY device")
+        if let transform { try s.bind(1, transform) }
+        var out: [DeviceStateRecord] = []
+        while try s.step() {
+            let text = s.bytes(3)
+            // A row that is not JSON (written by hand) restores nothing; the transform logs it.
+            let value = (try? JSONValue.parse(text)) ?? .string(String(decoding: text, as: UTF8.self))
+            out.append(DeviceStateRecord(transform: s.text(0), device: s.text(1), format: s.text(2), state: value, updatedMilliseconds: s.int(4)))
+        }
+        return out
+    }
+
+    // MARK: - Writing
+
+    public func write(_ changes: [DeviceStateRecord], sequence: UInt64, completion: @escaping @Sendable ((any Error)?) -> Void) {
+        let schedule: Bool = state.withLock { s in
+            if s.closed { return false }
+            s.pending.append(Pending(changes: changes, sequence: sequence, completion: completion))
+            if s.scheduled { return false }
+            s.scheduled = true
+            return true
+        }
+        guard schedule else {
+            if state.withLock({ $0.closed }) { completion(SQLiteError.misuse("the state store is closed")) }
+            return
+        }
+        if interval > .zero {
+            queue.asyncAfter(deadline: .now() + .milliseconds(Int(interval.milliseconds))) { self.commit() }
+        } else {
+            queue.async { self.commit() }
+        }
+    }
+
+    /// On `queue`: writes everything pending in one transaction.
+    private func commit() {
+        let batch: [Pending] = state.withLock { s in
+            s.scheduled = false
+            defer { s.pending = [] }
+            return s.pending
+        }
+        guard !batch.isEmpty else { return }
+        guard let c = connection else {
+            for p in batch { p.completion(SQLiteError.misuse("the state store is closed")) }
+            return
+        }
+        let now = clock.now().milliseconds
+        // Latest change per row, in sequence order; older ones are overwritten or skipped.
+        var rows: [String: (record: DeviceStateRecord, sequence: UInt64)] = [:]
+        let written = state.withLock { $0.written }
+        for p in batch.sorted(by: { $0.sequence < $1.sequence }) {
+            for r in p.changes {
+                let key = r.transform + "\u{0}" + r.device
+                if let w = written[key], w.sequence > p.sequence { continue }
+                rows[key] = (r, p.sequence)
+            }
+        }
+        do {
+            try c.transaction {
+                for (_, row) in rows {
+                    let r = row.record
+                    if let value = r.state {
+                        let s = try c.statement("INSERT OR REPLACE INTO device_state (transform, device, format, state, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5)")
+                        try s.bind(1, r.transform)
+                        try s.bind(2, r.device)
+                        try s.bind(3, r.format)
+                        try s.bind(4, value.jsonText)
+                        try s.bind(5, now)
+                        try s.stepDone()
+                    } else {
+                        let s = try c.statement("DELETE FROM device_state WHERE transform = ?1 AND device = ?2")
+                        try s.bind(1, r.transform)
+                        try s.bind(2, r.device)
+                        try s.stepDone()
+                    }
+                }
+                if now - lastExpiry >= 3_600_000 { try expire(now: now) }
+            }
+        } catch let error as SQLiteError where error.isDiskFull {
+            // Back in front of what came meanwhile, tried again in a second.
+            let (retry, suppressed): (Bool, Int?) = state.withLock { s in
+                s.pending.insert(contentsOf: batch, at: 0)
+                let suppressed = s.diskFullLog.allow("full", now: now)
+                if s.scheduled || s.closed { return (false, suppressed) }
+                s.scheduled = true
+                return (true, suppressed)
+            }
+            if let suppressed {
+                faults("state store: disk full, waiting to write \(rows.count) device state(s): \(error.message)\(LogRateLimit.suffix(suppressed))")
+            }
+            if retry { queue.asyncAfter(deadline: .now() + .seconds(1)) { self.commit() } }
+            return
+        } catch {
+            for p in batch { p.completion(error) }
+            return
+        }
+        state.withLock { s in
+            s.writes += rows.count
+            for (_, row) in rows {
+                let r = row.record
+                s.record(transform: r.transform, device: r.device, sequence: row.sequence, bytes: r.state == nil ? nil : SQLiteStateStore.size(r))
+            }
+        }
+        for p in batch { p.completion(nil) }
+    }
+
+    /// Forgets state not written for `maxAge`.
+    private func expire(now: Int64) throws {
+        guard let c = connection else { return }
+        let s = try c.statement("DELETE FROM device_state WHERE updated_ms < ?1")
+        try s.bind(1, now - maxAge.milliseconds)
+        try s.stepDone()
+        lastExpiry = now
+    }
+
+    // MARK: - Closing
+
+    /// Writes what is pending, then closes the database and releases the lock.
+    public func close() {
+        let first = state.withLock { s -> Bool in
+            defer { s.closed = true }
+            return !s.closed
+        }
+        guard first else { return }
+        queue.sync {
+            commitRemaining()
+            connection?.close()
+            connection = nil
+        }
+        flock(lockDescriptor, LOCK_UN)
+        Glibc.close(lockDescriptor)
+    }
+
+    /// On `queue`, at close: what is pending is written now, not after `interval`.
+    private func commitRemaining() {
+        state.withLock { $0.closed = false }
+        commit()
+        state.withLock { $0.closed = true }
+    }
+}
+
+extension SQLiteStateStore {
+    /// Every record in the store at `path`, read without taking the lock (a running gateway's
+    /// store can be read): for `locgate state list|show`.
+    public static func read(path: String) throws(OutboxError) -> [DeviceStateRecord] {
+        let absolute = FileCheck.absolute(path)
+        guard access(path, F_OK) == 0 else { throw OutboxError(path: absolute, message: "no state store here") }
+        do {
+            let c = try SQLiteConnection(path: path, readOnly: true)
+            defer { c.close() }
+            return try records(c, transform: nil)
+        } catch {
+            throw OutboxError(path: absolute, message: "\(error)")
+        }
+    }
+
+    /// Deletes every transform's state of `device`; refused while a gateway holds the store.
+    /// Returns the rows deleted.
+    public static func forget(device: String, path: String) throws(OutboxError) -> Int {
+        let absolute = FileCheck.absolute(path)
+        guard access(path, F_OK) == 0 else { throw OutboxError(path: absolute, message: "no state store here") }
+        let store = try SQLiteStateStore(path: path, maxAge: .seconds(Int64.max / 2_000))
+        defer { store.close() }
+        do {
+            return try store.queue.sync {
+                guard let c = store.connection else { return 0 }
+                let s = try c.statement("DELETE FROM device_state WHERE device = ?1")
+                try s.bind(1, device)
+                try s.stepDone()
+                return c.changes
+            }
+        } catch {
+            throw OutboxError(path: absolute, message: "\(error)")
+        }
+    }
+}
