@@ -35,6 +35,7 @@ public final class SQLiteStateStore: DeviceStateStore {
         /// Devices and bytes per transform, kept with `written`.
         var totals: [String: (devices: Int, bytes: Int)] = [:]
         var writes = 0
+        var transactions = 0
 
         mutating func record(transform: String, device: String, sequence: UInt64, bytes: Int?) {
             let key = transform + "\u{0}" + device
@@ -141,6 +142,8 @@ public final class SQLiteStateStore: DeviceStateStore {
 
     /// Rows written so far (the counter `state.writes` is kept per transform by the runtime).
     public var writes: Int { state.withLock { $0.writes } }
+    /// Transactions committed so far: fewer than the writes handed in when they gathered.
+    public var transactions: Int { state.withLock { $0.transactions } }
 
     private static func size(_ r: DeviceStateRecord) -> Int {
         r.device.utf8.count + (r.state.map { $0.jsonText.utf8.count } ?? 0)
@@ -246,6 +249,7 @@ public final class SQLiteStateStore: DeviceStateStore {
         }
         state.withLock { s in
             s.writes += rows.count
+            s.transactions += 1
             for (_, row) in rows {
                 let r = row.record
                 s.record(transform: r.transform, device: r.device, sequence: row.sequence, bytes: r.state == nil ? nil : SQLiteStateStore.size(r))

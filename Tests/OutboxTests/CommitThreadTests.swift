@@ -46,14 +46,14 @@ struct CommitThreadTests {
 }
 
 /// A thread-safe one-way flag.
-private final class Flag: Sendable {
+final class Flag: Sendable {
     private let value = Mutex(false)
     func set() { value.withLock { $0 = true } }
     var isSet: Bool { value.withLock { $0 } }
 }
 
 /// `sqlite3` (the command-line shell) holding `BEGIN IMMEDIATE` on a database until ``finish()``.
-private final class SQLiteLockHolder: @unchecked Sendable {
+final class SQLiteLockHolder: @unchecked Sendable {
     let process = Process()
     let input = Pipe()
     let output = Pipe()
