@@ -92,7 +92,7 @@ let package = Package(
         // The map page (Leaflet from Debian's libjs-leaflet, inlined) and `locgate map`, which fills it from recorded files.
         .target(name: "MapRendering", dependencies: ["GatewayCore", "Geodesy"], swiftSettings: settings),
         .target(name: "TrackMap", dependencies: ["GatewayCore", "Geodesy", "FileReplay", "Geofence", "MapRendering"], swiftSettings: settings),
-        .target(name: "LocgateCLI", dependencies: ["GatewayCore", "GatewayRuntime", "SerialPorts", "OperatorAPI", "CSystemd", "TrackMap"],
+        .target(name: "LocgateCLI", dependencies: ["GatewayCore", "GatewayRuntime", "Outbox", "SerialPorts", "OperatorAPI", "CSystemd", "TrackMap"],
                 resources: [.embedInCode("Resources/demo-bundg_zeus_9.nmea")], swiftSettings: settings),
         .executableTarget(name: "locgate", dependencies: ["LocgateCLI", "BuiltinPlugins"], swiftSettings: settings),
 

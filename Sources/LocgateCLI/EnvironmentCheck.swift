@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import Outbox
 import Synchronization
 
 /// Runs every component's environment check for `locgate validate`.
@@ -22,6 +23,14 @@ enum EnvironmentCheck {
             }
         }
         group.wait()
-        return results.withLock { $0.flatMap { $0 } }
+        return stateStore(config) + results.withLock { $0.flatMap { $0 } }
+    }
+
+    /// The state store's directory (settings.state), where a start would create it.
+    static func stateStore(_ config: PipelineConfiguration) -> [EnvironmentFinding] {
+        guard let path = config.stateStorePath else { return [] }
+        let key = config.settings.state.path == nil ? "settings.state" : "settings.state.path"
+        if let problem = SQLiteStateStore.problem(path: path) { return [EnvironmentFinding(.error, path: key, message: "\(path): \(problem)")] }
+        return [EnvironmentFinding(.info, path: key, message: "per-device state of stateful transforms is kept in \(path)")]
     }
 }

@@ -31,6 +31,10 @@ public enum LocgateCommand {
       locgate map [OPTIONS] INPUT...
                                   Write a self-contained HTML map of recorded tracks, GeoJSON
                                   fences and geofence events to stdout (`locgate map --help`).
+      locgate state list|show|forget CONFIG [DEVICE]
+                                  The per-device state the pipeline's transforms keep across
+                                  restarts (settings.state): every device, one device's state, or
+                                  forget a device (the pipeline must be stopped).
       locgate ports               List serial ports: path, transport (native/usb/bluetooth), USB
                                   vid:pid, manufacturer, product, serial number, description.
       locgate version             Print the version.
@@ -95,6 +99,8 @@ public enum LocgateCommand {
             listPlugins(filter: rest.first, registry: registry)
         case "map":
             map(rest, logLevel: logLevel)
+        case "state":
+            StateCommand.run(rest, registry: registry)
         case "ports":
             guard rest.isEmpty else { fail("usage: locgate ports", code: 2) }
             listPorts()

@@ -294,6 +294,10 @@ public final class SQLiteStateStore: DeviceStateStore {
 }
 
 extension SQLiteStateStore {
+    /// For `locgate validate`: why the store at `path` could not be opened (its directory), or nil.
+    public static func problem(path: String) -> String? {
+        FileCheck.directoryProblem(FileCheck.directory(of: path))
+    }
     /// Every record in the store at `path`, read without taking the lock (a running gateway's
     /// store can be read): for `locgate state list|show`.
     public static func read(path: String) throws(OutboxError) -> [DeviceStateRecord] {
