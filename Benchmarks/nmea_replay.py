@@ -44,8 +44,10 @@ def corpus_file(work, sentences):
     return corpus
 
 
-def config(work, name, corpus, transforms):
-    """Writes a replay configuration; returns (config path, output path)."""
+def config(work, name, corpus, transforms, state=None):
+    """Writes a replay configuration; returns (config path, output path). With `state` (True or
+    False) the transforms keep per-device state (geofence events, a distance filter) and the
+    state store is on (an SQLite file) or off ("state": null)."""
     out = os.path.join(work, f"{name}.jsonl")
     sinks_input = ["corpus"]
     pipeline = {}
@@ -63,8 +65,15 @@ def config(work, name, corpus, transforms):
             "tags": {"type": "set", "inputs": ["fences"], "device": "unit-1", "attributes": {"fleet": "north"}},
         }
         sinks_input = ["tags"]
+        if state is not None:
+            pipeline["fences"]["events"] = ["enter", "exit"]
+            pipeline["moved"] = {"type": "distance_filter", "inputs": ["tags"], "min_distance_m": 1, "gap": "1h"}
+            sinks_input = ["moved"]
+    settings = {"stats_interval": False}
+    if state is not None:
+        settings["state"] = {"path": state_store(work)} if state else None
     document = {
-        "settings": {"stats_interval": False},
+        "settings": settings,
         "sources": {"corpus": {"type": "file", "path": corpus, "rate": "max", "progress": False}},
         "sinks": {"out": {"type": "file", "inputs": sinks_input, "path": out, "mode": "truncate"}},
     }
@@ -74,6 +83,18 @@ def config(work, name, corpus, transforms):
     with open(path, "w") as f:
         json.dump(document, f)
     return path, out
+
+
+def state_store(work):
+    return os.path.join(work, "state.sqlite")
+
+
+def forget_state(work):
+    """Each run starts without saved state, or the replay would find every fix older than the
+    device's newest (late) after the first run."""
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(state_store(work) + suffix):
+            os.remove(state_store(work) + suffix)
 
 
 def count_lines(path, needle=None):
@@ -92,6 +113,8 @@ def main():
         corpus = corpus_file(work, sentences)
         bare, bare_out = config(work, "replay", corpus, transforms=False)
         four, four_out = config(work, "transforms", corpus, transforms=True)
+        kept, kept_out = config(work, "state-on", corpus, transforms=True, state=True)
+        memory, memory_out = config(work, "state-off", corpus, transforms=True, state=False)
         gpsd_out = os.path.join(work, "gpsdecode.out")
 
         def gpsdecode():
@@ -108,6 +131,8 @@ def main():
         tools = {
             "replay": lambda: locgate(bare, bare_out),
             "4 transforms": lambda: locgate(four, four_out),
+            "state on": lambda: (forget_state(work), locgate(kept, kept_out))[1],
+            "state off": lambda: locgate(memory, memory_out),
             "gpsdecode": gpsdecode,
             "C scan": lambda: measure([scan, corpus]),
         }
@@ -134,6 +159,9 @@ def main():
         print(f"ratio replay: gpsdecode CPU / locgate CPU = {gpsd / replay:.1f}x (paired {paired('gpsdecode', 'replay'):.1f}x; target >= 25); "
               f"locgate CPU / C scan CPU = {replay / floor:.1f}x (paired {paired('replay', 'C scan'):.1f}x; target <= 4)")
         print(f"ratio 4 transforms: CPU / bare replay CPU = {four_t / replay:.2f}x (paired {paired('4 transforms', 'replay'):.2f}x; target <= 1.3)")
+        on, off = median["state on"][1], median["state off"][1]
+        print(f"ratio stateful transforms (geofence events + distance filter), state store on / off: CPU {on / off:.2f}x "
+              f"(paired {paired('state on', 'state off'):.2f}x; target <= 1.1); outputs {count_lines(kept_out):,} / {count_lines(memory_out):,} positions")
 
         if large > 0:
             big = corpus_file(work, sentences * large)

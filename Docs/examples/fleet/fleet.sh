@@ -124,7 +124,5 @@ done
 for p in "$pid_aggregator_0" "$pid_aggregator_1" "$pid_aggregator_all"; do kill -TERM "$p" 2>/dev/null || true; done
 for p in "$pid_aggregator_0" "$pid_aggregator_1" "$pid_aggregator_all"; do wait "$p" 2>/dev/null || true; done
 
-restarted=""
-[ "$kill_one" = 1 ] && restarted="--restarted"
-python3 "$here/compare.py" $restarted "$expected" "$FLEET_WORK/aggregator-all.jsonl" \
+python3 "$here/compare.py" "$expected" "$FLEET_WORK/aggregator-all.jsonl" \
   "$FLEET_WORK/aggregator-0.jsonl" "$FLEET_WORK/aggregator-1.jsonl"
