@@ -16,6 +16,8 @@ public struct PipelineConfiguration: Sendable {
         public var description: String?
         /// Sinks only: the buffer in front of the sink.
         public var buffer: BufferSettings
+        /// Sources only: how long each device's positions are held to be released in fix-time order.
+        public var reorderWindow: Duration?
         public var prepared: PreparedComponent
         /// The component's JSON as written, without `description` and with object keys sorted:
         /// a live reload restarts the component when this (or its type, inputs or buffer) differs.
@@ -104,7 +106,7 @@ public struct PipelineConfiguration: Sendable {
     public func component(_ id: String) -> Component? { components.first { $0.id == id } }
 
     /// The common keys every component may have besides its plugin's options.
-    public static let commonKeys = ["type", "inputs", "description", "buffer"]
+    public static let commonKeys = ["type", "inputs", "description", "buffer", "reorder_window"]
 
     /// Loads and validates a configuration, reporting every problem at once.
     public static func load(
@@ -217,6 +219,13 @@ public struct PipelineConfiguration: Sendable {
             buffer.whenFull = BufferSettings.WhenFull(rawValue: policy) ?? .block
             b.finish()
         }
+        var reorderWindow: Duration?
+        if reader.has("reorder_window") {
+            if kind != .source { reader.report("reorder_window", "only sources have a reorder_window") }
+            let window = reader.duration("reorder_window", default: .zero)
+            if window > .seconds(3600) { reader.report("reorder_window", "at most 1h: positions are held in memory (and their devices unanswered) that long") }
+            reorderWindow = window > .zero ? window : nil
+        }
         guard let type = reader.requiredString("type") else { return nil }
         guard let plugin = registry.plugin(kind: kind, type: type) else {
             let known = registry.plugins(of: kind).map(\.info.type)
@@ -229,8 +238,10 @@ public struct PipelineConfiguration: Sendable {
         reader.finish()
         var written = object
         written["description"] = nil
-        return Component(id: id, kind: kind, type: type, inputs: inputs, description: description, buffer: buffer, prepared: prepared,
-                         fingerprint: JSONValue.object(written).sortingKeys)
+        var component = Component(id: id, kind: kind, type: type, inputs: inputs, description: description, buffer: buffer, prepared: prepared,
+                                  fingerprint: JSONValue.object(written).sortingKeys)
+        component.reorderWindow = reorderWindow
+        return component
     }
 
     /// Inputs that name nothing or a sink, cycles among transforms, and two components claiming one resource.

@@ -484,29 +484,63 @@ public final class Pipeline: Sendable {
     private func start(_ h: SourceHandle, in group: inout DiscardingTaskGroup) {
         let id = h.component.id
         group.addTask(executorPreference: threads) {
+            let reorder = h.component.reorderWindow.map { ReorderWindow(window: $0) }
+            if let reorder { h.stats.gauge("reorder.held") { reorder.held } }
             let output = SourceOutput(tracking: { batch, ack in
                 h.stats.addEmitted(batch.count)
                 self.observer?.sourceEmitted(id, batch)
-                await self.route(batch, fromSource: id, acknowledgement: ack)
+                if let reorder {
+                    reorder.add(batch, acknowledgement: ack, now: self.clock.now().milliseconds)
+                } else {
+                    await self.route(batch, fromSource: id, acknowledgement: ack)
+                }
             })
             await Pipeline.run(until: h.stop) {
-                do {
-                    try await h.source.run(output: output)
-                    h.logger.info("input ended")
-                    self.observer?.sourceEnded(id, failed: false)
-                } catch is CancellationError {
-                    h.logger.debug("stopped")
-                } catch {
-                    if Task.isCancelled { h.logger.debug("stopped: \(error)"); return }
-                    h.logger.error("failed: \(error)")
-                    self.observer?.sourceEnded(id, failed: true)
-                    self.failed.store(true, ordering: .relaxed)
-                    self.shutdown(reason: "\(id) failed")
+                await withTaskGroup(of: Void.self) { releasing in
+                    if let reorder { releasing.addTask { await self.releaseReordered(reorder, source: id) } }
+                    do {
+                        try await h.source.run(output: output)
+                        h.logger.info("input ended")
+                        self.observer?.sourceEnded(id, failed: false)
+                    } catch is CancellationError {
+                        h.logger.debug("stopped")
+                    } catch {
+                        if Task.isCancelled {
+                            h.logger.debug("stopped: \(error)")
+                        } else {
+                            h.logger.error("failed: \(error)")
+                            self.observer?.sourceEnded(id, failed: true)
+                            self.failed.store(true, ordering: .relaxed)
+                            self.shutdown(reason: "\(id) failed")
+                        }
+                    }
+                    releasing.cancelAll()
                 }
             }
+            // What the window still holds goes now, in order, before the source counts as ended.
+            if let reorder { await self.release(reorder, source: id, all: true) }
             h.ended.fire(reason: "ended")
             self.mailbox.yield(.sourceEnded(h))
         }
+    }
+
+    /// Releases a source's reorder window as its positions fall due (ReorderWindow.swift).
+    private func releaseReordered(_ reorder: ReorderWindow, source id: String) async {
+        let step = max(Duration.milliseconds(10), reorder.window / 4)
+        while !Task.isCancelled {
+            do { try await clock.sleep(for: step) } catch { return }
+            await release(reorder, source: id, all: false)
+        }
+    }
+
+    private func release(_ reorder: ReorderWindow, source id: String, all: Bool) async {
+        let (positions, holds) = reorder.release(now: clock.now().milliseconds, all: all)
+        guard !positions.isEmpty else { return }
+        // One acknowledgement for what goes now: handled, it hands each position's share back
+        // to the batch it came in.
+        let acknowledgement = holds.isEmpty ? nil : BatchAcknowledgement { for h in holds { h.handled(1) } }
+        await route(positions, fromSource: id, acknowledgement: acknowledgement)
+        acknowledgement?.release()
     }
 
     private func start(_ h: SinkHandle, sink: any PositionSink, in group: inout DiscardingTaskGroup) {
