@@ -204,11 +204,15 @@ public final class DeviceDirectory: Sendable {
         guard let modified, previous != modified else { return false }
         do {
             let entries = try DeviceDirectoryConfiguration.load(file: file)
-            state.withLock { s in
-                s.entries = entries
-                s.modified = modified
+            let before = state.withLock { s in
+                defer {
+                    s.entries = entries
+                    s.modified = modified
+                }
+                return s.entries
             }
             logger.info("devices: re-read \(file): \(entries.count) device(s)")
+            logRenames(from: before, to: entries)
             return true
         } catch {
             // Keep the devices already known; say once per change what is wrong.
@@ -216,6 +220,18 @@ public final class DeviceDirectory: Sendable {
             logger.warning("devices: \(error); keeping the \(count) device(s) read before")
             return false
         }
+    }
+
+    /// Per-device state (geofence, filters) is kept by the name positions carry: a renamed device
+    /// starts afresh under its new name, which is worth a line.
+    private func logRenames(from before: [String: DeviceEntry], to after: [String: DeviceEntry]) {
+        let renamed = after.compactMap { id, entry -> String? in
+            guard let old = before[id]?.name, old != entry.name else { return nil }
+            return "\(id) (\(old) → \(entry.name))"
+        }.sorted()
+        guard !renamed.isEmpty else { return }
+        let shown = renamed.prefix(5).joined(separator: ", ") + (renamed.count > 5 ? " and \(renamed.count - 5) more" : "")
+        logger.info("devices: renamed \(shown): stateful transforms start them afresh under the new name")
     }
 
     /// What tells one version of a file from the next: an editor's save or an atomic replace

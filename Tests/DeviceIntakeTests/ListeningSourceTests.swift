@@ -214,7 +214,7 @@ import Testing
         let before = try LoopbackTCPClient(port: running.port)
         before.send("I 444\n")
         #expect(before.read(count: 3) == Array("NO\n".utf8))
-        try #"{ "111": "truck-1", "444": {"name": "van-4", "attributes": {"fleet": "south"}} }"#.write(toFile: file, atomically: true, encoding: .utf8)
+        try #"{ "111": "truck-one", "444": {"name": "van-4", "attributes": {"fleet": "south"}} }"#.write(toFile: file, atomically: true, encoding: .utf8)
         // The file is checked at most every two seconds, when an unknown device calls.
         var answer: [UInt8] = []
         for _ in 0..<40 where answer != Array("OK\n".utf8) {
@@ -225,6 +225,9 @@ import Testing
         }
         #expect(answer == Array("OK\n".utf8))
         #expect(await Poll.until { acks.positions.contains { $0.device == "van-4" && $0.attributes["fleet"] == "south" } })
+        // A renamed device starts afresh in stateful transforms (state is kept by name): said once.
+        let log = try #require(running.context.logger.handler as? RecordingLogHandler)
+        #expect(log.entries(containing: "renamed 111 (truck-1 → truck-one)").count == 1, "\(log.entries)")
         await running.stop()
     }
 }
