@@ -30,6 +30,12 @@ public protocol StatefulTransform: PositionTransform {
     mutating func restore(device: String, from snapshot: JSONValue) throws(StateSnapshotError)
 }
 
+extension DeviceStateStore {
+    public func writeLazily(_ changes: [DeviceStateRecord], sequence: UInt64, completion: @escaping @Sendable ((any Error)?) -> Void) {
+        write(changes, sequence: sequence, completion: completion)
+    }
+}
+
 extension StatefulTransform {
     public var keepsState: Bool { true }
 
@@ -77,6 +83,9 @@ public protocol DeviceStateStore: Sendable {
     /// transform: a change older than what is stored for its device is skipped (two batches
     /// whose acknowledgements came in the other order).
     func write(_ changes: [DeviceStateRecord], sequence: UInt64, completion: @escaping @Sendable ((any Error)?) -> Void)
+    /// `write` for changes nobody waits for (from sources that cannot replay): the store may
+    /// gather them for a while (a fraction of a second) before it writes.
+    func writeLazily(_ changes: [DeviceStateRecord], sequence: UInt64, completion: @escaping @Sendable ((any Error)?) -> Void)
     /// Waits for pending writes and closes the store.
     func close()
     /// Where it is, for logs (`/var/lib/locgate/state-http.db`).

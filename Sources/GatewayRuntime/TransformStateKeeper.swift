@@ -8,7 +8,8 @@ import Synchronization
 /// what was not acknowledged against the state from before it, and replay gives the same outputs.
 ///
 /// Batches without an acknowledgement (sources that cannot replay: serial, a file) have their
-/// changes saved once routing returned, which for a durable sink is after its commit.
+/// changes saved once routing returned, which for a durable sink is after its commit; nobody
+/// waits for those writes, so the store gathers them for a moment (``DeviceStateStore/writeLazily``).
 final class TransformStateKeeper: Sendable {
     let transform: String
     let format: String
@@ -72,7 +73,7 @@ final class TransformStateKeeper: Sendable {
         let records = changes.map { DeviceStateRecord(transform: transform, device: $0.device, format: format, state: $0.state) }
         let sequence = Self.sequence.add(1, ordering: .relaxed).newValue
         guard let acknowledgement else {
-            return store.write(records, sequence: sequence) { self.finished(records.count, $0) }
+            return store.writeLazily(records, sequence: sequence) { self.finished(records.count, $0) }
         }
         acknowledgement.beforeHandled { done in
             self.store.write(records, sequence: sequence) { error in

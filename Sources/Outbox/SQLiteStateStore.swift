@@ -28,7 +28,10 @@ public final class SQLiteStateStore: DeviceStateStore {
 
     private struct State {
         var pending: [Pending] = []
+        /// A commit is queued for writes someone waits for (at once, or after `interval`).
         var scheduled = false
+        /// A commit is queued for lazy writes (after `lazyDelay`).
+        var scheduledLazily = false
         var closed = false
         /// The sequence and size last written per row ("transform\u{0}device"), for ordering and sizes.
         var written: [String: (sequence: UInt64, bytes: Int)] = [:]
@@ -166,6 +169,27 @@ public final class SQLiteStateStore: DeviceStateStore {
 
     // MARK: - Writing
 
+    /// How long writes nobody waits for are gathered: a crash of a source that cannot replay
+    /// (serial, a file) loses at most this much of its devices' state; each commit's fsync costs
+    /// CPU time in the kernel, and a replay at full speed would otherwise commit every few ms.
+    public static let lazyDelay: Duration = .milliseconds(250)
+
+    public func writeLazily(_ changes: [DeviceStateRecord], sequence: UInt64, completion: @escaping @Sendable ((any Error)?) -> Void) {
+        let schedule: Bool = state.withLock { s in
+            if s.closed { return false }
+            s.pending.append(Pending(changes: changes, sequence: sequence, completion: completion))
+            if s.scheduled || s.scheduledLazily { return false }
+            s.scheduledLazily = true
+            return true
+        }
+        guard schedule else {
+            if state.withLock({ $0.closed }) { completion(SQLiteError.misuse("the state store is closed")) }
+            return
+        }
+        let delay = max(interval, Self.lazyDelay)
+        queue.asyncAfter(deadline: .now() + .milliseconds(Int(delay.milliseconds))) { self.commit() }
+    }
+
     public func write(_ changes: [DeviceStateRecord], sequence: UInt64, completion: @escaping @Sendable ((any Error)?) -> Void) {
         let schedule: Bool = state.withLock { s in
             if s.closed { return false }
@@ -189,6 +213,7 @@ public final class SQLiteStateStore: DeviceStateStore {
     private func commit() {
         let batch: [Pending] = state.withLock { s in
             s.scheduled = false
+            s.scheduledLazily = false
             defer { s.pending = [] }
             return s.pending
         }

@@ -78,6 +78,31 @@ struct StateStoreTests {
         #expect(try Self.values(store).count == 50)
     }
 
+    /// Writes nobody waits for are gathered for a moment; a write someone waits for does not wait
+    /// behind them, and takes them along.
+    @Test func lazyWritesAreGatheredAndAnUrgentOneTakesThemAlong() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let store = try SQLiteStateStore(path: dir + "/state.sqlite")
+        defer { store.close() }
+        let done = Mutex(0)
+        for i in 0..<20 {
+            store.writeLazily([Self.record("d\(i)", Double(i))], sequence: UInt64(i + 1)) { error in
+                #expect(error == nil)
+                done.withLock { $0 += 1 }
+            }
+        }
+        #expect(await Poll.until(timeout: .seconds(10)) { done.withLock { $0 } == 20 })
+        #expect(store.transactions == 1, "\(store.transactions) transactions for 20 lazy writes")
+        for i in 20..<25 {
+            store.writeLazily([Self.record("d\(i)", Double(i))], sequence: UInt64(i + 1)) { _ in done.withLock { $0 += 1 } }
+        }
+        try await Self.write(store, [Self.record("urgent", 1)], sequence: 100)
+        #expect(done.withLock { $0 } == 25, "the lazy writes went with the urgent one")
+        #expect(store.transactions == 2)
+        #expect(try Self.values(store).count == 26)
+    }
+
     @Test func stateOlderThanMaxAgeIsForgottenAtStart() async throws {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
