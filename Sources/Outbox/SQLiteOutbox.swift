@@ -27,7 +27,8 @@ public final class SQLiteOutbox: Outbox {
     private let cachedDepth = Atomic<Int>(0)
     private let cachedOldest = Mutex<Int64?>(nil)
     private let cachedInFlight = Mutex<Int64?>(nil)
-    /// The thread commits run on (``commit(_:at:)``), one per outbox: never the pipeline's.
+    /// The thread commits and background removals run on (``commit(_:at:)``,
+    /// ``remove(_:done:)``), one per outbox: never the pipeline's nor a delivering loop's.
     private let commits: DispatchQueue
 
     public var location: String { path }
@@ -87,9 +88,17 @@ public final class SQLiteOutbox: Outbox {
         }
     }
 
-    deinit { close() }
+    // No work item of this outbox is left when it deinitialises (each holds it): nothing to wait for.
+    deinit { closeConnection() }
 
     public func close() {
+        // Commits and removals handed to the outbox's thread finish first (a loop cancelled at the
+        // shutdown deadline may have left a removal of acknowledged records there).
+        commits.sync {}
+        closeConnection()
+    }
+
+    private func closeConnection() {
         lock.withLock { _ in
             guard let c = connection else { return }
             // TRUNCATE leaves an empty WAL; closing the last connection then deletes it.
@@ -271,9 +280,12 @@ public final class SQLiteOutbox: Outbox {
         try run { c in
             var removed = 0
             try c.transaction {
-                let delete = try c.statement("DELETE FROM pending WHERE seq = ?1")
-                for s in seqs {
-                    try delete.bind(1, s)
+                // Acknowledgements come mostly in order: one statement per run of consecutive
+                // seqs, not one per record.
+                let delete = try c.statement("DELETE FROM pending WHERE seq BETWEEN ?1 AND ?2")
+                for run in SQLiteOutbox.runs(of: seqs) {
+                    try delete.bind(1, run.lowerBound)
+                    try delete.bind(2, run.upperBound)
                     try delete.stepDone()
                     removed += c.changes
                 }
@@ -281,6 +293,23 @@ public final class SQLiteOutbox: Outbox {
             cachedDepth.subtract(removed, ordering: .relaxed)
             try refreshOldest(c)
         }
+    }
+
+    /// `seqs` as ranges of consecutive values, in ascending order.
+    static func runs(of seqs: [Int64]) -> [ClosedRange<Int64>] {
+        var out: [ClosedRange<Int64>] = []
+        for s in seqs.sorted() {
+            if let last = out.last, s <= last.upperBound + 1 {
+                if s > last.upperBound { out[out.count - 1] = last.lowerBound...s }
+            } else {
+                out.append(s...s)
+            }
+        }
+        return out
+    }
+
+    public func remove(_ seqs: [Int64], done: @escaping @Sendable (Result<Void, any Error>) -> Void) {
+        commits.async { done(Result { try self.remove(seqs) }) }
     }
 
     public func deadLetter(_ records: [OutboxRecord], status: Int, answer: String, at now: Timestamp) throws {
