@@ -93,6 +93,12 @@ public final class OutboxSignal: Sendable {
         }
     }
 
+    /// Whether a post is waiting to be taken (tests).
+    var hasPost: Bool { state.withLock { $0.posted } }
+
+    /// Forgets a post not taken yet (tests).
+    func clear() { _ = take() }
+
     /// Flags posted so far, cleared.
     private func take() -> Flags {
         state.withLock { s in

@@ -13,6 +13,35 @@ func fileSize(_ path: String) -> Int {
 }
 
 @Suite struct OutboxStorageTests {
+    @Test(arguments: [
+        ([Int64](), [ClosedRange<Int64>]()),
+        ([7], [7...7]),
+        ([3, 1, 2], [1...3]),
+        ([5, 1, 2, 3, 9, 10, 7, 2], [1...3, 5...5, 7...7, 9...10]),
+    ])
+    func acknowledgedSeqsAreDeletedAsRunsOfConsecutiveValues(seqs: [Int64], runs: [ClosedRange<Int64>]) {
+        #expect(SQLiteOutbox.runs(of: seqs) == runs)
+    }
+
+    @Test func aRemovalOnTheOutboxThreadRemovesExactlyThoseRecords() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let q = try SQLiteOutbox(path: dir + "/q.sqlite", maxRecords: 1000, synchronousFull: true)
+        _ = try q.append(entries(0..<10), at: Timestamp(milliseconds: 1000))
+        let seqs = try q.oldest(limit: 10).map(\.seq)
+        let result: Result<Void, any Error> = await withCheckedContinuation { c in
+            q.remove([seqs[0], seqs[1], seqs[2], seqs[5], seqs[9]]) { c.resume(returning: $0) }
+        }
+        #expect((try? result.get()) != nil)
+        #expect(q.depth == 5)
+        #expect(try q.oldest(limit: 100).map(\.id) == ["p3", "p4", "p6", "p7", "p8"])
+        // Closing waits for what was handed to the outbox's thread.
+        q.remove([seqs[3]]) { _ in }
+        q.close()
+        let reopened = try SQLiteOutbox(path: dir + "/q.sqlite", maxRecords: 1000, synchronousFull: true)
+        #expect(try reopened.oldest(limit: 100).map(\.id) == ["p4", "p6", "p7", "p8"])
+    }
+
     @Test func theDiskOutboxSurvivesReopeningInOrder() throws {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
