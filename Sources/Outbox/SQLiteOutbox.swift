@@ -10,7 +10,8 @@ import Glibc
 /// (SQLiteConnection.swift, the one file that talks to SQLite's C API).
 ///
 /// Tables: `pending` (seq autoincrement, position id, key, payload, age origin) and `dead_letters`
-/// (the same plus the peer's status and answer), `meta` (the in-flight mark). A record is deleted
+/// (the same plus the peer's status and answer), `meta` (the in-flight mark). The payload is what
+/// the sink sends (an http record in its body format, an MQTT message, a COPY line). A record is deleted
 /// from `pending` only after the peer accepted it, so a restart resumes where the last run stopped.
 ///
 /// The WAL stays bounded: every statement is reset as soon as its rows are read (an open read
@@ -71,8 +72,14 @@ public final class SQLiteOutbox: Outbox {
                     enqueued_ms INTEGER NOT NULL,
                     failed_ms INTEGER NOT NULL,
                     status INTEGER NOT NULL,
-                    answer TEXT NOT NULL)
+                    answer TEXT NOT NULL,
+                    key TEXT NOT NULL DEFAULT '')
                 """)
+            // Kept with a dead letter so that copying it back to `pending` queues it as it was (its
+            // topic; for http, that the position holds its body encoding).
+            if try !c.columnExists(table: "dead_letters", column: "key") {
+                try c.execute("ALTER TABLE dead_letters ADD COLUMN key TEXT NOT NULL DEFAULT ''")
+            }
             // Ages need not follow queue order (several devices, a clock step): the oldest is found by index.
             try c.execute("CREATE INDEX IF NOT EXISTS pending_age ON pending (enqueued_ms)")
             try c.execute("CREATE INDEX IF NOT EXISTS pending_key ON pending (key, seq)")
@@ -318,8 +325,8 @@ public final class SQLiteOutbox: Outbox {
             var removed = 0
             try c.transaction {
                 let insert = try c.statement("""
-                    INSERT OR REPLACE INTO dead_letters (seq, id, position, enqueued_ms, failed_ms, status, answer)
-                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                    INSERT OR REPLACE INTO dead_letters (seq, id, position, enqueued_ms, failed_ms, status, answer, key)
+                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                     """)
                 let delete = try c.statement("DELETE FROM pending WHERE seq = ?1")
                 for r in records {
@@ -330,6 +337,7 @@ public final class SQLiteOutbox: Outbox {
                     try insert.bind(5, now.milliseconds)
                     try insert.bind(6, Int64(status))
                     try insert.bind(7, answer)
+                    try insert.bind(8, r.key)
                     try insert.stepDone()
                     try delete.bind(1, r.seq)
                     try delete.stepDone()
