@@ -56,7 +56,13 @@ public enum BodyFormat: Sendable {
         }
     }
 
-    /// Appends one record (without separator).
+    /// Appends a record queued as its encoding (``HTTPSink/encodedKey``), without separator.
+    func appendEncoded(_ record: [UInt8], to out: inout [UInt8]) {
+        out.append(contentsOf: record)
+        if case .jsonl = self { out.append(10) }
+    }
+
+    /// Appends one record (without separator) from a queued position object.
     func appendRecord(storedJSON: [UInt8], position: Position?, to out: inout [UInt8]) {
         switch self {
         case .jsonArray:

@@ -6,8 +6,8 @@ import Outbox
 ///
 /// The delivery itself (committing, batching by count, bytes and interval, one request in
 /// flight, backoff and Retry-After, dead letters, the in-flight mark, full disks) is the shared
-/// ``OutboxBatchLoop``; this sink is its configuration, its encoder (a position's JSON, kept in
-/// the queue) and its transport (``HTTPBatchTransport``: the body format, the request, the
+/// ``OutboxBatchLoop``; this sink is its configuration, its encoder (a position's record in the
+/// request body, encoded once at commit and kept in the queue: ``makeEncoder()``) and its transport (``HTTPBatchTransport``: the body format, the request, the
 /// reading of the answer).
 public struct HTTPSink: PositionSink {
     let configuration: HTTPSinkConfiguration
@@ -31,15 +31,33 @@ public struct HTTPSink: PositionSink {
         let transport = HTTPBatchTransport(sink: self, client: try HTTPTransport(options: configuration.transport))
         // Closed on every way out, so a clean exit leaves no WAL file behind.
         defer { queue.close() }
-        try await loop.run(input: input, transport: transport) {
-            // Consecutive positions usually carry the same attributes: their text is written once.
-            var textCache = PositionJSON.TextCache()
-            return { p in
-                var json: [UInt8] = []
-                json.reserveCapacity(320)
-                PositionJSON.append(p, to: &json, cache: &textCache)
-                return OutboxEntry(id: p.id, payload: json, time: p.time?.milliseconds)
+        let sink = self
+        try await loop.run(input: input, transport: transport) { sink.makeEncoder() }
+    }
+
+    /// The outbox key of a record queued as the bytes it adds to a request body (this sink's
+    /// `body.format` when it was committed). Records with an empty key, queued by earlier versions
+    /// that kept a position's JSON, are encoded with the current format when they are sent.
+    static let encodedKey = "body"
+
+    /// What the receiving task commits for each position: its record in the request body, encoded
+    /// once, here (a template's fields mapped, a GeoJSON feature written). A request is then its
+    /// records' bytes between the format's header and trailer; a reload that changes the body
+    /// leaves queued records as they were committed.
+    func makeEncoder() -> (Position) -> OutboxEntry {
+        let format = configuration.body
+        // Consecutive positions usually carry the same attributes: their text is written once.
+        var textCache = PositionJSON.TextCache()
+        return { p in
+            var record: [UInt8] = []
+            record.reserveCapacity(320)
+            if format.usesStoredJSON {
+                // The position object is the record (jsonl's newline is the format's, at send).
+                PositionJSON.append(p, to: &record, cache: &textCache)
+            } else {
+                format.appendRecord(storedJSON: [], position: p, to: &record)
             }
+            return OutboxEntry(id: p.id, key: Self.encodedKey, payload: record, time: p.time?.milliseconds)
         }
     }
 
@@ -68,8 +86,12 @@ public struct HTTPSink: PositionSink {
         for r in records {
             let mark = body.count
             if taken > 0 { body.append(contentsOf: separator) }
-            let position = format.usesStoredJSON ? nil : decode(r)
-            format.appendRecord(storedJSON: r.payload, position: position, to: &body)
+            if r.key == Self.encodedKey {
+                format.appendEncoded(r.payload, to: &body)
+            } else {
+                let position = format.usesStoredJSON ? nil : decode(r)
+                format.appendRecord(storedJSON: r.payload, position: position, to: &body)
+            }
             // A lone record over the limit still goes: it could never be sent otherwise.
             if taken > 0 && body.count + trailerCount > configuration.maxBytes {
                 body.removeLast(body.count - mark)

@@ -21,7 +21,7 @@ public enum MQTTSinkPlugin: SinkPlugin {
             OptionSpec("status.online", "string", default: "\"online\"", "Payload published (retained) on connect."),
             OptionSpec("status.offline", "string", default: "\"offline\"", "Payload of the will, and published before a clean disconnect."),
         ] + MQTTBrokerConfiguration.securitySpecs + [
-            OptionSpec("max_inflight", "integer", default: "100", "Messages published and not yet acknowledged (the broker's receive maximum may lower it)."),
+            OptionSpec("max_inflight", "integer", default: "100", "Messages published and not yet acknowledged on the wire (the broker's receive maximum may lower it); up to 2000 more wait, in queue order, in the client library."),
             MQTTBrokerConfiguration.reconnectSpec,
         ] + OutboxOptions.specs,
         sample: #"{ "type": "mqtt", "inputs": ["receiver"], "url": "mqtts://broker.example.org:8883", "topic": "owntracks/fleet/{device}", "retain": "last", "body": { "format": "owntracks" }, "status": { "topic": "locgate/gw1/status" }, "username": "gw1", "password": "${MQTT_PASSWORD:-secret}", "queue": { "path": "mqtt.sqlite" } }"#

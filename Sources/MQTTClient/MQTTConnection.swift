@@ -178,7 +178,16 @@ public final class MQTTConnection: @unchecked Sendable {
             let codes = (0..<Int(max(0, count))).map { granted[$0] }
             Unmanaged<MQTTConnection>.fromOpaque(obj).takeUnretainedValue().didSubscribe(granted: codes)
         }
-        mosquitto_log_callback_set(h) { _, obj, level, text in
+        captureLibraryLog(true)
+    }
+
+    /// libmosquitto formats a log line (vsnprintf into a fresh buffer) for every packet it sends
+    /// or receives while a log callback is set — two per published message. Only its errors while
+    /// connecting are wanted (OpenSSL's reason for a failed handshake), so the callback is set
+    /// before each connection attempt and cleared at the CONNACK.
+    private func captureLibraryLog(_ on: Bool) {
+        guard on else { return mosquitto_log_callback_set(handle, nil) }
+        mosquitto_log_callback_set(handle) { _, obj, level, text in
             guard let obj, let text, level & (MOSQ_LOG_ERR | MOSQ_LOG_WARNING) != 0 else { return }
             Unmanaged<MQTTConnection>.fromOpaque(obj).takeUnretainedValue().libraryLogged(String(cString: text))
         }
@@ -193,6 +202,7 @@ public final class MQTTConnection: @unchecked Sendable {
             return
         }
         state.withLock { $0.connected = true; $0.refusal = nil; $0.lastLibraryError = nil }
+        captureLibraryLog(false)
         stats.count("mqtt.connects")
         logger.info("connected to \(options.displayURL) as \"\(options.clientID)\"\(sessionPresent ? " (session resumed)" : "")")
         if let online = options.online {
@@ -355,6 +365,7 @@ public final class MQTTConnection: @unchecked Sendable {
     private func networkLoop() {
         var backoff = Backoff(initial: options.reconnectInitial, cap: options.reconnectMax)
         while !stopping {
+            captureLibraryLog(true)
             var rc = mosquitto_connect_bind_v5(handle, options.host, Int32(options.port), Int32(options.keepalive), nil, connectProperties)
             var wasConnected = false
             if rc == MOSQ_ERR_SUCCESS.rawValue {

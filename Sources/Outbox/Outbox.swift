@@ -62,6 +62,10 @@ public protocol Outbox: AnyObject, Sendable {
     func remove(through seq: Int64) throws
     /// Removes the given records (acknowledged out of order by a broker); unknown seqs are ignored.
     func remove(_ seqs: [Int64]) throws
+    /// ``remove(_:)`` for a delivering loop that must not wait for it: an outbox that writes a
+    /// disk does it on its own thread, in order with commits, so the loop goes on publishing while
+    /// the disk syncs. `done` is called once, on any thread, with the outcome.
+    func remove(_ seqs: [Int64], done: @escaping @Sendable (Result<Void, any Error>) -> Void)
     /// Moves records to the dead letters with the peer's answer (a rejection retrying cannot fix).
     func deadLetter(_ records: [OutboxRecord], status: Int, answer: String, at now: Timestamp) throws
     /// Drops records whose age origin is before `cutoff`; returns how many.
@@ -88,6 +92,11 @@ extension Outbox {
     /// In memory, appending is quick: done where it is called.
     public func commit(_ entries: [OutboxEntry], at now: Timestamp) async throws -> Int {
         try append(entries, at: now)
+    }
+
+    /// In memory, removing is quick: done where it is called.
+    public func remove(_ seqs: [Int64], done: @escaping @Sendable (Result<Void, any Error>) -> Void) {
+        done(Result { try remove(seqs) })
     }
 
     /// Up to `limit` records from the front.

@@ -1,7 +1,7 @@
 import GatewayCore
 
 /// The half of a batch sink that talks to the peer: builds one request from queued records and
-/// sends it (an HTTP POST).
+/// sends it (an HTTP POST, a PostgreSQL transaction).
 ///
 /// Implementation requirements:
 /// - `encode` takes a prefix of `records` (at least one: a lone record over a size limit still
@@ -10,15 +10,41 @@ import GatewayCore
 /// - `send` answers with an ``OutboxBatchOutcome`` for whatever the peer did (a refused
 ///   connection is a `.retry`); it throws `CancellationError` when cancelled (the request is
 ///   abandoned at once), and other errors only for faults that end the sink.
+/// - `start` runs once, in the delivering task, before the first batch (connect early, so a
+///   refused login fails the sink at start); it throws only for faults that end the sink.
 public protocol OutboxBatchTransport: Sendable {
     associatedtype Batch: Sendable
+    func start() async throws
     func encode(_ records: [OutboxRecord]) throws -> (batch: Batch, count: Int)
     func send(_ batch: Batch, records: [OutboxRecord]) async throws -> OutboxBatchOutcome
+}
+
+// MARK: - Default implementations
+
+extension OutboxBatchTransport {
+    /// Nothing to prepare: the first request connects.
+    public func start() async throws {}
+}
+
+/// A record of a batch the peer refused for good while it took the rest.
+public struct OutboxRecordRefusal: Sendable {
+    public var record: OutboxRecord
+    public var status: Int
+    public var answer: String
+
+    public init(record: OutboxRecord, status: Int, answer: String) {
+        self.record = record
+        self.status = status
+        self.answer = answer
+    }
 }
 
 /// The peer's answer to one batch.
 public enum OutboxBatchOutcome: Sendable {
     case accepted
+    /// Taken except `refused` (records of the batch, each refused for good: PostgreSQL's check
+    /// constraint on one row): those go to the dead letters, the rest is delivered.
+    case acceptedExcept(refused: [OutboxRecordRefusal])
     /// Refused for good: the batch goes to the dead letters with the peer's status and answer.
     case rejected(status: Int, answer: String)
     /// Not delivered, may succeed later: sent again after a backoff (or `after`, when longer).
@@ -67,9 +93,12 @@ public struct OutboxBatchLoop: Sendable {
         public var statsPrefix: String
         /// How long to wait between attempts of a write that found the disk full.
         public var diskRetry: Duration
+        /// Who refuses a record, in the log line of a dead-lettered one ("PostgreSQL").
+        public var peer: String
 
         public init(maxRecords: Int, maxBytes: Int, interval: Duration, retryInitial: Duration, retryMax: Duration,
-                    retryMaxAttempts: Int, marksInFlight: Bool, statsPrefix: String, diskRetry: Duration = .seconds(1)) {
+                    retryMaxAttempts: Int, marksInFlight: Bool, statsPrefix: String, diskRetry: Duration = .seconds(1),
+                    peer: String = "the server") {
             self.maxRecords = maxRecords
             self.maxBytes = maxBytes
             self.interval = interval
@@ -79,6 +108,7 @@ public struct OutboxBatchLoop: Sendable {
             self.marksInFlight = marksInFlight
             self.statsPrefix = statsPrefix
             self.diskRetry = diskRetry
+            self.peer = peer
         }
     }
 
@@ -160,6 +190,7 @@ public struct OutboxBatchLoop: Sendable {
     // MARK: - Sending
 
     private func send<T: OutboxBatchTransport>(signal: OutboxSignal, transport: T) async throws {
+        try await transport.start()
         // Records still to send before waiting for a full batch again: an interval flush (or a
         // restart) sends what was queued at that moment, not whatever arrives while it is sending —
         // otherwise every record arriving during a request would go out as its own partial batch.
@@ -232,6 +263,20 @@ public struct OutboxBatchLoop: Sendable {
                 context.stats.count("\(prefix).requests")
                 if attempt > 1 { context.logger.info("delivered \(n) position(s) after \(attempt) attempts") }
                 return
+            case .acceptedExcept(let refused):
+                for r in refused {
+                    try await writer.writes.perform("move a refused position to the dead letters", kind: "dead letters", interval: options.diskRetry) {
+                        try writer.deadLetter([r.record], status: r.status, answer: r.answer)
+                    }
+                    context.logger.error("\(options.peer) refused position \(r.record.id): \(r.answer); moved to dead letters")
+                }
+                try await writer.writes.perform("delete \(n - refused.count) delivered position(s)", kind: "delete", interval: options.diskRetry) {
+                    try outbox.remove(through: last.seq)
+                }
+                context.stats.addEmitted(n - refused.count)
+                context.stats.count("\(prefix).sent", by: n - refused.count)
+                context.stats.count("\(prefix).requests")
+                return
             case .rejected(let status, let answer):
                 try await deadLetter(prepared.records, status: status, answer: answer)
                 return
@@ -245,7 +290,7 @@ public struct OutboxBatchLoop: Sendable {
                 if let retryAfter, retryAfter > delay { delay = retryAfter }
                 context.stats.count("\(prefix).retried")
                 let level: LogLevel = attempt == 1 || attempt % 10 == 0 ? .warning : .debug
-                context.logger.log(level, "batch of \(n) not delivered (attempt \(attempt)): \(reason); retrying in \(DurationText.format(delay))")
+                context.logger.log(level, "batch of \(n) not delivered (attempt \(attempt)): \(reason); \(outbox.depth) position(s) queued; retrying in \(DurationText.format(delay))")
                 try await context.clock.sleep(for: delay)
             }
         }

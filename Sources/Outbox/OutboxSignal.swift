@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 
 /// Wakes a sink's delivering task: flags accumulate until it reads them.
@@ -23,6 +24,8 @@ public final class OutboxSignal: Sendable {
         var flags = Flags()
         var posted = false
         var waiter: CheckedContinuation<Flags, Never>?
+        /// Numbers the timed waits, so a timer that fires late cannot end a later wait.
+        var ticket: UInt64 = 0
     }
 
     private let state = Mutex(State())
@@ -55,33 +58,73 @@ public final class OutboxSignal: Sendable {
                         return f
                     }
                     s.waiter = c
+                    s.ticket &+= 1
                     return nil
                 }
                 if let ready { c.resume(returning: ready) }
             }
         } onCancel: {
-            let w: CheckedContinuation<Flags, Never>? = state.withLock { s in
-                let w = s.waiter
-                s.waiter = nil
-                return w
-            }
-            w?.resume(returning: Flags())
+            resumeWaiter()
         }
     }
 
     /// Waits for a post or until `timeout` passes (empty flags then).
+    ///
+    /// A delivering loop waits here once per wake-up, thousands of times a second under load: a
+    /// timer on Dispatch ends the wait, not a task group with a sleeping child (two tasks and a
+    /// cancellation per wake-up).
     public func wait(timeout: Duration) async -> Flags {
-        await withTaskGroup(of: Flags.self) { group in
-            group.addTask { await self.wait() }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return Flags()
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Flags, Never>) in
+                let ticket: UInt64? = state.withLock { s in
+                    if s.posted || Task.isCancelled { return nil }
+                    s.waiter = c
+                    s.ticket &+= 1
+                    return s.ticket
+                }
+                guard let ticket else { return c.resume(returning: take()) }
+                let nanoseconds = max(0, timeout.components.seconds) * 1_000_000_000 + max(0, timeout.components.attoseconds / 1_000_000_000)
+                DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: nanoseconds))) { [self] in
+                    expire(ticket)
+                }
             }
-            var flags = await group.next() ?? Flags()
-            group.cancelAll()
-            // A post may have been taken by the waiting child just as the sleep ended: keep it.
-            for await more in group { flags.merge(more) }
-            return flags
+        } onCancel: {
+            resumeWaiter()
         }
+    }
+
+    /// Whether a post is waiting to be taken (tests).
+    var hasPost: Bool { state.withLock { $0.posted } }
+
+    /// Forgets a post not taken yet (tests).
+    func clear() { _ = take() }
+
+    /// Flags posted so far, cleared.
+    private func take() -> Flags {
+        state.withLock { s in
+            let f = s.flags
+            s.flags = Flags()
+            s.posted = false
+            return f
+        }
+    }
+
+    /// Ends the wait `ticket` with empty flags, unless a post (or a later wait) came first.
+    private func expire(_ ticket: UInt64) {
+        let w: CheckedContinuation<Flags, Never>? = state.withLock { s in
+            guard s.ticket == ticket, let w = s.waiter else { return nil }
+            s.waiter = nil
+            return w
+        }
+        w?.resume(returning: Flags())
+    }
+
+    private func resumeWaiter() {
+        let w: CheckedContinuation<Flags, Never>? = state.withLock { s in
+            let w = s.waiter
+            s.waiter = nil
+            return w
+        }
+        w?.resume(returning: Flags())
     }
 }

@@ -37,7 +37,9 @@ public enum OutboxAck: Sendable {
 ///                                               ▲                                               │
 ///                                               └──── delete on .accepted (batched) ◀── acks ───┘
 ///
-/// - A row is deleted only on `.accepted`; acks that arrive together are deleted in one transaction.
+/// - A row is deleted only on `.accepted`. Deletes run on the outbox's own thread, one at a time,
+///   while publishing goes on; each takes every ack that arrived during the one before (one
+///   transaction). A full disk keeps them for a later try (``QueueWrites``).
 /// - `.retry` puts a record back: it is sent again, oldest first, after a capped backoff, before new
 ///   records; order among records that never failed is queue order.
 /// - With `retainNewestPerKey`, a record is published with `retain` only when it is the newest queued
@@ -53,23 +55,27 @@ public struct OutboxSinkLoop: Sendable {
     let statsPrefix: String
     let retryInitial: Duration
     let retryMax: Duration
+    /// How long a delete that found the disk full waits before it is tried again.
+    let diskRetry: Duration
 
     public var outbox: any Outbox { writer.outbox }
     var context: ComponentContext { writer.context }
 
     public init(outbox: any Outbox, mode: OutboxMode, context: ComponentContext, window: Int, retainNewestPerKey: Bool,
-                statsPrefix: String, retryInitial: Duration = .milliseconds(200), retryMax: Duration = .seconds(30)) {
+                statsPrefix: String, retryInitial: Duration = .milliseconds(200), retryMax: Duration = .seconds(30),
+                diskRetry: Duration = .seconds(1)) {
         writer = OutboxWriter(outbox: outbox, mode: mode, context: context)
         self.window = max(1, window)
         self.retainNewestPerKey = retainNewestPerKey
         self.statsPrefix = statsPrefix
         self.retryInitial = retryInitial
         self.retryMax = retryMax
+        self.diskRetry = diskRetry
     }
 
     public func run(input: any SinkInput, transport: any OutboxTransport, encode: @escaping @Sendable (Position) -> OutboxEntry) async throws {
         let signal = OutboxSignal()
-        let acks = AckInbox(signal: signal)
+        let acks = AckInbox(signal: signal, wakeEvery: max(1, window / 8))
         if outbox.depth > 0 { context.logger.info("resuming with \(outbox.depth) queued position(s)") }
         defer { writer.reportLeftOver() }
         try await OutboxHalves.run(input: input, writer: writer, receive: {
@@ -96,13 +102,16 @@ public struct OutboxSinkLoop: Sendable {
         var lastFailureLog: ContinuousClock.Instant?
         let clock = ContinuousClock()
         var lastExpiryCheck = clock.now
-        // Acknowledged rows not deleted yet: deletes are batched (one transaction, one fsync, for
-        // many acks) because a broker acknowledges faster than a commit per ack can keep up with.
-        // A crash before the delete only re-sends those messages (at-least-once; msg ids dedupe).
+        // Acknowledged rows not deleted yet. Deletes run on the outbox's own thread, one at a time,
+        // while publishing goes on: each takes every ack that arrived during the previous one (one
+        // transaction, one fsync, for many acks; a broker acknowledges far faster than a commit per
+        // ack could keep up with). A crash before the delete only re-sends those messages
+        // (at-least-once; message ids dedupe).
         var toDelete: [Int64] = []
-        var firstPendingDelete: ContinuousClock.Instant?
-        let deleteBatch = max(64, window / 2)
-        let deleteDelay: Duration = .milliseconds(20)
+        var deleting = false
+        // While the disk is full, the next delete waits this long after a failed one.
+        var deletePausedUntil: ContinuousClock.Instant?
+        let deleted = DeleteInbox(signal: signal)
 
         var pendingRejections: [(OutboxRecord, String)] = []
 
@@ -112,23 +121,45 @@ public struct OutboxSinkLoop: Sendable {
             try writer.writes.attempt(what, kind: kind, body)
         }
 
-        func flushDeletes(force: Bool) throws {
-            if !pendingRejections.isEmpty {
-                let batch = pendingRejections
-                if try tolerantWrite("move \(batch.count) refused message(s) to the dead letters", kind: "dead letters", {
-                    for (record, reason) in batch { try writer.deadLetter([record], status: 0, answer: reason) }
-                }) {
-                    for (record, reason) in batch {
-                        context.logger.error("broker refused position \(record.id) on \(record.key.isEmpty ? "its subject" : record.key): \(reason); moved to dead letters")
-                    }
-                    pendingRejections.removeAll()
+        func flushRejections() throws {
+            guard !pendingRejections.isEmpty else { return }
+            let batch = pendingRejections
+            if try tolerantWrite("move \(batch.count) refused message(s) to the dead letters", kind: "dead letters", {
+                for (record, reason) in batch { try writer.deadLetter([record], status: 0, answer: reason) }
+            }) {
+                for (record, reason) in batch {
+                    context.logger.error("broker refused position \(record.id) on \(record.key.isEmpty ? "its subject" : record.key): \(reason); moved to dead letters")
                 }
+                pendingRejections.removeAll()
             }
-            guard let first = firstPendingDelete else { return }
-            guard force || toDelete.count >= deleteBatch || clock.now - first >= deleteDelay else { return }
-            guard try tolerantWrite("delete \(toDelete.count) acknowledged message(s)", kind: "delete", { try outbox.remove(toDelete) }) else { return }
+        }
+
+        /// Takes the outcome of the delete in progress; a full disk keeps its rows for the next one.
+        func collectDeletes() throws {
+            guard let (seqs, result) = deleted.take() else { return }
+            deleting = false
+            switch result {
+            case .success:
+                if let held = writer.writes.succeeded("delete") {
+                    context.logger.warning("queue: delete acknowledged message(s): done after \(DurationText.format(held)) of a full disk")
+                }
+            case .failure(let e as OutboxError) where e.isDiskFull:
+                writer.writes.failed("delete", message: "\(e): cannot delete \(seqs.count) acknowledged message(s); retrying every \(DurationText.format(diskRetry))")
+                toDelete = seqs + toDelete
+                deletePausedUntil = clock.now + diskRetry
+            case .failure(let e):
+                throw e
+            }
+        }
+
+        func startDeletes() {
+            guard !deleting, !toDelete.isEmpty else { return }
+            if let until = deletePausedUntil, clock.now < until { return }
+            deletePausedUntil = nil
+            let seqs = toDelete
             toDelete.removeAll(keepingCapacity: true)
-            firstPendingDelete = nil
+            deleting = true
+            outbox.remove(seqs) { result in deleted.post(seqs, result) }
         }
 
         func settle() throws {
@@ -151,7 +182,6 @@ public struct OutboxSinkLoop: Sendable {
             }
             if !accepted.isEmpty {
                 toDelete += accepted
-                if firstPendingDelete == nil { firstPendingDelete = clock.now }
                 context.stats.addEmitted(accepted.count)
                 context.stats.count("\(statsPrefix).sent", by: accepted.count)
                 if failingSince != nil, retried == 0 {
@@ -183,6 +213,7 @@ public struct OutboxSinkLoop: Sendable {
         /// Hands a record to the transport; false when it could not take it now.
         func send(_ record: OutboxRecord, retain: Bool) -> Bool {
             inFlight[record.seq] = record
+            acks.handedOver()
             do {
                 try transport.publish(record, retain: retain) { ack in acks.post(record.seq, ack) }
                 return true
@@ -191,6 +222,7 @@ public struct OutboxSinkLoop: Sendable {
                 acks.post(record.seq, .rejected(reason: rejection.reason))
                 return true
             } catch {
+                acks.notHandedOver()
                 inFlight.removeValue(forKey: record.seq)
                 noteFailure("cannot publish: \(error)")
                 return false
@@ -201,7 +233,9 @@ public struct OutboxSinkLoop: Sendable {
             while true {
                 try Task.checkCancellation()
                 try settle()
-                try flushDeletes(force: inFlight.isEmpty && resend.isEmpty)
+                try collectDeletes()
+                startDeletes()
+                try flushRejections()
                 let paused = pauseUntil.map { clock.now < $0 } ?? false
                 if !paused {
                     pauseUntil = nil
@@ -226,13 +260,13 @@ public struct OutboxSinkLoop: Sendable {
                         }
                     }
                 }
-                let idle = inFlight.isEmpty && resend.isEmpty && pendingRejections.isEmpty
+                let idle = inFlight.isEmpty && resend.isEmpty && pendingRejections.isEmpty && !deleting && toDelete.isEmpty
                 if ended && idle && outbox.depth == 0 { return }
                 // Wake for acks and new records; while paused, when the pause ends; with records
                 // queued, at least every second so `queue.max_age` applies during a long outage.
                 var timeout: Duration? = outbox.depth > 0 ? .seconds(1) : nil
                 if let until = pauseUntil { timeout = min(timeout ?? .seconds(1), max(.milliseconds(1), until - clock.now)) }
-                if let first = firstPendingDelete { timeout = min(timeout ?? deleteDelay, max(.milliseconds(1), deleteDelay - (clock.now - first))) }
+                if let until = deletePausedUntil { timeout = min(timeout ?? diskRetry, max(.milliseconds(1), until - clock.now)) }
                 if ended && idle {
                     // Queued but nothing in flight at the end: records the transport never took.
                     sentThrough = 0
@@ -250,7 +284,8 @@ public struct OutboxSinkLoop: Sendable {
         do {
             try await loop()
         } catch {
-            // Cancelled at the shutdown deadline (or failed): what was acknowledged is deleted now.
+            // Cancelled at the shutdown deadline (or failed): what was acknowledged is deleted now
+            // (a delete in progress finishes on the outbox's thread before it closes).
             if !toDelete.isEmpty { try? outbox.remove(toDelete) }
             throw error
         }
@@ -262,22 +297,68 @@ public struct OutboxSinkLoop: Sendable {
     }
 }
 
-/// Acks from the client library's threads, collected until the publishing task takes them.
-final class AckInbox: Sendable {
-    private let pending = Mutex<[(Int64, OutboxAck)]>([])
+/// The outcome of the delete in progress (``Outbox/remove(_:done:)``), until the publishing task takes it.
+final class DeleteInbox: Sendable {
+    private let outcome = Mutex<([Int64], Result<Void, any Error>)?>(nil)
     private let signal: OutboxSignal
 
     init(signal: OutboxSignal) { self.signal = signal }
 
-    func post(_ seq: Int64, _ ack: OutboxAck) {
-        pending.withLock { $0.append((seq, ack)) }
+    func post(_ seqs: [Int64], _ result: Result<Void, any Error>) {
+        outcome.withLock { $0 = (seqs, result) }
         signal.post()
     }
 
+    func take() -> ([Int64], Result<Void, any Error>)? {
+        outcome.withLock { o in
+            defer { o = nil }
+            return o
+        }
+    }
+}
+
+/// Acks from the client library's threads, collected until the publishing task takes them.
+///
+/// A broker acknowledges tens of thousands of messages a second; waking the publishing task for
+/// each would cost more than the publishing. It is woken once `wakeEvery` acks are waiting (room
+/// for a refill), for every ack that is not an acceptance (a retry or a refusal is handled at
+/// once), and when nothing handed over is left unanswered (the end of a burst).
+final class AckInbox: Sendable {
+    private struct State {
+        var acks: [(Int64, OutboxAck)] = []
+        /// Records handed to the transport whose ack has not arrived.
+        var outstanding = 0
+    }
+
+    private let state = Mutex(State())
+    private let signal: OutboxSignal
+    private let wakeEvery: Int
+
+    init(signal: OutboxSignal, wakeEvery: Int) {
+        self.signal = signal
+        self.wakeEvery = max(1, wakeEvery)
+    }
+
+    /// Counts a record about to be handed over (before, so its ack cannot come first).
+    func handedOver() { state.withLock { $0.outstanding += 1 } }
+
+    /// Undoes ``handedOver()`` for a record the transport did not take.
+    func notHandedOver() { state.withLock { $0.outstanding -= 1 } }
+
+    func post(_ seq: Int64, _ ack: OutboxAck) {
+        let wake = state.withLock { s in
+            s.acks.append((seq, ack))
+            s.outstanding -= 1
+            if case .accepted = ack { return s.acks.count >= wakeEvery || s.outstanding <= 0 }
+            return true
+        }
+        if wake { signal.post() }
+    }
+
     func take() -> [(Int64, OutboxAck)] {
-        pending.withLock { p in
-            let out = p
-            p.removeAll(keepingCapacity: true)
+        state.withLock { s in
+            let out = s.acks
+            s.acks.removeAll(keepingCapacity: true)
             return out
         }
     }

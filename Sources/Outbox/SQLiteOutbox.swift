@@ -10,7 +10,8 @@ import Glibc
 /// (SQLiteConnection.swift, the one file that talks to SQLite's C API).
 ///
 /// Tables: `pending` (seq autoincrement, position id, key, payload, age origin) and `dead_letters`
-/// (the same plus the peer's status and answer), `meta` (the in-flight mark). A record is deleted
+/// (the same plus the peer's status and answer), `meta` (the in-flight mark). The payload is what
+/// the sink sends (an http record in its body format, an MQTT message, a COPY line). A record is deleted
 /// from `pending` only after the peer accepted it, so a restart resumes where the last run stopped.
 ///
 /// The WAL stays bounded: every statement is reset as soon as its rows are read (an open read
@@ -27,7 +28,8 @@ public final class SQLiteOutbox: Outbox {
     private let cachedDepth = Atomic<Int>(0)
     private let cachedOldest = Mutex<Int64?>(nil)
     private let cachedInFlight = Mutex<Int64?>(nil)
-    /// The thread commits run on (``commit(_:at:)``), one per outbox: never the pipeline's.
+    /// The thread commits and background removals run on (``commit(_:at:)``,
+    /// ``remove(_:done:)``), one per outbox: never the pipeline's nor a delivering loop's.
     private let commits: DispatchQueue
 
     public var location: String { path }
@@ -70,8 +72,14 @@ public final class SQLiteOutbox: Outbox {
                     enqueued_ms INTEGER NOT NULL,
                     failed_ms INTEGER NOT NULL,
                     status INTEGER NOT NULL,
-                    answer TEXT NOT NULL)
+                    answer TEXT NOT NULL,
+                    key TEXT NOT NULL DEFAULT '')
                 """)
+            // Kept with a dead letter so that copying it back to `pending` queues it as it was (its
+            // topic; for http, that the position holds its body encoding).
+            if try !c.columnExists(table: "dead_letters", column: "key") {
+                try c.execute("ALTER TABLE dead_letters ADD COLUMN key TEXT NOT NULL DEFAULT ''")
+            }
             // Ages need not follow queue order (several devices, a clock step): the oldest is found by index.
             try c.execute("CREATE INDEX IF NOT EXISTS pending_age ON pending (enqueued_ms)")
             try c.execute("CREATE INDEX IF NOT EXISTS pending_key ON pending (key, seq)")
@@ -87,9 +95,17 @@ public final class SQLiteOutbox: Outbox {
         }
     }
 
-    deinit { close() }
+    // No work item of this outbox is left when it deinitialises (each holds it): nothing to wait for.
+    deinit { closeConnection() }
 
     public func close() {
+        // Commits and removals handed to the outbox's thread finish first (a loop cancelled at the
+        // shutdown deadline may have left a removal of acknowledged records there).
+        commits.sync {}
+        closeConnection()
+    }
+
+    private func closeConnection() {
         lock.withLock { _ in
             guard let c = connection else { return }
             // TRUNCATE leaves an empty WAL; closing the last connection then deletes it.
@@ -271,9 +287,12 @@ public final class SQLiteOutbox: Outbox {
         try run { c in
             var removed = 0
             try c.transaction {
-                let delete = try c.statement("DELETE FROM pending WHERE seq = ?1")
-                for s in seqs {
-                    try delete.bind(1, s)
+                // Acknowledgements come mostly in order: one statement per run of consecutive
+                // seqs, not one per record.
+                let delete = try c.statement("DELETE FROM pending WHERE seq BETWEEN ?1 AND ?2")
+                for run in SQLiteOutbox.runs(of: seqs) {
+                    try delete.bind(1, run.lowerBound)
+                    try delete.bind(2, run.upperBound)
                     try delete.stepDone()
                     removed += c.changes
                 }
@@ -283,14 +302,31 @@ public final class SQLiteOutbox: Outbox {
         }
     }
 
+    /// `seqs` as ranges of consecutive values, in ascending order.
+    static func runs(of seqs: [Int64]) -> [ClosedRange<Int64>] {
+        var out: [ClosedRange<Int64>] = []
+        for s in seqs.sorted() {
+            if let last = out.last, s <= last.upperBound + 1 {
+                if s > last.upperBound { out[out.count - 1] = last.lowerBound...s }
+            } else {
+                out.append(s...s)
+            }
+        }
+        return out
+    }
+
+    public func remove(_ seqs: [Int64], done: @escaping @Sendable (Result<Void, any Error>) -> Void) {
+        commits.async { done(Result { try self.remove(seqs) }) }
+    }
+
     public func deadLetter(_ records: [OutboxRecord], status: Int, answer: String, at now: Timestamp) throws {
         guard !records.isEmpty else { return }
         try run { c in
             var removed = 0
             try c.transaction {
                 let insert = try c.statement("""
-                    INSERT OR REPLACE INTO dead_letters (seq, id, position, enqueued_ms, failed_ms, status, answer)
-                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                    INSERT OR REPLACE INTO dead_letters (seq, id, position, enqueued_ms, failed_ms, status, answer, key)
+                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                     """)
                 let delete = try c.statement("DELETE FROM pending WHERE seq = ?1")
                 for r in records {
@@ -301,6 +337,7 @@ public final class SQLiteOutbox: Outbox {
                     try insert.bind(5, now.milliseconds)
                     try insert.bind(6, Int64(status))
                     try insert.bind(7, answer)
+                    try insert.bind(8, r.key)
                     try insert.stepDone()
                     try delete.bind(1, r.seq)
                     try delete.stepDone()

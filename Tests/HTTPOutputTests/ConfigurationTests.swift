@@ -71,18 +71,64 @@ import Testing
 }
 
 @Suite struct BodyTests {
-    /// Encodes positions through the sink's own batch preparation.
+    func sink(_ json: String, _ queue: any Outbox) throws -> HTTPSink {
+        HTTPSink(configuration: try configuration(json), context: ComponentContext(id: "up", kind: .sink, logger: Logger(label: "t", handler: SilentLogHandler()), stats: ComponentStats(id: "up")), outbox: queue)
+    }
+
+    /// Commits positions through the sink's own encoder (the records are encoded then) and
+    /// returns the body of the batch it would send.
     func body(_ json: String, _ ps: [Position]) throws -> String {
-        let c = try configuration(json)
         let queue = MemoryOutbox(capacity: 1000)
-        _ = try queue.append(ps.map { p in
+        let sink = try sink(json, queue)
+        _ = try queue.append(ps.map(sink.makeEncoder()), at: Timestamp(milliseconds: 0))
+        let batch = try #require(try sink.prepareBatch())
+        return String(decoding: batch.body, as: UTF8.self)
+    }
+
+    static let vipTemplate = #"""
+        {"url":"http://x","queue":null,"body":{"format":"template",
+          "template":{"vipId":"${VIP_ID}","list":"$positions"},
+          "fields":{"date":{"from":"time","time_format":"yyyy-MM-dd HH:mm:ss","zone":"Asia/Shanghai"},
+                    "latitude":"lat","longitude":"lon"}}}
+        """#
+
+    @Test func aQueuedRecordIsTheBytesThatWillBeSent() throws {
+        let queue = MemoryOutbox(capacity: 1000)
+        let sink = try sink(Self.vipTemplate, queue)
+        _ = try queue.append(positions(0..<1).map(sink.makeEncoder()), at: Timestamp(milliseconds: 0))
+        let record = try #require(try queue.oldest(limit: 1).first)
+        #expect(record.key == HTTPSink.encodedKey)
+        #expect(String(decoding: record.payload, as: UTF8.self) == #"{"date":"2024-05-01 18:00:00","latitude":31.2,"longitude":121.5}"#)
+    }
+
+    @Test func queuedRecordsKeepTheEncodingTheyWereCommittedWithAcrossAChangeOfBody() throws {
+        let queue = MemoryOutbox(capacity: 1000)
+        let before = try sink(Self.vipTemplate, queue)
+        _ = try queue.append(positions(0..<1).map(before.makeEncoder()), at: Timestamp(milliseconds: 0))
+        // A reload changes the template and its fields; one more position arrives.
+        let after = try sink(#"{"url":"http://x","queue":null,"body":{"format":"template","template":{"v":2,"items":"$positions"},"fields":{"lat":"lat"}}}"#, queue)
+        _ = try queue.append(positions(1..<2).map(after.makeEncoder()), at: Timestamp(milliseconds: 0))
+        let batch = try #require(try after.prepareBatch())
+        #expect(String(decoding: batch.body, as: UTF8.self)
+                == #"{"v":2,"items":[{"date":"2024-05-01 18:00:00","latitude":31.2,"longitude":121.5},{"lat":31.20001}]}"#)
+    }
+
+    /// Queue files of earlier versions hold each position's JSON: encoded with the current body when sent.
+    @Test func positionsQueuedByAnEarlierVersionAreEncodedWithTheCurrentBody() throws {
+        let queue = MemoryOutbox(capacity: 1000)
+        _ = try queue.append(positions(0..<2).map { p in
             var j: [UInt8] = []
             PositionJSON.append(p, to: &j)
             return OutboxEntry(id: p.id, payload: j, time: nil)
         }, at: Timestamp(milliseconds: 0))
-        let sink = HTTPSink(configuration: c, context: ComponentContext(id: "up", kind: .sink, logger: Logger(label: "t", handler: SilentLogHandler()), stats: ComponentStats(id: "up")), outbox: queue)
-        let batch = try #require(try sink.prepareBatch())
-        return String(decoding: batch.body, as: UTF8.self)
+        for (json, expected) in [
+            (Self.vipTemplate, #"{"vipId":"vip-42","list":[{"date":"2024-05-01 18:00:00","latitude":31.2,"longitude":121.5},{"date":"2024-05-01 18:00:01","latitude":31.20001,"longitude":121.50001}]}"#),
+            (#"{"url":"http://x","queue":null,"body":{"format":"jsonl"}}"#, nil),
+        ] {
+            let batch = try #require(try sink(json, queue).prepareBatch())
+            let text = String(decoding: batch.body, as: UTF8.self)
+            if let expected { #expect(text == expected) } else { #expect(text.split(separator: "\n").count == 2 && text.hasSuffix("}\n")) }
+        }
     }
 
     @Test func theClassicVipIdPayload() throws {

@@ -37,4 +37,34 @@ struct DiskFullTests {
         #expect(try outbox.oldest(limit: 5000).map(\.id) == (0..<2000).map { "p\($0)" })
         #expect(!log.entries(level: .warning, containing: "committing again").isEmpty)
     }
+
+    /// The broker loop's delete of acknowledged records runs on the outbox's thread while
+    /// publishing goes on: on a full disk it is kept and tried again, said once, and nothing is
+    /// published twice for want of it.
+    @Test func theDeleteOfAcknowledgedMessagesWaitsForSpaceWithoutResending() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let disk = dir + "/disk"
+        #expect(Tmpfs.mount(disk, kilobytes: 2048))
+        defer { Tmpfs.unmount(disk) }
+        let outbox = try SQLiteOutbox(path: disk + "/q.sqlite", maxRecords: 1_000_000, synchronousFull: true)
+        let h = LoopHarness(outbox: outbox, window: 100)
+        let t = FakeTransport { _, _ in nil }
+        let stats = h.stats
+        try await h.run(t, (0..<50).map { position($0) }) {
+            #expect(await Poll.until { t.heldCount == 50 })
+            Tmpfs.sh("dd if=/dev/zero of='\(disk)/fill' bs=4k 2>/dev/null")
+            t.release()
+            #expect(await Poll.until { stats.value("queue.disk_full") == 1 }, "\(h.log.entries())")
+            #expect(await Poll.until { stats.value("queue.write_failures") >= 3 }, "retried")
+            #expect(outbox.depth == 50)
+            try? FileManager.default.removeItem(atPath: disk + "/fill")
+        }
+        #expect(outbox.depth == 0)
+        #expect(stats.value("queue.disk_full") == 0)
+        #expect(t.sent.map(\.id) == (0..<50).map { "p\($0)" })
+        let lines = h.log.entries(level: .error, containing: "full")
+        #expect(lines.count == 1 && lines[0].message.contains("delete"), "\(h.log.entries())")
+        #expect(h.log.entries(level: .warning, containing: "done after").count == 1, "\(h.log.entries())")
+    }
 }

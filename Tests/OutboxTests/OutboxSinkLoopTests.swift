@@ -223,3 +223,54 @@ struct OutboxSinkLoopTests {
         #expect(!h.log.entries(level: .info, containing: "resuming with 7").isEmpty)
     }
 }
+
+@Suite(.timeLimit(.minutes(1)))
+struct AckInboxTests {
+    @Test func acceptancesWakeThePublisherInBatchesAndAtTheEndOfABurst() {
+        let signal = OutboxSignal()
+        let inbox = AckInbox(signal: signal, wakeEvery: 3)
+        for _ in 0..<5 { inbox.handedOver() }
+        inbox.post(1, .accepted)
+        inbox.post(2, .accepted)
+        #expect(!signal.hasPost)
+        inbox.post(3, .accepted)
+        #expect(signal.hasPost)
+        #expect(inbox.take().map(\.0) == [1, 2, 3])
+        signal.clear()
+        inbox.post(4, .accepted)
+        #expect(!signal.hasPost)
+        // The last one outstanding: nothing more will come to fill a batch.
+        inbox.post(5, .accepted)
+        #expect(signal.hasPost)
+    }
+
+    @Test func aRetryOrARefusalWakesThePublisherAtOnce() {
+        let signal = OutboxSignal()
+        let inbox = AckInbox(signal: signal, wakeEvery: 100)
+        for _ in 0..<10 { inbox.handedOver() }
+        inbox.post(1, .retry(reason: "lost"))
+        #expect(signal.hasPost)
+        signal.clear()
+        inbox.post(2, .rejected(reason: "too big"))
+        #expect(signal.hasPost)
+    }
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct OutboxSignalTests {
+    @Test func aTimedWaitEndsAtItsTimeoutWithNoFlags() async {
+        let signal = OutboxSignal()
+        let flags = await signal.wait(timeout: .milliseconds(10))
+        #expect(!flags.ended && !flags.flushAll)
+    }
+
+    @Test func aTimedWaitEndsAtAPostWithItsFlags() async {
+        let signal = OutboxSignal()
+        async let waited = signal.wait(timeout: .seconds(600))
+        signal.post(ended: true)
+        #expect(await waited.ended)
+        // A post before the wait is not lost either.
+        signal.post(flushAll: true)
+        #expect(await signal.wait(timeout: .seconds(600)).flushAll)
+    }
+}

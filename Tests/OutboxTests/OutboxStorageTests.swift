@@ -13,6 +13,35 @@ func fileSize(_ path: String) -> Int {
 }
 
 @Suite struct OutboxStorageTests {
+    @Test(arguments: [
+        ([Int64](), [ClosedRange<Int64>]()),
+        ([7], [7...7]),
+        ([3, 1, 2], [1...3]),
+        ([5, 1, 2, 3, 9, 10, 7, 2], [1...3, 5...5, 7...7, 9...10]),
+    ])
+    func acknowledgedSeqsAreDeletedAsRunsOfConsecutiveValues(seqs: [Int64], runs: [ClosedRange<Int64>]) {
+        #expect(SQLiteOutbox.runs(of: seqs) == runs)
+    }
+
+    @Test func aRemovalOnTheOutboxThreadRemovesExactlyThoseRecords() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let q = try SQLiteOutbox(path: dir + "/q.sqlite", maxRecords: 1000, synchronousFull: true)
+        _ = try q.append(entries(0..<10), at: Timestamp(milliseconds: 1000))
+        let seqs = try q.oldest(limit: 10).map(\.seq)
+        let result: Result<Void, any Error> = await withCheckedContinuation { c in
+            q.remove([seqs[0], seqs[1], seqs[2], seqs[5], seqs[9]]) { c.resume(returning: $0) }
+        }
+        #expect((try? result.get()) != nil)
+        #expect(q.depth == 5)
+        #expect(try q.oldest(limit: 100).map(\.id) == ["p3", "p4", "p6", "p7", "p8"])
+        // Closing waits for what was handed to the outbox's thread.
+        q.remove([seqs[3]]) { _ in }
+        q.close()
+        let reopened = try SQLiteOutbox(path: dir + "/q.sqlite", maxRecords: 1000, synchronousFull: true)
+        #expect(try reopened.oldest(limit: 100).map(\.id) == ["p4", "p6", "p7", "p8"])
+    }
+
     @Test func theDiskOutboxSurvivesReopeningInOrder() throws {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -148,6 +177,28 @@ func fileSize(_ path: String) -> Int {
         #expect(try q.deadLetterCount() == 2)
         #expect(q.depth == 2)
         #expect(try q.oldest(limit: 10).map(\.id) == ["p1", "p3"])
+    }
+
+    /// A dead letter keeps its key (a topic, an http record's encoding, a postgres event), and a
+    /// queue file whose dead-letter table predates it gains the column in place.
+    @Test func deadLettersKeepTheirKeyAlsoInAnOlderQueueFile() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let old = """
+            CREATE TABLE pending (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, position TEXT NOT NULL, enqueued_ms INTEGER NOT NULL, key TEXT NOT NULL DEFAULT '');
+            CREATE TABLE dead_letters (seq INTEGER PRIMARY KEY, id TEXT NOT NULL, position TEXT NOT NULL, enqueued_ms INTEGER NOT NULL, failed_ms INTEGER NOT NULL, status INTEGER NOT NULL, answer TEXT NOT NULL);
+            INSERT INTO dead_letters VALUES (100, 'old', '{}', 5, 6, 400, 'no');
+            """
+        #expect(Tmpfs.sh("sqlite3 '\(dir)/q.sqlite' \"\(old)\"") == 0)
+        do {
+            let q = try SQLiteOutbox(path: dir + "/q.sqlite", maxRecords: 100, synchronousFull: true)
+            _ = try q.append(entries(0..<2, key: "fleet/van-1"), at: Timestamp(milliseconds: 7))
+            try q.deadLetter(try q.oldest(limit: 1), status: 0, answer: "too big", at: Timestamp(milliseconds: 9))
+            q.close()
+        }
+        let c = try SQLiteConnection(path: dir + "/q.sqlite", readOnly: true)
+        defer { c.close() }
+        #expect(try c.queryTexts("SELECT id || '=' || key FROM dead_letters ORDER BY seq") == ["p0=fleet/van-1", "old="])
     }
 
     /// Queue files written by the http sink before the outbox had keys open and keep their rows.
