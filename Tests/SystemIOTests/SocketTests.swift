@@ -274,7 +274,11 @@ private let hasIPv6Loopback: Bool = (try? TestListener(ipv6: true)) != nil
 
 /// Whether a TCP connect to 127.0.0.1:`port` is pending (state SYN_SENT in /proc/net/tcp).
 private func synSent(toPort port: Int) -> Bool {
-    guard let table = try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8) else { return false }
+    // Read to the end: /proc files report size 0, and a busy machine's table is many pages long.
+    guard let file = FileHandle(forReadingAtPath: "/proc/net/tcp") else { return false }
+    defer { try? file.close() }
+    guard let data = try? file.readToEnd() else { return false }
+    let table = String(decoding: data, as: UTF8.self)
     let hex = String(port, radix: 16, uppercase: true)
     let remote = "0100007F:" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
     return table.split(separator: "\n").dropFirst().contains { line in
