@@ -13,14 +13,19 @@ Environment:
 
 Everything runs on 127.0.0.1, on free ports, from a temporary directory: a 3-node nats-server
 JetStream cluster with the partition mapping, mosquitto with persistence, a persistent
-mosquitto_sub, the HTTP test receiver, two gateways (file replay of seeded tracks into a nats
-sink and an mqtt sink, both with durable queues) and two aggregators (nats source with durable
-consumers for two partitions each, geofence with enter/exit events, a file sink and an http sink
-with a durable queue). Faults roll through the run (each logged with its time): kill -9 of a
-nats node and its restart, kill -9 of each gateway and of each aggregator and their restarts,
-mosquitto restarted, the HTTP receiver flapping (kill -9, down a few seconds, up again). Then
-everything drains (bounded), is stopped with SIGTERM, and check.py prints the table. Exit status:
-check.py's (0 no loss, 1 loss), 2 when the run itself could not be set up.
+mosquitto_sub, the HTTP test receiver (Tests/HTTPOutputTests/Support/receiver.py), two gateways
+and two aggregators. gateway-a replays four devices' seeded tracks from files; gateway-b's four
+devices are phones (phones.py) posting to its http_server source and keeping each position
+until it was answered. Both publish through a nats sink and an mqtt sink (QoS 1), each with a
+durable queue. Each aggregator reads two of the four partitions through durable consumers, runs
+a geofence with enter/exit events and writes to a file sink and to an http sink with a durable
+queue. Faults roll through the run, each logged with its time (also to faults.log): kill -9 of
+a nats node (once the stream leader) and its restart, kill -9 of each gateway and its restart,
+kill -9 of each aggregator, down a few seconds, restarted and killed again as soon as it works
+through its backlog, mosquitto stopped and started, the HTTP receiver flapping (kill -9, down a
+few seconds, up again). Then everything drains (bounded), is stopped with SIGTERM, and check.py
+prints the table. Exit status: check.py's (0 no loss, 1 loss), 2 when the run could not be set
+up, 130 when interrupted.
 """
 import ctypes
 import json
@@ -42,6 +47,10 @@ ROOT = os.path.dirname(HERE)
 RECEIVER = os.path.join(ROOT, "Tests", "HTTPOutputTests", "Support", "receiver.py")
 GATEWAYS = {"gateway-a": ["van-1", "van-2", "van-3", "van-4"],
             "gateway-b": ["truck-1", "truck-2", "truck-3", "truck-4"]}
+# gateway-a replays its devices' tracks from files; gateway-b's devices are phones that post
+# to its http_server source and keep each position until it was answered (Chaos/phones.py), so
+# its kill -9 tests what it acknowledged, not a replay that starts again from the beginning.
+PHONE_GATEWAY = "gateway-b"
 AGGREGATORS = {"aggregator-0": [0, 1], "aggregator-1": [2, 3]}
 T0 = time.monotonic()
 
@@ -250,18 +259,23 @@ mappings = { "locgate.positions.*": "locgate.part.{{partition(4,1)}}.{{wildcard(
         return None
 
     def stream_report(self):
-        """Messages in the stream and each consumer's pending and unacknowledged counts."""
+        """Messages in the stream and each consumer's pending and unacknowledged counts, each as
+        its own leader reports it (a follower's view lags)."""
+        stream_text, consumers = "stream LOCGATE: no leader answered", {}
         for i, (_, _, http) in enumerate(self.nats_ports):
+            me = "n%d" % (i + 1)
             r = http_json("http://127.0.0.1:%d/jsz?streams=true&consumers=true" % http) or {}
             for account in r.get("account_details") or []:
                 for stream in account.get("stream_detail") or []:
-                    if stream.get("name") == "LOCGATE" and (stream.get("cluster") or {}).get("leader") == "n%d" % (i + 1):
-                        consumers = ", ".join("%s pending %s unacked %s redelivered %s" % (
-                            c.get("name"), c.get("num_pending"), c.get("num_ack_pending"), c.get("num_redelivered"))
-                            for c in stream.get("consumer_detail") or [])
-                        return "stream LOCGATE (leader n%d): %s messages; %s" % (
-                            i + 1, (stream.get("state") or {}).get("messages"), consumers)
-        return "stream LOCGATE: no report (no leader answered)"
+                    if stream.get("name") != "LOCGATE":
+                        continue
+                    if (stream.get("cluster") or {}).get("leader") == me:
+                        stream_text = "stream LOCGATE (leader %s): %s messages" % (me, (stream.get("state") or {}).get("messages"))
+                    for c in stream.get("consumer_detail") or []:
+                        if (c.get("cluster") or {}).get("leader") == me:
+                            consumers[c.get("name")] = "%s (leader %s) pending %s unacked %s redelivered %s" % (
+                                c.get("name"), me, c.get("num_pending"), c.get("num_ack_pending"), c.get("num_redelivered"))
+        return "; ".join([stream_text] + [consumers[k] for k in sorted(consumers)])
 
     # mosquitto, its subscriber, the HTTP receiver --------------------------------------------
 
@@ -314,20 +328,28 @@ allow_anonymous true
     # locgate -------------------------------------------------------------------------------
 
     def write_configs(self):
+        self.phones_port = free_ports(1)[0]
         with open(self.path("fences.geojson"), "w") as f:
             json.dump(FENCES, f)
         for name, devices in GATEWAYS.items():
+            if name == PHONE_GATEWAY:
+                # Its devices call in: an http_server that answers each request once committed.
+                sources = {"phones": {"type": "http_server", "listen": "127.0.0.1:%d" % self.phones_port,
+                                      "format": "json", "unknown_devices": "accept"}}
+            else:
+                sources = {d: {"type": "file", "path": self.path("data", d + ".jsonl"), "rate": "%gx" % self.rate,
+                               "device": d} for d in devices}
+            inputs = list(sources)
             config = {
                 "settings": {"shutdown_timeout": "30s", "stats_interval": "10s"},
-                "sources": {d: {"type": "file", "path": self.path("data", d + ".jsonl"), "rate": "%gx" % self.rate,
-                                "device": d} for d in devices},
+                "sources": sources,
                 "sinks": {
-                    "bus": {"type": "nats", "inputs": devices, "servers": self.nats_urls,
+                    "bus": {"type": "nats", "inputs": inputs, "servers": self.nats_urls,
                             "subject": "locgate.positions.{device}",
                             "stream": {"name": "LOCGATE", "subjects": ["locgate.part.>", "locgate.positions.>"],
                                        "replicas": 3, "duplicate_window": "10m"},
                             "queue": {"path": self.path(name + "-nats.sqlite")}},
-                    "broker": {"type": "mqtt", "inputs": devices, "url": "mqtt://127.0.0.1:%d" % self.mqtt_port,
+                    "broker": {"type": "mqtt", "inputs": inputs, "url": "mqtt://127.0.0.1:%d" % self.mqtt_port,
                                "client_id": "chaos-" + name, "qos": 1, "topic": "chaos/{device}",
                                "keepalive": "5s", "reconnect_max": "2s",
                                "queue": {"path": self.path(name + "-mqtt.sqlite")}},
@@ -364,12 +386,19 @@ allow_anonymous true
     def setup_locgate(self):
         for name in AGGREGATORS:
             self.aggregators[name] = self.proc(name, [self.binary, "run", self.path(name + ".json")]).start()
-        # --drain: a gateway exits 0 once its replay ended and both outboxes are empty.
+        # --drain: the replaying gateway exits 0 once its replay ended and both outboxes are empty.
         for name in GATEWAYS:
-            self.gateways[name] = self.proc(name, [self.binary, "run", self.path(name + ".json"),
-                                                   "--drain", "%ds" % (3 * self.seconds)]).start()
-        log("%d gateways replaying %d devices x %d positions at %gx, %d aggregators"
-            % (len(GATEWAYS), sum(len(d) for d in GATEWAYS.values()), self.epochs, self.rate, len(AGGREGATORS)))
+            drain = [] if name == PHONE_GATEWAY else ["--drain", "%ds" % (3 * self.seconds)]
+            self.gateways[name] = self.proc(name, [self.binary, "run", self.path(name + ".json")] + drain).start()
+        if not poll(lambda: accepts(self.phones_port), 30):
+            raise SetupError("%s's http_server did not listen on %d; see %s/%s.log" % (PHONE_GATEWAY, self.phones_port, self.work, PHONE_GATEWAY))
+        self.phones = self.proc("phones", [sys.executable, os.path.join(HERE, "phones.py"),
+                                           "http://127.0.0.1:%d/" % self.phones_port, "%g" % self.rate]
+                                + [self.path("data", d + ".jsonl") for d in GATEWAYS[PHONE_GATEWAY]]).start()
+        log("%s replays %s, %s's phones post %s: %d positions each at %gx; %d aggregators"
+            % (", ".join(n for n in GATEWAYS if n != PHONE_GATEWAY),
+               " ".join(d for n, ds in GATEWAYS.items() if n != PHONE_GATEWAY for d in ds),
+               PHONE_GATEWAY, " ".join(GATEWAYS[PHONE_GATEWAY]), self.epochs, self.rate, len(AGGREGATORS)))
 
     # the faults ----------------------------------------------------------------------------
 
@@ -382,11 +411,11 @@ allow_anonymous true
         plan = [
             (0.08 * s, "nats", r.randrange(3), r.uniform(4, 10)),
             (0.14 * s, "gateway", gws[0], r.uniform(1, 3)),
-            (0.20 * s, "aggregator", aggs[0], r.uniform(1, 3)),
+            (0.20 * s, "aggregator", aggs[0], r.uniform(4, 8)),
             (0.26 * s, "mosquitto", None, r.uniform(2, 5)),
             (0.30 * s, "gateway", gws[1], r.uniform(1, 3)),
             (0.36 * s, "nats", "leader", r.uniform(4, 10)),
-            (0.44 * s, "aggregator", aggs[1], r.uniform(1, 3)),
+            (0.44 * s, "aggregator", aggs[1], r.uniform(4, 8)),
             (0.50 * s, "mosquitto", None, r.uniform(2, 5)),
             (0.56 * s, "nats", r.randrange(3), r.uniform(4, 10)),
         ]
@@ -451,6 +480,21 @@ allow_anonymous true
             def back():
                 p.start()
                 log("restarted %s (pid %d)" % (target, p.pid))
+                if what != "aggregator":
+                    return
+                # Down for seconds, an aggregator comes back to a backlog: killed again as soon
+                # as its file grows, it dies with positions written, uploaded or in its outbox
+                # and not yet acknowledged to the stream — the case an idle kill never hits.
+                out = self.path(target + ".jsonl")
+                size = os.path.getsize(out) if os.path.exists(out) else 0
+                if poll(lambda: os.path.exists(out) and os.path.getsize(out) > size, 30, 0.02):
+                    log("FAULT kill -9 %s again while it catches up (pid %d, %d bytes written since its restart)"
+                        % (target, p.pid, os.path.getsize(out) - size))
+                    p.kill9()
+                    p.start()
+                    log("restarted %s (pid %d)" % (target, p.pid))
+                else:
+                    log("%s wrote nothing within 30 s of its restart: no second kill" % target)
             return back
         if what == "mosquitto":
             log("FAULT mosquitto stopped (SIGTERM; pid %d)" % self.mosquitto.pid)
@@ -482,12 +526,14 @@ allow_anonymous true
         deadline = time.monotonic() + budget
         stall = 25          # longer than every retry interval, ack_wait and reconnect backoff
         last_change, last = time.monotonic(), None
-        log("draining: waiting up to %ds for the gateways to exit and every output to hold %d positions" % (budget, expected))
+        log("draining: waiting up to %ds for the replay and the phones to end and every output to hold %d positions" % (budget, expected))
         while time.monotonic() < deadline:
             for o in outputs:
                 o.read()
             counts = tuple(o.distinct() for o in outputs) + tuple(o.total() for o in outputs)
-            gateways_done = not any(g.alive() for g in self.gateways.values())
+            # Inputs are done when the replaying gateway exited (drained) and every phone was answered.
+            gateways_done = not self.phones.alive() and not any(
+                g.alive() for n, g in self.gateways.items() if n != PHONE_GATEWAY)
             if counts != last:
                 last, last_change = counts, time.monotonic()
             if gateways_done and all(o.distinct() >= expected for o in outputs):
@@ -498,9 +544,12 @@ allow_anonymous true
                 break
             time.sleep(1)
         else:
-            log("drain budget of %ds used up (%s); gateways still running: %s" % (
+            log("drain budget of %ds used up (%s); still running: %s" % (
                 budget, self.counts_text(outputs, expected),
-                ", ".join(n for n, g in self.gateways.items() if g.alive()) or "none"))
+                ", ".join(p.name for p in [self.phones] + list(self.gateways.values())
+                          if p.alive() and p.name != PHONE_GATEWAY) or "none"))
+        if not self.phones.alive():
+            log("phones exited with status %s" % self.phones.p.returncode)
         for name, g in self.gateways.items():
             if not g.alive():
                 log("%s exited with status %s%s" % (name, g.p.returncode, "" if g.p.returncode == 0 else " (see %s.log)" % name))
@@ -540,8 +589,8 @@ allow_anonymous true
         left = self.seconds - (time.monotonic() - started)
         self.drain(max(60, int(left)))
         log(self.stream_report())
-        log("stopping: aggregators, subscriber, receiver, mosquitto, nats (SIGTERM)")
-        for p in list(self.gateways.values()) + list(self.aggregators.values()):
+        log("stopping: phones, gateways, aggregators, subscriber, receiver, mosquitto, nats (SIGTERM)")
+        for p in [self.phones] + list(self.gateways.values()) + list(self.aggregators.values()):
             status = p.term(40)
             if status not in (0, None, -signal.SIGKILL):
                 log("%s exited with status %s (see %s.log)" % (p.name, status, p.name))

@@ -16,7 +16,7 @@ Delivery is at-least-once: duplicates are allowed and counted, never a failure. 
 order when its first copy arrived after the first copy of a later id of its device (reported,
 not a failure: positions re-sent after a fault may come behind newer ones). Geofence events in
 the outputs are counted separately. The lost ids, as ranges per path and device, go to
-WORK_DIRECTORY/lost.txt.
+WORK_DIRECTORY/lost.txt, the out-of-order ones to out_of_order.txt.
 """
 import glob
 import json
@@ -165,7 +165,7 @@ def ranges(seqs):
 def classify(expected, arrivals):
     """Counts for one device on one path: delivered, lost ids, extra copies, out of order."""
     order = {pid: i for i, pid in enumerate(expected)}
-    seen, duplicates, out_of_order, newest, unexpected = set(), 0, 0, -1, 0
+    seen, duplicates, out_of_order, newest, unexpected = set(), 0, [], -1, 0
     for pid in arrivals:
         if pid not in order:
             unexpected += 1
@@ -175,7 +175,7 @@ def classify(expected, arrivals):
             continue
         seen.add(pid)
         if order[pid] < newest:
-            out_of_order += 1
+            out_of_order.append((order[pid], newest))
         newest = max(newest, order[pid])
     lost = [pid for pid in expected if pid not in seen]
     return {"expected": len(expected), "delivered": len(seen), "lost": lost, "duplicates": duplicates,
@@ -191,7 +191,7 @@ def main():
     if not expected:
         print("check: no generated tracks in %s/data" % work, file=sys.stderr)
         return 2
-    rows, lost_lines = [], []
+    rows, lost_lines, late_lines = [], [], []
     totals_all = {"expected": 0, "delivered": 0, "lost": 0, "duplicates": 0, "out_of_order": 0, "unexpected": 0}
     extras = []
     for out in outputs(work):
@@ -199,9 +199,16 @@ def main():
         path_total = dict.fromkeys(totals_all, 0)
         for device in sorted(expected):
             c = classify(expected[device], out.arrivals.get(device, []))
-            rows.append((out.name, device, c["expected"], c["delivered"], len(c["lost"]), c["duplicates"], c["out_of_order"]))
+            rows.append((out.name, device, c["expected"], c["delivered"], len(c["lost"]), c["duplicates"], len(c["out_of_order"])))
             for k in path_total:
-                path_total[k] += len(c[k]) if k == "lost" else c[k]
+                path_total[k] += len(c[k]) if k in ("lost", "out_of_order") else c[k]
+            if c["out_of_order"]:
+                # Grouped by the newest seq that had already arrived: "280-329 after 419".
+                groups = {}
+                for seq, after in c["out_of_order"]:
+                    groups.setdefault(after, []).append(seq)
+                late_lines.append("%s %s: %s" % (out.name, device, "; ".join(
+                    "%s after %d" % (ranges(v), k) for k, v in sorted(groups.items()))))
             if c["lost"]:
                 seqs = [int(pid.rsplit(":", 1)[1]) for pid in c["lost"]]
                 lost_lines.append("%s %s: %d lost, seq %s" % (out.name, device, len(seqs), ranges(seqs)))
@@ -230,6 +237,12 @@ def main():
     print("  acknowledgement) and only counted; out of order is reported, not a failure; a lost id fails.")
     with open(os.path.join(work, "lost.txt"), "w") as f:
         f.write("".join(l + "\n" for l in lost_lines))
+    with open(os.path.join(work, "out_of_order.txt"), "w") as f:
+        f.write("".join(l + "\n" for l in late_lines))
+    if late_lines:
+        print("\nOut of order (first copies, seq ranges that arrived after a newer seq of their device):")
+        for l in late_lines:
+            print("  " + l)
     if totals_all["lost"]:
         print("\nLOST: %d position(s) (ids are <device>:<seq>):" % totals_all["lost"])
         for l in lost_lines:
