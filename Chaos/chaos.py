@@ -405,15 +405,17 @@ allow_anonymous true
     def schedule(self):
         """(seconds after the gateways started, what, target, seconds down), seeded."""
         s, r = self.seconds, self.rng
-        gws, aggs = list(GATEWAYS), list(AGGREGATORS)
-        r.shuffle(gws)
+        replay = [n for n in GATEWAYS if n != PHONE_GATEWAY][0]
+        aggs = list(AGGREGATORS)
         r.shuffle(aggs)
         plan = [
             (0.08 * s, "nats", r.randrange(3), r.uniform(4, 10)),
-            (0.14 * s, "gateway", gws[0], r.uniform(1, 3)),
+            # The replaying gateway first: after kill -9 its replay starts again from the
+            # beginning, and must still reach its end within the fault window.
+            (0.14 * s, "gateway", replay, r.uniform(1, 3)),
             (0.20 * s, "aggregator", aggs[0], r.uniform(4, 8)),
             (0.26 * s, "mosquitto", None, r.uniform(2, 5)),
-            (0.30 * s, "gateway", gws[1], r.uniform(1, 3)),
+            (0.30 * s, "gateway", PHONE_GATEWAY, r.uniform(1, 3)),
             (0.36 * s, "nats", "leader", r.uniform(4, 10)),
             (0.44 * s, "aggregator", aggs[1], r.uniform(4, 8)),
             (0.50 * s, "mosquitto", None, r.uniform(2, 5)),
@@ -428,28 +430,38 @@ allow_anonymous true
         return sorted(plan, key=lambda x: x[0])
 
     def run_faults(self):
+        """Runs the schedule. A fault takes a component down and queues the step that brings it
+        back; a step may queue a follow-up (an aggregator's second kill). Nothing here waits for
+        long: every step is a check or an action, so faults stay on time."""
         start = time.monotonic()
-        pending = []        # (time, restart callable) of components that are down
+        steps = []          # (due, callable returning None or (delay, callable))
+        self.down = set()   # components killed and not yet restarted
         plan = self.schedule()
         log("fault schedule (seed %d): %s" % (self.seed, "; ".join(
             "%.0fs %s%s" % (t, what, "" if target is None else " " + str(target)) for t, what, target, _ in plan)))
-        while plan or pending:
+        while plan or steps:
             now = time.monotonic() - start
-            pending.sort(key=lambda x: x[0])
-            if pending and pending[0][0] <= now:
-                pending.pop(0)[1]()
+            steps.sort(key=lambda x: x[0])
+            if steps and steps[0][0] <= now:
+                follow = steps.pop(0)[1]()
+                if follow:
+                    steps.append((time.monotonic() - start + follow[0], follow[1]))
                 continue
             if plan and plan[0][0] <= now:
                 _, what, target, down = plan.pop(0)
                 restart = self.fault(what, target)
                 if restart:
-                    pending.append((now + down, restart))
+                    steps.append((now + down, restart))
                 continue
-            nxt = min([p[0] for p in plan[:1]] + [p[0] for p in pending])
+            nxt = min([p[0] for p in plan[:1]] + [p[0] for p in steps])
             time.sleep(max(0.0, min(0.5, nxt - now)))
 
     def fault(self, what, target):
-        """Performs one fault; returns what brings the component back."""
+        """Performs one fault; returns the step that brings the component back."""
+        key = (what, target if what != "nats" else "any")
+        if key in self.down:
+            log("skipped: %s %s is still down from the last fault" % (what, target or ""))
+            return None
         if what == "nats":
             if any(not n.alive() for n in self.nats):
                 log("skipped: kill -9 of a nats node while another is down (the cluster keeps a quorum)")
@@ -463,11 +475,21 @@ allow_anonymous true
             node = self.nats[i]
             log("FAULT kill -9 nats %s (pid %d)%s" % (node.name, node.pid, " — the stream leader" if target == "leader" else ""))
             node.kill9()
+            self.down.add(key)
 
             def back():
                 node.start()
-                ok = poll(lambda: self.nats_healthy(i), 60, 0.25)
-                log("restarted nats %s (pid %d)%s" % (node.name, node.pid, "" if ok else ", NOT healthy after 60 s"))
+                deadline = time.monotonic() + 60
+
+                def healthy():
+                    if self.nats_healthy(i):
+                        log("restarted nats %s (pid %d), healthy" % (node.name, node.pid))
+                    elif time.monotonic() < deadline:
+                        return 0.25, healthy
+                    else:
+                        log("restarted nats %s (pid %d), NOT healthy after 60 s" % (node.name, node.pid))
+                    self.down.discard(key)
+                return healthy()
             return back
         if what in ("gateway", "aggregator"):
             p = (self.gateways if what == "gateway" else self.aggregators)[target]
@@ -476,41 +498,55 @@ allow_anonymous true
                 return None
             log("FAULT kill -9 %s (pid %d)" % (target, p.pid))
             p.kill9()
+            self.down.add(key)
 
             def back():
                 p.start()
                 log("restarted %s (pid %d)" % (target, p.pid))
                 if what != "aggregator":
-                    return
+                    self.down.discard(key)
+                    return None
                 # Down for seconds, an aggregator comes back to a backlog: killed again as soon
                 # as its file grows, it dies with positions written, uploaded or in its outbox
                 # and not yet acknowledged to the stream — the case an idle kill never hits.
                 out = self.path(target + ".jsonl")
                 size = os.path.getsize(out) if os.path.exists(out) else 0
-                if poll(lambda: os.path.exists(out) and os.path.getsize(out) > size, 30, 0.02):
-                    log("FAULT kill -9 %s again while it catches up (pid %d, %d bytes written since its restart)"
-                        % (target, p.pid, os.path.getsize(out) - size))
-                    p.kill9()
-                    p.start()
-                    log("restarted %s (pid %d)" % (target, p.pid))
-                else:
-                    log("%s wrote nothing within 30 s of its restart: no second kill" % target)
+                deadline = time.monotonic() + 30
+
+                def catching_up():
+                    grown = os.path.exists(out) and os.path.getsize(out) > size
+                    if grown:
+                        log("FAULT kill -9 %s again while it catches up (pid %d, %d bytes written since its restart)"
+                            % (target, p.pid, os.path.getsize(out) - size))
+                        p.kill9()
+                        p.start()
+                        log("restarted %s (pid %d)" % (target, p.pid))
+                    elif time.monotonic() < deadline:
+                        return 0.02, catching_up
+                    else:
+                        log("%s wrote nothing within 30 s of its restart: no second kill" % target)
+                    self.down.discard(key)
+                return catching_up()
             return back
         if what == "mosquitto":
             log("FAULT mosquitto stopped (SIGTERM; pid %d)" % self.mosquitto.pid)
             self.mosquitto.term(10)
+            self.down.add(key)
 
             def back():
                 self.start_mosquitto()
                 log("restarted mosquitto (pid %d)" % self.mosquitto.pid)
+                self.down.discard(key)
             return back
         if what == "receiver":
             log("FAULT kill -9 http receiver (pid %d)" % self.receiver.pid)
             self.receiver.kill9()
+            self.down.add(key)
 
             def back():
                 self.start_receiver()
                 log("restarted http receiver (pid %d)" % self.receiver.pid)
+                self.down.discard(key)
             return back
         raise ValueError(what)
 
