@@ -626,16 +626,38 @@ allow_anonymous true
         self.drain(max(60, int(left)))
         log(self.stream_report())
         log("stopping: phones, gateways, aggregators, subscriber, receiver, mosquitto, nats (SIGTERM)")
-        for p in [self.phones] + list(self.gateways.values()) + list(self.aggregators.values()):
-            status = p.term(40)
+        # SIGTERM to all of a tier at once, then one shared deadline: the stop stays bounded.
+        locgates = [self.phones] + list(self.gateways.values()) + list(self.aggregators.values())
+        for status, p in zip(self.term_all(locgates, 40), locgates):
             if status not in (0, None, -signal.SIGKILL):
                 log("%s exited with status %s (see %s.log)" % (p.name, status, p.name))
         for line in self.queue_report():
             log("outbox " + line)
-        for p in [self.subscriber, self.receiver, self.mosquitto] + self.nats:
-            p.term(15)
+        self.term_all([self.subscriber, self.receiver, self.mosquitto] + self.nats, 15)
         log("run took %.0fs; checking" % (time.monotonic() - started))
         return subprocess.run([sys.executable, os.path.join(HERE, "check.py"), self.work]).returncode
+
+    @staticmethod
+    def term_all(procs, timeout):
+        """SIGTERM to every process, then kill -9 of those still running after timeout seconds;
+        their exit statuses."""
+        for p in procs:
+            if p.alive():
+                p.p.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        statuses = []
+        for p in procs:
+            if p.p is None:
+                statuses.append(None)
+                continue
+            try:
+                p.p.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log("%s did not stop within %ds of SIGTERM: kill -9" % (p.name, timeout))
+                p.p.kill()
+                p.p.wait()
+            statuses.append(p.p.returncode)
+        return statuses
 
     def stop_all(self):
         for p in self.procs:
