@@ -101,9 +101,13 @@ def poll(condition, timeout, interval=0.2):
         time.sleep(interval)
 
 
+# Loopback only: a proxy from the environment (http_proxy) must not see these requests.
+_direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
 def http_json(url):
     try:
-        with urllib.request.urlopen(url, timeout=2) as r:
+        with _direct.open(url, timeout=2) as r:
             return json.loads(r.read())
     except Exception:
         return None
@@ -370,6 +374,7 @@ allow_anonymous true
                 "sinks": {
                     "archive": {"type": "file", "inputs": ["depot"], "path": self.path(name + ".jsonl")},
                     "upload": {"type": "http", "inputs": ["depot"], "url": "http://127.0.0.1:%d/track" % self.http_port,
+                               "proxy": "",
                                "batch": {"max_positions": 200, "interval": "500ms"},
                                "retry": {"initial": "200ms", "max": "2s"}, "connect_timeout": "1s", "timeout": "5s",
                                "queue": {"path": self.path(name + "-http.sqlite")}},
@@ -556,6 +561,7 @@ allow_anonymous true
         """Waits until the gateways exited and every output holds every id, or nothing grew on any
         output for a while; at most budget seconds."""
         sys.path.insert(0, HERE)
+        sys.dont_write_bytecode = True      # no __pycache__ left in the source tree
         import check
         expected = sum(len(v) for v in check.expected_ids(self.work).values())
         outputs = check.outputs(self.work)

@@ -20,6 +20,8 @@ import urllib.request
 from datetime import datetime
 
 BATCH = 10
+# Straight to the gateway on loopback, whatever http_proxy says.
+DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def epoch(t):
@@ -42,7 +44,7 @@ def phone(url, rate, path, start, results):
             attempts += 1
             try:
                 req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
-                with urllib.request.urlopen(req, timeout=15) as r:
+                with DIRECT.open(req, timeout=15) as r:
                     r.read()
                     if 200 <= r.status < 300:
                         break
