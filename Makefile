@@ -178,10 +178,10 @@ proof: deps-run
 
 # The chaos run (Chaos/README.md): the fleet of Docs/examples/fleet — a 3-node JetStream cluster,
 # mosquitto, an HTTP receiver, two gateways, two aggregators, all on free loopback ports in a
-# temporary directory — under rolling kill -9 and restarts for CHAOS_SECONDS (faults and drain;
-# setup adds ~10 s), then every position id is classified per output path and device; any loss
-# fails. Not part of `test`. CHAOS_BINARY runs a binary built elsewhere (else the release build,
-# incremental); CHAOS_SEED picks another fault schedule.
+# temporary directory — under rolling kill -9 and restarts for about CHAOS_SECONDS (faults and
+# drain), then every position id is classified per output path and device; any loss fails.
+# Not part of `test`. CHAOS_BINARY runs a binary built elsewhere (else the release build,
+# incremental); CHAOS_SEED picks another fault schedule. 2 minutes here at the default.
 CHAOS_SECONDS ?= 180
 CHAOS_SEED ?= 1
 CHAOS_BINARY ?=

@@ -5,7 +5,7 @@ then a check that no position was lost on any output path.
 Usage: Chaos/chaos.py [LOCGATE_BINARY]
   Without a binary it builds one (swift build -c release --static-swift-stdlib --product locgate).
 Environment:
-  CHAOS_SECONDS  length of the run, faults and drain included (default 180; the setup adds ~10 s)
+  CHAOS_SECONDS  length of the run, faults and drain included (default 180; the setup adds a few seconds)
   CHAOS_SEED     seed of the fault schedule (default 1): the same seed, the same schedule
   CHAOS_RATE     replay speed of the gateways (default 20, i.e. "20x")
   CHAOS_WORK     a directory to use and keep (default a temporary one, removed after a pass and
