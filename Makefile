@@ -32,7 +32,7 @@ DOCDIR ?= $(PREFIX)/share/doc/locgate
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps deps-run build release run test bench bench-nmea clean install fuzz fuzz-build fuzz-smoke proof tsan asan
+.PHONY: deps deps-run build release run test bench bench-nmea clean install fuzz fuzz-build fuzz-smoke proof tsan asan chaos
 
 # $(call install,PACKAGES): apt-get installs those not installed yet, without recommends.
 # Debian starts a package's service as it installs it (gpsd on 2947, nats-server on 4222,
@@ -175,6 +175,20 @@ PROOF_SCALE ?= 20
 proof: deps-run
 	swift build --build-tests $(SWIFT_FLAGS)
 	LOCGATE_PROOF_SCALE=$(PROOF_SCALE) swift test --skip-build --disable-xctest --no-parallel --filter OutboxProofTests $(SWIFT_FLAGS)
+
+# The chaos run (Chaos/README.md): the fleet of Docs/examples/fleet — a 3-node JetStream cluster,
+# mosquitto, an HTTP receiver, two gateways, two aggregators, all on free loopback ports in a
+# temporary directory — under rolling kill -9 and restarts for about CHAOS_SECONDS (faults and
+# drain), then every position id is classified per output path and device; any loss fails.
+# Not part of `test`. CHAOS_BINARY runs a binary built elsewhere (else the release build,
+# incremental); CHAOS_SEED picks another fault schedule. 2 minutes here at the default.
+CHAOS_SECONDS ?= 180
+CHAOS_SEED ?= 1
+CHAOS_BINARY ?=
+CHAOS_PACKAGES := nats-server mosquitto mosquitto-clients python3
+chaos: deps-run
+	$(call install,$(CHAOS_PACKAGES))
+	CHAOS_SECONDS=$(CHAOS_SECONDS) CHAOS_SEED=$(CHAOS_SEED) python3 Chaos/chaos.py $(CHAOS_BINARY)
 
 clean:
 	rm -rf .build
