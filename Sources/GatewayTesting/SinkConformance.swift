@@ -83,9 +83,7 @@ public enum SinkConformance {
                 throw Failure(check: "acknowledgement", details: "positions \(start)… were not acknowledged within \(DurationText.format(bound))")
             }
         }
-        buffer.close()
-        _ = await running.wait(within: bound)
-        if let violation = input.violations.first { throw Failure(check: "acknowledgement", details: violation) }
+        // Not closed: a durable sink whose peer is down would deliver until cancelled.
         guard input.acknowledgedPositions == positions.count else {
             throw Failure(check: "acknowledgement", details: "\(input.acknowledgedPositions) of \(positions.count) positions acknowledged")
         }
