@@ -17,7 +17,7 @@ struct DiskFullTests {
         let disk = dir + "/disk"
         #expect(Tmpfs.mount(disk, kilobytes: 2048))
         defer { Tmpfs.unmount(disk) }
-        let harness = try Harness(#"{ "type": "postgres", "url": "\#(server.url(database: "tracks"))", "batch": { "max_positions": 100, "interval": "1h" }, "retry": { "initial": "50ms", "max": "500ms" }, "queue": { "path": "\#(disk)/q.sqlite" } }"#)
+        let harness = try Harness(#"{ "type": "postgres", "url": "\#(server.url(database: "tracks"))", "batch": { "max_positions": 100, "interval": "1h" }, "retry": { "initial": "50ms", "max": "500ms" }, "queue": { "path": "\#(disk)/q.sqlite" } }"#, id: "db")
         let stored: @Sendable () -> Int = { Int((try? server.psql("SELECT count(*) FROM positions", database: "tracks")) ?? "") ?? -1 }
         let sink = harness.sink, buffer = harness.buffer, stats = harness.stats
         let running = Task { try await sink.run(input: buffer) }

@@ -25,7 +25,7 @@ import Testing
         }
         _ = try outbox.append(entries, at: Timestamp(milliseconds: 1_714_557_600_000))
         outbox.close()
-        let harness = try Harness(json)
+        let harness = try Harness(json, id: "db")
         var failure: String?
         do {
             try await harness.run()
@@ -148,7 +148,7 @@ import Testing
         #expect(found.count == 2, "\(found)")
         #expect(found.contains { $0.hasPrefix("warning sinks.db.url: PostgreSQL is not reachable now: ") && $0.contains("Connection refused") && $0.hasSuffix("; positions wait in the queue until it is") }, "\(found)")
         // The sink starts, keeps what it receives and retries.
-        let harness = try Harness(json)
+        let harness = try Harness(json, id: "db")
         await withTaskGroup(of: Void.self) { group in
             group.addTask { try? await harness.sink.run(input: harness.buffer) }
             await harness.buffer.send(positions(0..<10, devices: 5))

@@ -12,7 +12,7 @@ import Testing
         try server.createDatabase("tracks")
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let harness = try Harness(sinkJSON(server, database: "tracks", queue: dir + "/q.sqlite"))
+        let harness = try Harness(sinkJSON(server, database: "tracks", queue: dir + "/q.sqlite"), id: "db")
         let stored: @Sendable () -> Int = { Int((try? server.psql("SELECT count(*) FROM positions", database: "tracks")) ?? "") ?? -1 }
         try await harness.run { buffer in
             for chunk in stride(from: 0, to: 3000, by: 100) { await buffer.send(positions(chunk..<chunk + 100, devices: 5)) }

@@ -6,7 +6,7 @@ import GatewayTesting
 import BuiltinPlugins
 import Testing
 
-/// The postgres sink under test, in this process.
+/// The postgres sink under test, in this process (its tests name it `db`: `sinks.db` in messages).
 typealias Harness = SinkHarness<PostgresSinkPlugin>
 
 /// `{"type": "postgres", …}` for `server`'s database `database`, a queue file in `directory` (or
