@@ -122,7 +122,11 @@ public struct PostgresSink: PositionSink {
         var backoff: Backoff
         /// When the current run of failures began; nil while writing works.
         var failingSince: ContinuousClock.Instant?
-        var lastFailureLog: ContinuousClock.Instant?
+        /// A failure is logged at once, then at most every 10 s while failures last.
+        var failureLog = Session.newFailureLog
+        /// What `failureLog`'s times count from.
+        let failureLogOrigin = ContinuousClock.now
+        static var newFailureLog: LogRateLimit { LogRateLimit(intervalMilliseconds: 10_000) }
         var connections = 0
         /// Write through the temporary tables (skipping stored ids) until a batch has no stored ids:
         /// after a restart the first batches are often re-sent ones.
@@ -391,8 +395,7 @@ public struct PostgresSink: PositionSink {
         if session.failingSince == nil { session.failingSince = now }
         context.stats.count("postgres.retried")
         guard log else { return }
-        if session.lastFailureLog.map({ now - $0 >= .seconds(10) }) ?? true {
-            session.lastFailureLog = now
+        if session.failureLog.allow("write", now: (now - session.failureLogOrigin).milliseconds) != nil {
             let since = session.failingSince.map { Int((now - $0).secondsDouble) } ?? 0
             context.logger.warning("\(reason); \(queue.depth) position(s) queued\(since > 0 ? ", failing for \(since) s" : ""); retrying with backoff up to \(DurationText.format(configuration.retryMax))")
         } else {
@@ -405,7 +408,7 @@ public struct PostgresSink: PositionSink {
         let seconds = Int((ContinuousClock.now - since).secondsDouble)
         context.logger.info("PostgreSQL takes batches again after \(seconds) s; \(queue.depth) position(s) queued")
         session.failingSince = nil
-        session.lastFailureLog = nil
+        session.failureLog = Session.newFailureLog
         session.backoff.reset()
     }
 

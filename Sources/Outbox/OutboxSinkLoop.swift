@@ -93,8 +93,10 @@ public struct OutboxSinkLoop: Sendable {
         var backoff = Backoff(initial: retryInitial, cap: retryMax, multiplier: 2, jitter: 0.2)
         var pauseUntil: ContinuousClock.Instant?
         var failingSince: ContinuousClock.Instant?
-        var lastFailureLog: ContinuousClock.Instant?
+        // At once, then at most every 10 s while failures last.
+        var failureLog = LogRateLimit(intervalMilliseconds: 10_000)
         let clock = ContinuousClock()
+        let started = clock.now
         var lastExpiryCheck = clock.now
         // Acknowledged rows not deleted yet: deletes are batched (one transaction, one fsync, for
         // many acks) because a broker acknowledges faster than a commit per ack can keep up with.
@@ -173,9 +175,7 @@ public struct OutboxSinkLoop: Sendable {
             let delay = backoff.next()
             pauseUntil = now + delay
             if failingSince == nil { failingSince = now }
-            // At once, then at most every 10 s while it lasts.
-            if lastFailureLog.map({ now - $0 >= .seconds(10) }) ?? true {
-                lastFailureLog = now
+            if failureLog.allow("delivery", now: (now - started).milliseconds) != nil {
                 context.logger.warning("\(reason); \(outbox.depth) queued, retrying in \(DurationText.format(delay))")
             }
         }
