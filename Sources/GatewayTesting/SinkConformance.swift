@@ -35,7 +35,8 @@ public enum SinkConformance {
     ) async throws -> ComponentStats {
         let context = makeContext()
         let buffer = SinkBuffer(capacity: 100_000, policy: .block, durable: false, stats: context.stats)
-        let running = Running(try make(context), input: buffer)
+        let sink = try make(context)
+        let running = AbandonableRun { try await sink.run(input: buffer) }
         defer { running.task.cancel() }
         for start in stride(from: 0, to: positions.count, by: batchSize) {
             await buffer.send(Array(positions[start..<min(start + batchSize, positions.count)]))
@@ -72,11 +73,12 @@ public enum SinkConformance {
         let context = makeContext()
         let buffer = SinkBuffer(capacity: 100_000, policy: .block, durable: true, stats: context.stats)
         let input = CommitCheckingInput(buffer, committed: committed)
-        let running = Running(try make(context), input: input)
+        let sink = try make(context)
+        let running = AbandonableRun { try await sink.run(input: input) }
         defer { running.task.cancel() }
         for start in stride(from: 0, to: positions.count, by: batchSize) {
             let batch = Array(positions[start..<min(start + batchSize, positions.count)])
-            let sent = await running.send(batch, to: buffer, within: bound)
+            let sent = await send(batch, to: buffer, of: running, within: bound)
             if let violation = input.violations.first { throw Failure(check: "acknowledgement", details: violation) }
             guard sent else {
                 if case .threw(let e) = running.ended { throw Failure(check: "acknowledgement", details: "run() threw \(e)") }
@@ -98,7 +100,8 @@ public enum SinkConformance {
     ) async throws {
         let context = makeContext()
         let buffer = SinkBuffer(capacity: 100_000, policy: .block, durable: false, stats: context.stats)
-        let running = Running(try make(context), input: buffer)
+        let sink = try make(context)
+        let running = AbandonableRun { try await sink.run(input: buffer) }
         buffer.enqueueWithoutWaiting(positions)
         try? await Task.sleep(for: runFor)
         running.task.cancel()
@@ -118,10 +121,11 @@ public enum SinkConformance {
     ) async throws {
         let context = makeContext()
         let buffer = SinkBuffer(capacity: 100_000, policy: .block, durable: true, stats: context.stats)
-        let running = Running(try make(context), input: buffer)
+        let sink = try make(context)
+        let running = AbandonableRun { try await sink.run(input: buffer) }
         defer { running.task.cancel() }
         // Durable: the send returns once the batch is in the queue.
-        guard await running.send(positions, to: buffer, within: bound) else {
+        guard await send(positions, to: buffer, of: running, within: bound) else {
             throw Failure(check: "stop request", details: "the positions were not acknowledged (queued) within \(DurationText.format(bound))")
         }
         buffer.close()
@@ -133,58 +137,20 @@ public enum SinkConformance {
         }
     }
 
-    // MARK: - Running a sink
+    // MARK: - Feeding a sink
 
-    /// How a run of the sink under test ended.
-    private enum Ending: Sendable { case returned, threw(String) }
-
-    private final class EndingBox: Sendable {
-        let value = Mutex<Ending?>(nil)
-    }
-
-    /// A sink running in a task the check can abandon: a sink that ignores cancellation must fail
-    /// the check, not hang the test run, so this is one of the two places (with
-    /// ``SourceConformance``) that use an unstructured task.
-    private final class Running: Sendable {
-        let task: Task<Void, Never>
-        let box: EndingBox
-
-        init(_ sink: any PositionSink, input: any SinkInput) {
-            let box = EndingBox()
-            self.box = box
-            task = Task {
-                do {
-                    try await sink.run(input: input)
-                    box.value.withLock { $0 = .returned }
-                } catch is CancellationError {
-                    box.value.withLock { $0 = .returned }
-                } catch {
-                    box.value.withLock { $0 = .threw(String(describing: error)) }
-                }
+    /// Sends `batch` through the durable `buffer`, which returns once the sink acknowledged it;
+    /// false when `bound` passed or `run` ended first.
+    private static func send(_ batch: [Position], to buffer: SinkBuffer, of running: AbandonableRun, within bound: Duration) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask { await buffer.send(batch); return true }
+            group.addTask {
+                _ = await Poll.until(timeout: bound) { running.ended != nil }
+                return false
             }
-        }
-
-        var ended: Ending? { box.value.withLock { $0 } }
-
-        /// Sends `batch` through the durable `buffer`, which returns once the sink acknowledged
-        /// it; false when `bound` passed or `run` ended first.
-        func send(_ batch: [Position], to buffer: SinkBuffer, within bound: Duration) async -> Bool {
-            await withTaskGroup(of: Bool.self) { group in
-                group.addTask { await buffer.send(batch); return true }
-                group.addTask {
-                    _ = await Poll.until(timeout: bound) { self.ended != nil }
-                    return false
-                }
-                let first = await group.next() ?? false
-                group.cancelAll()
-                return first
-            }
-        }
-
-        /// Waits up to `bound` for `run` to end; nil if it did not.
-        func wait(within bound: Duration) async -> Ending? {
-            _ = await Poll.until(timeout: bound) { self.ended != nil }
-            return ended
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
         }
     }
 }
