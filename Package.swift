@@ -97,7 +97,7 @@ let package = Package(
         .executableTarget(name: "locgate", dependencies: ["LocgateCLI", "BuiltinPlugins"], swiftSettings: settings),
 
         // Test support shipped as libraries (peers, fakes, clocks) for this package and plugin authors.
-        .target(name: "GatewayTesting", dependencies: ["GatewayCore"], swiftSettings: settings),
+        .target(name: "GatewayTesting", dependencies: ["GatewayCore", "GatewayRuntime", "CSQLite"], swiftSettings: settings),
         .target(name: "NATSTesting", dependencies: ["NATSClient", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .target(name: "MQTTTesting", dependencies: ["GatewayTesting"], swiftSettings: settings),
 

@@ -14,6 +14,8 @@ public struct StdoutSinkConfiguration: Sendable {
 public struct StdoutSink: PositionSink {
     let configuration: StdoutSinkConfiguration
     let context: ComponentContext
+    /// Standard output; a test gives a pipe it reads.
+    var fd: Int32 = 1
 
     public func run(input: any SinkInput) async throws {
         var bytes: [UInt8] = []
@@ -25,7 +27,7 @@ public struct StdoutSink: PositionSink {
             case .jsonl: PositionFormat.jsonl.appendRecords(batch, to: &bytes, cache: &textCache)
             case .text: for p in batch { StdoutSink.appendText(p, to: &bytes) }
             }
-            try await StdoutSink.writeAll(bytes, wakeup: wakeup)
+            try await StdoutSink.writeAll(bytes, to: fd, wakeup: wakeup)
             input.acknowledge()
             context.stats.addEmitted(batch.count)
         }
@@ -34,22 +36,22 @@ public struct StdoutSink: PositionSink {
     /// Writes everything. A reader that stops reading (a paused pager, `| sleep`) fills the pipe:
     /// the sink then waits for room through `wakeup`, off the pipeline's thread and ended by
     /// cancellation, so it neither stops the other components nor holds shutdown past its deadline.
-    static func writeAll(_ bytes: [UInt8], wakeup: Wakeup) async throws {
+    static func writeAll(_ bytes: [UInt8], to fd: Int32 = 1, wakeup: Wakeup) async throws {
         var done = 0
         while done < bytes.count {
-            var pfd = pollfd(fd: 1, events: Int16(POLLOUT), revents: 0)
+            var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
             let ready = poll(&pfd, 1, 0)
             if ready < 0 {
                 if errno == EINTR { continue }
                 throw StdoutSinkError(message: "cannot wait for standard output: \(String(cString: strerror(errno)))")
             }
             if ready == 0 {
-                _ = await wakeup.wait([1], events: Int16(POLLOUT), timeout: .seconds(1))
+                _ = await wakeup.wait([fd], events: Int16(POLLOUT), timeout: .seconds(1))
                 try Task.checkCancellation()
                 continue
             }
             // At most PIPE_BUF bytes once poll said writable: a pipe takes them without blocking.
-            let n = bytes.withUnsafeBytes { write(1, $0.baseAddress! + done, min($0.count - done, Int(PIPE_BUF))) }
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + done, min($0.count - done, Int(PIPE_BUF))) }
             if n < 0 {
                 if errno == EINTR || errno == EAGAIN { continue }
                 throw StdoutSinkError(message: "cannot write to standard output: \(String(cString: strerror(errno)))")

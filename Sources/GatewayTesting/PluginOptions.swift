@@ -26,9 +26,9 @@ public enum PluginOptions {
     }
 
     /// The configuration made from `json`; throws when any problem was reported.
-    public static func valid<P: GatewayPlugin>(_ plugin: P.Type, _ json: String, environment: [String: String] = [:],
-                                               baseDirectory: String = ".") throws -> P.Configuration {
-        let (c, problems) = try read(plugin, json, environment: environment, baseDirectory: baseDirectory)
+    public static func valid<P: GatewayPlugin>(_ plugin: P.Type, _ json: String, path: String = "sources.under_test",
+                                               environment: [String: String] = [:], baseDirectory: String = ".") throws -> P.Configuration {
+        let (c, problems) = try read(plugin, json, path: path, environment: environment, baseDirectory: baseDirectory)
         guard problems.isEmpty else { throw ConfigurationError(problems: problems) }
         return c
     }

@@ -40,4 +40,12 @@ public enum Program {
         return Result(status: p.terminationStatus, stdout: String(decoding: o, as: UTF8.self),
                       stderr: String(decoding: stderrData.withLock { $0 }, as: UTF8.self))
     }
+
+    /// Runs `body` — a process wait, a blocking tool — on a Dispatch thread, so the test's async
+    /// code waits for it without holding a thread of the cooperative pool.
+    public static func onDispatchThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(with: Swift.Result { try body() }) }
+        }
+    }
 }

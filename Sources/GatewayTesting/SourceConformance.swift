@@ -22,44 +22,6 @@ public enum SourceConformance {
                          stats: ComponentStats(id: "sources.\(id)"), clock: clock)
     }
 
-    /// How a run of the source under test ended.
-    private enum Ending: Sendable { case returned, threw(String) }
-
-    /// A source running in a task the check can abandon: a source that ignores cancellation must
-    /// fail the check, not hang the test run, so this is the one place that uses an unstructured task.
-    private final class EndingBox: Sendable {
-        let value = Mutex<Ending?>(nil)
-    }
-
-    private final class Running: Sendable {
-        let task: Task<Void, Never>
-        let box: EndingBox
-
-        init(_ source: any PositionSource, output: SourceOutput) {
-            let box = EndingBox()
-            self.box = box
-            task = Task {
-                do {
-                    try await source.run(output: output)
-                    box.value.withLock { $0 = .returned }
-                } catch is CancellationError {
-                    box.value.withLock { $0 = .returned }
-                } catch {
-                    box.value.withLock { $0 = .threw(String(describing: error)) }
-                }
-            }
-        }
-
-        var ended: Ending? { box.value.withLock { $0 } }
-
-        /// Cancels and waits up to `bound` for `run` to end; nil if it did not.
-        func stop(within bound: Duration) async -> Ending? {
-            task.cancel()
-            _ = await Poll.until(timeout: bound) { self.ended != nil }
-            return ended
-        }
-    }
-
     /// Runs the source, lets it work for `runFor` (or until `ready` holds), cancels it, and
     /// requires `run` to return or throw `CancellationError` within `bound`.
     public static func checkCancellation(
@@ -69,7 +31,8 @@ public enum SourceConformance {
     ) async throws {
         let context = makeContext()
         let collector = PositionCollector()
-        let running = Running(try make(context), output: collector.output)
+        let source = try make(context), output = collector.output
+        let running = AbandonableRun { try await source.run(output: output) }
         if let ready {
             guard await Poll.until(timeout: bound, { ready(context, collector) }) else {
                 _ = await running.stop(within: bound)
@@ -96,7 +59,8 @@ public enum SourceConformance {
     ) async throws -> ComponentStats {
         let context = makeContext()
         let collector = PositionCollector()
-        let running = Running(try make(context), output: collector.output)
+        let source = try make(context), output = collector.output
+        let running = AbandonableRun { try await source.run(output: output) }
         defer { running.task.cancel() }
         try await feedGarbage()
         let stats = context.stats
@@ -131,7 +95,8 @@ public enum SourceConformance {
     ) async throws {
         let context = makeContext()
         let collector = PositionCollector()
-        let running = Running(try make(context), output: collector.output)
+        let source = try make(context), output = collector.output
+        let running = AbandonableRun { try await source.run(output: output) }
         defer { running.task.cancel() }
         guard await collector.waitForCount(1, timeout: bound) else {
             throw Failure(check: "reconnect", details: "no position arrived before the peer went down")

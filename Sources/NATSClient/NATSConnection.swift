@@ -1,6 +1,8 @@
-// The one file that talks to libnats (nats.c 3.4): every natsStatus goes through `check`, the
-// handles live in `NATSConnection` and are freed in its deinit, callbacks become Swift closures,
-// and no C type appears in the public API.
+// One of the three files that talk to libnats (nats.c 3.4), with NATSConnection+JetStream.swift
+// (streams and consumers) and NATSSubscription.swift: every natsStatus goes through `check`
+// (here), the handles live in `NATSConnection` and `NATSSubscription` and are freed in their
+// deinit, callbacks become Swift closures (here, onto `CallbackTarget`), and no C type appears in
+// the public API.
 import CNats
 import Dispatch
 import GatewayCore
@@ -17,9 +19,9 @@ import Glibc
 /// object any more, so every method may be called from any thread. Calls that wait on the network
 /// (`flush`, stream requests, connecting) run on a Dispatch queue, never on a cooperative thread.
 public final class NATSConnection: @unchecked Sendable {
-    private let nc: OpaquePointer
+    let nc: OpaquePointer
     private let opts: OpaquePointer
-    private let js: OpaquePointer?
+    let js: OpaquePointer?
     private let target: CallbackTarget
     private let token: Int
 
@@ -263,241 +265,10 @@ public final class NATSConnection: @unchecked Sendable {
         return msg
     }
 
-    // MARK: - Streams
-
-    /// The stream named `name`, or nil when it does not exist.
-    public func streamInfo(_ name: String) async throws -> NATSStreamInfo? {
-        guard js != nil else { throw NATSError(summary: "stream info", detail: "the connection has no JetStream context", jetStreamCode: 0, status: "") }
-        return try await NATSConnection.blocking { [self] in
-            var si: UnsafeMutablePointer<jsStreamInfo>?
-            var code = jsErrCode(0)
-            let s = js_GetStreamInfo(&si, js, name, nil, &code)
-            if s == NATS_NOT_FOUND || code == JSStreamNotFoundErr { return nil }
-            try NATSConnection.check(s, "stream info \(name)", code: code)
-            defer { jsStreamInfo_Destroy(si) }
-            return si.map(NATSConnection.info)
-        }
-    }
-
-    /// Creates a stream; an existing stream of that name is returned unchanged (never altered).
-    public func createStream(_ config: NATSStreamConfig) async throws -> (info: NATSStreamInfo, created: Bool) {
-        guard js != nil else { throw NATSError(summary: "create stream", detail: "the connection has no JetStream context", jetStreamCode: 0, status: "") }
-        if let existing = try await streamInfo(config.name) { return (existing, false) }
-        let created: NATSStreamInfo? = try await NATSConnection.blocking { [self] in
-            try withCStrings(config.subjects) { subjects in
-                var subjects = subjects
-                return try subjects.withUnsafeMutableBufferPointer { list in
-                    try config.name.withCString { name in
-                        var sc = jsStreamConfig()
-                        jsStreamConfig_Init(&sc)
-                        sc.Name = name
-                        sc.Subjects = UnsafeMutablePointer(mutating: list.baseAddress)
-                        sc.SubjectsLen = Int32(list.count)
-                        sc.Replicas = Int64(config.replicas)
-                        sc.Duplicates = nanoseconds(config.duplicateWindow)
-                        sc.Storage = config.fileStorage ? js_FileStorage : js_MemoryStorage
-                        var si: UnsafeMutablePointer<jsStreamInfo>?
-                        var code = jsErrCode(0)
-                        let s = js_AddStream(&si, js, &sc, nil, &code)
-                        // Another gateway created it first: use theirs, as for any existing stream.
-                        if code == JSStreamNameExistErr { return nil }
-                        try NATSConnection.check(s, "create stream \(config.name)", code: code)
-                        defer { jsStreamInfo_Destroy(si) }
-                        return si.map(NATSConnection.info)
-                    }
-                }
-            }
-        }
-        if let created { return (created, true) }
-        guard let existing = try await streamInfo(config.name) else {
-            throw NATSError(summary: "create stream", detail: "stream \(config.name) exists and vanished", jetStreamCode: 0, status: "")
-        }
-        return (existing, false)
-    }
-
-    /// The messages stored in `stream` at `sequences` (deleted sequences are skipped), read one by
-    /// one with the stream's get API: for inspecting a stream (tests, tools), not for consuming it.
-    public func storedMessages(stream: String, sequences: ClosedRange<UInt64>) async throws -> [NATSStoredMessage] {
-        guard js != nil else { throw NATSError(summary: "get message", detail: "the connection has no JetStream context", jetStreamCode: 0, status: "") }
-        return try await NATSConnection.blocking { [self] in
-            var out: [NATSStoredMessage] = []
-            out.reserveCapacity(sequences.count)
-            for seq in sequences {
-                var msg: OpaquePointer?
-                var code = jsErrCode(0)
-                let s = js_GetMsg(&msg, js, stream, seq, nil, &code)
-                if s == NATS_NOT_FOUND || code == JSNoMessageFoundErr { continue }
-                try NATSConnection.check(s, "get message \(stream) #\(seq)", code: code)
-                guard let msg else { continue }
-                defer { natsMsg_Destroy(msg) }
-                var id: UnsafePointer<CChar>?
-                let messageID = natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) == NATS_OK ? id.map { String(cString: $0) } : nil
-                let length = Int(natsMsg_GetDataLength(msg))
-                let data = natsMsg_GetData(msg).map { p in
-                    p.withMemoryRebound(to: UInt8.self, capacity: length) { Array(UnsafeBufferPointer(start: $0, count: length)) }
-                } ?? []
-                out.append(NATSStoredMessage(sequence: seq, subject: natsMsg_GetSubject(msg).map { String(cString: $0) } ?? "",
-                                             messageID: messageID, payload: data))
-            }
-            return out
-        }
-    }
-
-    private static func info(_ p: UnsafeMutablePointer<jsStreamInfo>) -> NATSStreamInfo {
-        let si = p.pointee
-        var subjects: [String] = []
-        var name = ""
-        var replicas = 1
-        var duplicates: Int64 = 0
-        var file = true
-        if let cfg = si.Config?.pointee {
-            name = cfg.Name.map { String(cString: $0) } ?? ""
-            for i in 0..<Int(cfg.SubjectsLen) {
-                if let s = cfg.Subjects?[i] { subjects.append(String(cString: s)) }
-            }
-            replicas = Int(cfg.Replicas)
-            duplicates = cfg.Duplicates
-            file = cfg.Storage == js_FileStorage
-        }
-        return NATSStreamInfo(name: name, subjects: subjects, replicas: replicas, duplicateWindow: .nanoseconds(duplicates),
-                              fileStorage: file, messages: si.State.Msgs, lastSequence: si.State.LastSeq)
-    }
-
-    // MARK: - Consumers
-
-    /// Creates the durable pull consumer `config.durable` on `config.stream` with explicit acks;
-    /// an existing consumer of that name is returned unchanged (never altered).
-    public func createConsumer(_ config: NATSConsumerConfig) async throws -> (info: NATSConsumerInfo, created: Bool) {
-        guard js != nil else { throw NATSError(summary: "create consumer", detail: "the connection has no JetStream context", jetStreamCode: 0, status: "") }
-        if let existing = try await consumerInfo(stream: config.stream, name: config.durable) { return (existing, false) }
-        let created: NATSConsumerInfo? = try await NATSConnection.blocking { [self] in
-            try config.durable.withCString { durable in
-                try withOptionalCString(config.filterSubject) { filter in
-                    var cc = jsConsumerConfig()
-                    jsConsumerConfig_Init(&cc)
-                    cc.Durable = durable
-                    cc.FilterSubject = filter
-                    cc.AckPolicy = js_AckExplicit
-                    cc.AckWait = nanoseconds(config.ackWait)
-                    cc.MaxAckPending = Int64(config.maxAckPending)
-                    switch config.deliver {
-                    case .all: cc.DeliverPolicy = js_DeliverAll
-                    case .new: cc.DeliverPolicy = js_DeliverNew
-                    case .byStartTime(let t):
-                        cc.DeliverPolicy = js_DeliverByStartTime
-                        cc.OptStartTime = t.milliseconds * 1_000_000
-                    }
-                    var ci: UnsafeMutablePointer<jsConsumerInfo>?
-                    var code = jsErrCode(0)
-                    let s = js_AddConsumer(&ci, js, config.stream, &cc, nil, &code)
-                    // Another aggregator created it first: use theirs, as for any existing consumer.
-                    if code == JSConsumerNameExistErr { return nil }
-                    try NATSConnection.check(s, "create consumer \(config.durable) on \(config.stream)", code: code)
-                    defer { jsConsumerInfo_Destroy(ci) }
-                    return ci.map(NATSConnection.consumerInfo)
-                }
-            }
-        }
-        if let created { return (created, true) }
-        guard let existing = try await consumerInfo(stream: config.stream, name: config.durable) else {
-            throw NATSError(summary: "create consumer", detail: "consumer \(config.durable) exists and vanished", jetStreamCode: 0, status: "")
-        }
-        return (existing, false)
-    }
-
-    /// The consumer `name` of `stream`, or nil when it (or the stream) does not exist.
-    public func consumerInfo(stream: String, name: String) async throws -> NATSConsumerInfo? {
-        guard js != nil else { throw NATSError(summary: "consumer info", detail: "the connection has no JetStream context", jetStreamCode: 0, status: "") }
-        return try await NATSConnection.blocking { [self] in
-            var ci: UnsafeMutablePointer<jsConsumerInfo>?
-            var code = jsErrCode(0)
-            let s = js_GetConsumerInfo(&ci, js, stream, name, nil, &code)
-            if s == NATS_NOT_FOUND || code == JSConsumerNotFoundErr || code == JSStreamNotFoundErr { return nil }
-            try NATSConnection.check(s, "consumer info \(stream) \(name)", code: code)
-            defer { jsConsumerInfo_Destroy(ci) }
-            return ci.map(NATSConnection.consumerInfo)
-        }
-    }
-
-    /// A pull subscription bound to the existing durable consumer `consumer` of `stream`
-    /// (create it first with `createConsumer`): the library neither creates nor deletes it.
-    public func pullSubscribe(stream: String, consumer: String, filterSubject: String?) async throws -> NATSSubscription {
-        guard js != nil else { throw NATSError(summary: "subscribe", detail: "the connection has no JetStream context", jetStreamCode: 0, status: "") }
-        return try await NATSConnection.blocking { [self] in
-            try stream.withCString { streamName in
-                try consumer.withCString { consumerName in
-                    var so = jsSubOptions()
-                    jsSubOptions_Init(&so)
-                    so.Stream = streamName
-                    so.Consumer = consumerName
-                    // Acks are the caller's, sent only once the pipeline took the positions over.
-                    so.ManualAck = true
-                    var sub: OpaquePointer?
-                    var code = jsErrCode(0)
-                    // Binding checks the subject against the consumer's filter: give the same one.
-                    let s = js_PullSubscribe(&sub, js, filterSubject ?? "", consumerName, nil, &so, &code)
-                    try NATSConnection.check(s, "subscribe to consumer \(consumer) of \(stream)", code: code)
-                    guard let sub else { throw NATSError(summary: "subscribe", detail: "no subscription", jetStreamCode: 0, status: "") }
-                    return NATSSubscription(sub, connection: self, pull: true)
-                }
-            }
-        }
-    }
-
-    /// A core NATS subscription to `subject` (wildcards allowed): messages arrive while
-    /// connected and are lost otherwise; nothing acknowledges them. Up to `pendingLimit` messages
-    /// wait in the client; beyond that the library drops them (counted in `dropped`).
-    public func subscribe(subject: String, pendingLimit: Int) throws -> NATSSubscription {
-        var sub: OpaquePointer?
-        try NATSConnection.check(natsConnection_SubscribeSync(&sub, nc, subject), "subscribe to \(subject)")
-        guard let sub else { throw NATSError(summary: "subscribe", detail: "no subscription", jetStreamCode: 0, status: "") }
-        // Bytes: room for the limit of messages of the largest size a server allows by default.
-        let s = natsSubscription_SetPendingLimits(sub, Int32(clamping: pendingLimit), 256 * 1024 * 1024)
-        if s != NATS_OK {
-            natsSubscription_Destroy(sub)
-            try NATSConnection.check(s, "pending limits")
-        }
-        return NATSSubscription(sub, connection: self, pull: false)
-    }
-
-    /// Answers JetStream for each message (`ack`, `nak` or `term`) with a core publish to its reply
-    /// subject: buffered and quick, so it may run in a completion. Returns how many could not be
-    /// sent now (closed connection, full reconnect buffer): the server redelivers those after
-    /// the consumer's ack wait.
-    @discardableResult
-    public func acknowledge(_ tokens: [NATSAckToken], _ kind: NATSAckKind) -> Int {
-        var failed = 0
-        let body = Array(kind.rawValue.utf8)
-        for t in tokens {
-            let s = body.withUnsafeBufferPointer { natsConnection_Publish(nc, t.reply, $0.baseAddress, Int32($0.count)) }
-            if s != NATS_OK { failed += 1 }
-        }
-        return failed
-    }
-
-    private static func consumerInfo(_ p: UnsafeMutablePointer<jsConsumerInfo>) -> NATSConsumerInfo {
-        let ci = p.pointee
-        var info = NATSConsumerInfo(stream: ci.Stream.map { String(cString: $0) } ?? "",
-                                    name: ci.Name.map { String(cString: $0) } ?? "")
-        if let cfg = ci.Config?.pointee {
-            info.filterSubject = cfg.FilterSubject.map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
-            info.explicitAck = cfg.AckPolicy == js_AckExplicit
-            info.pull = cfg.DeliverSubject == nil
-            info.ackWait = .nanoseconds(cfg.AckWait)
-            info.maxAckPending = Int(cfg.MaxAckPending)
-        }
-        info.numAckPending = Int(ci.NumAckPending)
-        info.numPending = ci.NumPending
-        info.numRedelivered = Int(ci.NumRedelivered)
-        info.deliveredStreamSequence = ci.Delivered.Stream
-        info.ackFloorStreamSequence = ci.AckFloor.Stream
-        return info
-    }
-
     // MARK: - Status codes
 
     /// Throws for any status but NATS_OK, with libnats' last error text of this thread.
-    fileprivate static func check(_ s: natsStatus, _ what: String, code: jsErrCode = jsErrCode(0)) throws {
+    static func check(_ s: natsStatus, _ what: String, code: jsErrCode = jsErrCode(0)) throws {
         guard s != NATS_OK else { return }
         throw error(s, what, code: code)
     }
@@ -510,162 +281,24 @@ public final class NATSConnection: @unchecked Sendable {
     }
 
     /// Runs a call that waits on the network on a Dispatch thread.
-    fileprivate static func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    static func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<T, any Error>) in
             DispatchQueue.global().async { c.resume(with: Result { try body() }) }
         }
     }
 }
 
-// MARK: - Callbacks
-
-/// What libnats' callbacks reach: found through a registry by an integer token (the C closure
-/// pointer), so a callback that races the connection's deinit finds nothing instead of freed memory.
-private final class CallbackTarget: Sendable {
-    private struct State {
-        var pending: [UInt: @Sendable (NATSPublishResult) -> Void] = [:]
-        var backoff: Backoff
-        var connectWaiters: [CheckedContinuation<Void, Never>] = []
-        var closeWaiters: [CheckedContinuation<Void, Never>] = []
-        var closed = false
-        var connected = false
-        var everConnected = false
-        /// Set by `close`: the disconnect that closing causes is not news.
-        var closing = false
-    }
-    private let state: Mutex<State>
-    let events: @Sendable (NATSConnectionEvent) -> Void
-
-    init(events: @escaping @Sendable (NATSConnectionEvent) -> Void, backoff: Backoff) {
-        self.events = events
-        state = Mutex(State(backoff: backoff))
-    }
-
-    private static let registry = Mutex<(next: Int, targets: [Int: CallbackTarget])>((1, [:]))
-
-    static func register(_ t: CallbackTarget) -> Int {
-        registry.withLock { r in
-            let token = r.next
-            r.next += 1
-            r.targets[token] = t
-            return token
-        }
-    }
-
-    static func unregister(_ token: Int) { _ = registry.withLock { $0.targets.removeValue(forKey: token) } }
-
-    static func find(_ closure: UnsafeMutableRawPointer?) -> CallbackTarget? {
-        guard let closure else { return nil }
-        let token = Int(bitPattern: closure)
-        return registry.withLock { $0.targets[token] }
-    }
-
-    func register(_ key: UInt, _ completion: @escaping @Sendable (NATSPublishResult) -> Void) {
-        state.withLock { $0.pending[key] = completion }
-    }
-
-    func unregister(_ key: UInt) { _ = state.withLock { $0.pending.removeValue(forKey: key) } }
-
-    func complete(_ key: UInt, _ result: NATSPublishResult) {
-        let c = state.withLock { $0.pending.removeValue(forKey: key) }
-        c?(result)
-    }
-
-    func abandonPending(_ reason: String) {
-        let all = state.withLock { s in
-            defer { s.pending = [:] }
-            return Array(s.pending.values)
-        }
-        for c in all { c(.abandoned(reason)) }
-    }
-
-    func markConnected(url: String) {
-        let (waiters, first) = state.withLock { s in
-            defer { s.connectWaiters = []; s.everConnected = true; s.connected = true }
-            s.backoff.reset()
-            return (s.connectWaiters, !s.everConnected)
-        }
-        events(first ? .connected(url: url) : .reconnected(url: url))
-        for w in waiters { w.resume() }
-    }
-
-    /// Returns at the next connect, or soon when cancelled (the caller checks its condition again).
-    func waitForConnect() async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                // Checked under the lock that markConnected and the cancellation handler take, so
-                // neither a connect nor a cancellation can slip between the check and the append.
-                let now = state.withLock { s -> Bool in
-                    if s.connected || Task.isCancelled { return true }
-                    s.connectWaiters.append(c)
-                    return false
-                }
-                if now { c.resume() }
-            }
-        } onCancel: {
-            let waiters = state.withLock { s in
-                defer { s.connectWaiters = [] }
-                return s.connectWaiters
-            }
-            for w in waiters { w.resume() }
-        }
-    }
-
-    func closing() { state.withLock { $0.closing = true } }
-
-    func markDisconnected() { state.withLock { $0.connected = false } }
-
-    func markClosed(lastError: String) {
-        let (waiters, byUs) = state.withLock { s in
-            defer { s.closeWaiters = []; s.closed = true; s.connected = false }
-            return (s.closeWaiters, s.closing)
-        }
-        events(.closed(lastError: byUs ? "" : lastError))
-        for w in waiters { w.resume() }
-        // Waiters for a connect that will never come look again and see the connection closed.
-        let connectWaiters = state.withLock { s in
-            defer { s.connectWaiters = [] }
-            return s.connectWaiters
-        }
-        for w in connectWaiters { w.resume() }
-    }
-
-    /// Returns when the connection closes, or soon when cancelled (the caller checks again).
-    func waitForClose() async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                let now = state.withLock { s -> Bool in
-                    if s.closed || Task.isCancelled { return true }
-                    s.closeWaiters.append(c)
-                    return false
-                }
-                if now { c.resume() }
-            }
-        } onCancel: {
-            let waiters = state.withLock { s in
-                defer { s.closeWaiters = [] }
-                return s.closeWaiters
-            }
-            for w in waiters { w.resume() }
-        }
-    }
-
-    var isClosing: Bool { state.withLock { $0.closing } }
-
-    func nextDelay() -> Duration { state.withLock { $0.backoff.next() } }
-}
-
-private func nanoseconds(_ d: Duration) -> Int64 {
+func nanoseconds(_ d: Duration) -> Int64 {
     d.components.seconds * 1_000_000_000 + d.components.attoseconds / 1_000_000_000
 }
 
-private func withOptionalCString<R>(_ s: String?, _ body: (UnsafePointer<CChar>?) throws -> R) rethrows -> R {
+func withOptionalCString<R>(_ s: String?, _ body: (UnsafePointer<CChar>?) throws -> R) rethrows -> R {
     guard let s else { return try body(nil) }
     return try s.withCString { try body($0) }
 }
 
 /// Calls `body` with C copies of `strings` (freed afterwards): libnats copies what it keeps.
-private func withCStrings<R>(_ strings: [String], _ body: ([UnsafePointer<CChar>?]) throws -> R) rethrows -> R {
+func withCStrings<R>(_ strings: [String], _ body: ([UnsafePointer<CChar>?]) throws -> R) rethrows -> R {
     let copies: [UnsafeMutablePointer<CChar>?] = strings.map { strdup($0) }
     defer { for c in copies { free(c) } }
     return try body(copies.map { $0.map { UnsafePointer($0) } })
@@ -732,106 +365,5 @@ private let pubAckHandler: jsPubAckHandler = { _, msg, pa, pae, closure in
             result = .refused(code: Int(pae.ErrCode.rawValue), text: pae.ErrText.map { String(cString: $0) } ?? "")
         }
         t.complete(key, result)
-    }
-}
-
-// MARK: - Subscriptions
-
-/// A subscription: a pull subscription bound to a durable JetStream consumer, or a core NATS
-/// subscription. Its handle is destroyed in deinit; the connection is kept alive until then.
-///
-/// Thread-safety: libnats' subscription calls may come from any thread; waiting calls (`fetch`,
-/// `next`) run on a Dispatch queue with a timeout, so a cancelled caller returns within it.
-public final class NATSSubscription: @unchecked Sendable {
-    private let sub: OpaquePointer
-    private let connection: NATSConnection
-    /// Pull (JetStream, fetched on request) or core (pushed by the server).
-    public let isPull: Bool
-
-    fileprivate init(_ sub: OpaquePointer, connection: NATSConnection, pull: Bool) {
-        self.sub = sub; self.connection = connection; self.isPull = pull
-    }
-
-    deinit { natsSubscription_Destroy(sub) }
-
-    /// Pull subscriptions: asks the consumer for up to `batch` messages and waits up to `timeout`
-    /// for them; returns early with fewer when the consumer has no more now, and `[]` when none
-    /// came in time.
-    public func fetch(batch: Int, timeout: Duration) async throws -> [NATSReceivedMessage] {
-        precondition(isPull, "fetch is for pull subscriptions")
-        return try await NATSConnection.blocking { [self] in
-            var list = natsMsgList()
-            var code = jsErrCode(0)
-            let s = natsSubscription_Fetch(&list, sub, Int32(clamping: batch), max(1, timeout.milliseconds), &code)
-            if s == NATS_TIMEOUT { return [] }
-            try NATSConnection.check(s, "fetch", code: code)
-            defer { natsMsgList_Destroy(&list) }
-            var out: [NATSReceivedMessage] = []
-            out.reserveCapacity(Int(list.Count))
-            for i in 0..<Int(list.Count) {
-                if let m = list.Msgs?[i] { out.append(NATSSubscription.received(m, jetStream: true)) }
-            }
-            return out
-        }
-    }
-
-    /// Core subscriptions: waits up to `timeout` for a message, then takes what else is already
-    /// waiting in the client, up to `max` in all; `[]` when none came in time.
-    public func next(max: Int, timeout: Duration) async throws -> [NATSReceivedMessage] {
-        precondition(!isPull, "next is for core subscriptions")
-        return try await NATSConnection.blocking { [self] in
-            var first: OpaquePointer?
-            let s = natsSubscription_NextMsg(&first, sub, Swift.max(1, timeout.milliseconds))
-            if s == NATS_TIMEOUT { return [] }
-            // A slow consumer is reported once per overflow; the dropped count tells how many.
-            if s == NATS_SLOW_CONSUMER { return [] }
-            try NATSConnection.check(s, "next message")
-            guard let first else { return [] }
-            var out = [NATSSubscription.received(first, jetStream: false)]
-            natsMsg_Destroy(first)
-            var waiting: Int32 = 0
-            var bytes: Int32 = 0
-            _ = natsSubscription_GetPending(sub, &waiting, &bytes)
-            for _ in 0..<min(Int(waiting), max - 1) {
-                var m: OpaquePointer?
-                guard natsSubscription_NextMsg(&m, sub, 1) == NATS_OK, let m else { break }
-                out.append(NATSSubscription.received(m, jetStream: false))
-                natsMsg_Destroy(m)
-            }
-            return out
-        }
-    }
-
-    /// Core subscriptions: messages the client dropped because `pendingLimit` were waiting.
-    public var dropped: Int64 {
-        var n: Int64 = 0
-        _ = natsSubscription_GetDropped(sub, &n)
-        return n
-    }
-
-    /// Stops the subscription at the server. A bound durable consumer stays, with its acks.
-    public func close() async {
-        _ = try? await NATSConnection.blocking { [self] in natsSubscription_Unsubscribe(sub) }
-    }
-
-    /// The acknowledgement target of a message is its reply subject (`$JS.ACK.…`), kept as a
-    /// string so the C message can be freed at once.
-    private static func received(_ m: OpaquePointer, jetStream: Bool) -> NATSReceivedMessage {
-        let length = Int(natsMsg_GetDataLength(m))
-        let payload = natsMsg_GetData(m).map { p in
-            p.withMemoryRebound(to: UInt8.self, capacity: length) { Array(UnsafeBufferPointer(start: $0, count: length)) }
-        } ?? []
-        var r = NATSReceivedMessage(subject: natsMsg_GetSubject(m).map { String(cString: $0) } ?? "", payload: payload)
-        if let reply = natsMsg_GetReply(m).map({ String(cString: $0) }), !reply.isEmpty { r.ackToken = NATSAckToken(reply: reply) }
-        if jetStream {
-            var meta: UnsafeMutablePointer<jsMsgMetaData>?
-            if natsMsg_GetMetaData(&meta, m) == NATS_OK, let md = meta?.pointee {
-                r.deliveries = Int(md.NumDelivered)
-                r.streamSequence = md.Sequence.Stream
-                r.stream = md.Stream.map { String(cString: $0) }
-            }
-            jsMsgMetaData_Destroy(meta)
-        }
-        return r
     }
 }

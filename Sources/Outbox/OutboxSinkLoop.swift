@@ -99,8 +99,10 @@ public struct OutboxSinkLoop: Sendable {
         var backoff = Backoff(initial: retryInitial, cap: retryMax, multiplier: 2, jitter: 0.2)
         var pauseUntil: ContinuousClock.Instant?
         var failingSince: ContinuousClock.Instant?
-        var lastFailureLog: ContinuousClock.Instant?
+        // At once, then at most every 10 s while failures last.
+        var failureLog = LogRateLimit(intervalMilliseconds: 10_000)
         let clock = ContinuousClock()
+        let started = clock.now
         var lastExpiryCheck = clock.now
         // Acknowledged rows not deleted yet. Deletes run on the outbox's own thread, one at a time,
         // while publishing goes on: each takes every ack that arrived during the previous one (one
@@ -203,9 +205,7 @@ public struct OutboxSinkLoop: Sendable {
             let delay = backoff.next()
             pauseUntil = now + delay
             if failingSince == nil { failingSince = now }
-            // At once, then at most every 10 s while it lasts.
-            if lastFailureLog.map({ now - $0 >= .seconds(10) }) ?? true {
-                lastFailureLog = now
+            if failureLog.allow("delivery", now: (now - started).milliseconds) != nil {
                 context.logger.warning("\(reason); \(outbox.depth) queued, retrying in \(DurationText.format(delay))")
             }
         }

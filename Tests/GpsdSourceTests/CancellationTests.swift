@@ -16,7 +16,7 @@ import Testing
         let source = GpsdPositionSource(configuration: config, context: context)
         let clock = ContinuousClock()
         let elapsed = try await withThrowingTaskGroup(of: Duration?.self) { group in
-            group.addTask { try await source.run(output: Collector().output); return nil }
+            group.addTask { try await source.run(output: PositionCollector().output); return nil }
             // The banner was read: the source is back waiting on the socket.
             #expect(await Poll.until(timeout: .seconds(30)) { context.stats.value("gpsd.reports") == 1 })
             let start = clock.now

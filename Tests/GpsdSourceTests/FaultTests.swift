@@ -25,60 +25,60 @@ import Testing
         }
         let server = FakeGpsd(script: script)
         defer { server.stop() }
-        let collector = Collector()
-        let logs = LogRecorder()
+        let collector = PositionCollector()
+        let logs = RecordingLogHandler(minimumLevel: .debug)
         let context = TestSupport.context(logs: logs)
         let source = GpsdPositionSource(configuration: TestSupport.configuration(port: server.port) { $0.device = "/dev/fake" }, context: context)
         try await TestSupport.running(source, into: collector) {
             // The second epoch is released by the idle flush.
             #expect(await Poll.until(timeout: .seconds(60)) { collector.count >= 2 })
         }
-        let ours = collector.all
+        let ours = collector.positions
         #expect(ours.count == 2)
         #expect(ours.first?.satellites == 8 && ours.first?.hdop == 0.9)
         #expect(ours.first?.latitude == 48.1 && ours.first?.altitude == 520.5 && ours.first?.horizontalError == 3.2)
         #expect(ours.map(\.id) == ["gps-/dev/fake-1714557601000", "gps-/dev/fake-1714557602000"])
         #expect(context.stats.value("gpsd.bad_json") == 2)
         #expect(context.stats.value("gpsd.too_long") == 1)
-        #expect(logs.contains("skipped a line from gpsd"))
+        #expect(!logs.entries(containing: "skipped a line from gpsd").isEmpty)
         #expect(server.received.contains(#"?WATCH={"enable":true,"json":true,"device":"/dev/fake"}"#))
     }
 
     @Test func aSilentGpsdIsLeftAfterTheStallTimeout() async throws {
         let server = FakeGpsd { _ in Array(Self.version.utf8) }
         defer { server.stop() }
-        let logs = LogRecorder()
+        let logs = RecordingLogHandler(minimumLevel: .debug)
         let context = TestSupport.context(logs: logs)
         let config = TestSupport.configuration(port: server.port) { $0.stallTimeout = .milliseconds(600); $0.idleFlush = .milliseconds(100) }
         let source = GpsdPositionSource(configuration: config, context: context)
-        let reconnected = try await TestSupport.running(source, into: Collector()) {
+        let reconnected = try await TestSupport.running(source, into: PositionCollector()) {
             await Poll.until(timeout: .seconds(60)) { server.connections >= 3 }
         }
         #expect(reconnected)
-        #expect(logs.contains("no data for 600ms"))
+        #expect(!logs.entries(containing: "no data for 600ms").isEmpty)
     }
 
     @Test func aDroppedConnectionIsRejoinedAndTheOpenEpochIsKept() async throws {
         // Each connection sends two epochs and closes; the next one carries on in time.
         let server = FakeGpsd(closeAfterSend: true) { n in Array((Self.version + Self.tpv(2 * n) + Self.tpv(2 * n + 1)).utf8) }
         defer { server.stop() }
-        let collector = Collector()
-        let logs = LogRecorder()
+        let collector = PositionCollector()
+        let logs = RecordingLogHandler(minimumLevel: .debug)
         let context = TestSupport.context(logs: logs)
         let source = GpsdPositionSource(configuration: TestSupport.configuration(port: server.port), context: context)
         try await TestSupport.running(source, into: collector) {
             #expect(await Poll.until(timeout: .seconds(60)) { collector.count >= 6 })
         }
-        let seconds = collector.all.compactMap { $0.time.map { Int(($0.milliseconds / 1000) % 60) } }
+        let seconds = collector.positions.compactMap { $0.time.map { Int(($0.milliseconds / 1000) % 60) } }
         #expect(Array(seconds.prefix(6)) == [2, 3, 4, 5, 6, 7])
-        #expect(logs.contains("gpsd closed the connection"))
+        #expect(!logs.entries(containing: "gpsd closed the connection").isEmpty)
     }
 
     @Test func nmeaModeAsksForNMEA() async throws {
         let server = FakeGpsd { _ in Array(Self.version.utf8) }
         defer { server.stop() }
         let source = GpsdPositionSource(configuration: TestSupport.configuration(port: server.port) { $0.mode = .nmea }, context: TestSupport.context())
-        try await TestSupport.running(source, into: Collector()) {
+        try await TestSupport.running(source, into: PositionCollector()) {
             #expect(await Poll.until(timeout: .seconds(60)) { server.received.contains("\n") })
         }
         #expect(server.received == "?WATCH={\"enable\":true,\"nmea\":true};\n")
@@ -89,7 +89,7 @@ import Testing
         defer { server.stop() }
         let source = GpsdPositionSource(configuration: TestSupport.configuration(port: server.port), context: TestSupport.context())
         // `running` cancels the source and waits for it to return: this test ends only if it does.
-        try await TestSupport.running(source, into: Collector()) {
+        try await TestSupport.running(source, into: PositionCollector()) {
             #expect(await Poll.until(timeout: .seconds(60)) { server.connections >= 1 })
         }
     }

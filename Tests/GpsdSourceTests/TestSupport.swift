@@ -32,7 +32,7 @@ enum TestSupport {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     }
 
-    static func context(_ id: String = "gps", logs: LogRecorder = LogRecorder()) -> ComponentContext {
+    static func context(_ id: String = "gps", logs: RecordingLogHandler = RecordingLogHandler(minimumLevel: .debug)) -> ComponentContext {
         ComponentContext(id: id, kind: .source, logger: Logger(label: "sources.\(id)", handler: logs), stats: ComponentStats(id: id))
     }
 
@@ -48,7 +48,7 @@ enum TestSupport {
     /// Runs `source` while `body` runs, then cancels it; returns what `body` returns.
     @discardableResult
     static func running<T: Sendable>(
-        _ source: GpsdPositionSource, into collector: Collector, _ body: @Sendable () async throws -> T
+        _ source: GpsdPositionSource, into collector: PositionCollector, _ body: @Sendable () async throws -> T
     ) async throws -> T {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await source.run(output: collector.output) }
@@ -56,29 +56,6 @@ enum TestSupport {
             return try await body()
         }
     }
-}
-
-/// Collects emitted positions.
-final class Collector: Sendable {
-    private let positions = Mutex<[Position]>([])
-
-    var output: SourceOutput {
-        SourceOutput { [self] batch in self.positions.withLock { $0.append(contentsOf: batch) } }
-    }
-
-    var all: [Position] { positions.withLock { $0 } }
-    var count: Int { positions.withLock { $0.count } }
-}
-
-/// Records log lines so tests can check that faults are logged.
-final class LogRecorder: LogHandler {
-    private let lines = Mutex<[String]>([])
-    var minimumLevel: LogLevel { .debug }
-    func log(level: LogLevel, label: String, message: String) {
-        lines.withLock { $0.append("\(level.name) \(label): \(message)") }
-    }
-    var all: [String] { lines.withLock { $0 } }
-    func contains(_ text: String) -> Bool { all.contains { $0.contains(text) } }
 }
 
 /// The shared comparison rules (GatewayTesting's GpsdCheckFile), as problem lines.

@@ -61,12 +61,12 @@ import Testing
         #expect(FileManager.default.createFile(atPath: dir + "/file", contents: Data()))
         let c = try configuration(#"{"url":"http://127.0.0.1:1/x","queue":{"path":"\#(dir)/file/q.sqlite"}}"#)
         #expect {
-            _ = try SinkHarness(c)
+            _ = try Harness(c)
         } throws: { error in
             "\(error)".contains("q.sqlite") && "\(error)".contains("\(dir)/file: Not a directory")
         }
         let missing = try configuration(#"{"url":"http://127.0.0.1:1/x","queue":{"path":"\#(dir)/no/such/q.sqlite"}}"#)
-        #expect(throws: OutboxError.self) { _ = try SinkHarness(missing) }
+        #expect(throws: OutboxError.self) { _ = try Harness(missing) }
     }
 }
 

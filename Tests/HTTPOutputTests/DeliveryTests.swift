@@ -18,7 +18,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let receiver = try Receiver(directory: dir)
         defer { receiver.stop() }
-        let harness = try SinkHarness(try configuration(config(receiver, dir)))
+        let harness = try Harness(try configuration(config(receiver, dir)))
         try await harness.run { buffer in
             await buffer.send(positions(0..<250))
             // Two full batches go before the input ends; the rest waits for the (long) interval or the end.
@@ -36,7 +36,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let receiver = try Receiver(directory: dir)
         defer { receiver.stop() }
-        let harness = try SinkHarness(try configuration(config(receiver, dir, batch: #"{"max_positions":1000,"max_bytes":2048,"interval":"1h"}"#)))
+        let harness = try Harness(try configuration(config(receiver, dir, batch: #"{"max_positions":1000,"max_bytes":2048,"interval":"1h"}"#)))
         try await harness.run { buffer in
             await buffer.send(positions(0..<40))
             // The byte limit alone triggers sending before the end.
@@ -52,7 +52,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let receiver = try Receiver(directory: dir)
         defer { receiver.stop() }
-        let harness = try SinkHarness(try configuration(config(receiver, nil, batch: #"{"max_positions":100,"interval":"200ms"}"#)))
+        let harness = try Harness(try configuration(config(receiver, nil, batch: #"{"max_positions":100,"interval":"200ms"}"#)))
         try await harness.run { buffer in
             await buffer.send(positions(0..<3))
             #expect(await Poll.until(timeout: .seconds(30)) { receiver.accepted().count == 1 })
@@ -67,7 +67,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let receiver = try Receiver(directory: dir, arguments: ["--delay", "0.5"])
         defer { receiver.stop() }
-        let harness = try SinkHarness(try configuration(config(receiver, dir, batch: #"{"max_positions":100,"interval":"1s"}"#)))
+        let harness = try Harness(try configuration(config(receiver, dir, batch: #"{"max_positions":100,"interval":"1s"}"#)))
         try await harness.run { buffer in
             await buffer.send(positions(0..<3))
             // The interval flush goes at ~1 s and its request takes 0.5 s; one fix arrives while
@@ -87,7 +87,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let receiver = try Receiver(directory: dir)
         defer { receiver.stop() }
-        let harness = try SinkHarness(try configuration(config(receiver, dir, batch: #"{"max_positions":100000,"max_bytes":100000000,"interval":"300ms"}"#)))
+        let harness = try Harness(try configuration(config(receiver, dir, batch: #"{"max_positions":100000,"max_bytes":100000000,"interval":"300ms"}"#)))
         try await harness.run { buffer in
             // Back to back, so the sink's input never times out: only the interval check flushes.
             let start = ContinuousClock.now
@@ -105,7 +105,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let receiver = try Receiver(directory: dir)
         defer { receiver.stop() }
-        let harness = try SinkHarness(try configuration(config(receiver, dir, batch: #"{"max_positions":100,"interval":"100ms"}"#)))
+        let harness = try Harness(try configuration(config(receiver, dir, batch: #"{"max_positions":100,"interval":"100ms"}"#)))
         try await harness.run { buffer in
             await buffer.send(positions(0..<150))
             #expect(await Poll.until(timeout: .seconds(30)) { receiver.accepted().count >= 1 })
@@ -125,7 +125,7 @@ import Testing
         let receiver = try Receiver(directory: dir)
         defer { receiver.stop() }
         try await receiver.control(#"{"rules":[{"match":"\"id\":\"t-150\"","status":400,"body":{"error":"bad point"}}]}"#)
-        let harness = try SinkHarness(try configuration(config(receiver, dir)))
+        let harness = try Harness(try configuration(config(receiver, dir)))
         try await harness.run { buffer in await buffer.send(positions(0..<300)) }
         #expect(receiver.accepted().flatMap(\.ids) == positions(0..<100).map(\.id) + positions(200..<300).map(\.id))
         #expect(harness.stats.value("queue.dead_lettered") == 100)
@@ -154,7 +154,7 @@ import Testing
         let receiver = try Receiver(directory: dir)
         defer { receiver.stop() }
         try await receiver.control(#"{"rules":[\#(rule)]}"#)
-        let harness = try SinkHarness(try configuration(config(receiver, dir, extra)))
+        let harness = try Harness(try configuration(config(receiver, dir, extra)))
         try await harness.run { buffer in await buffer.send(positions(0..<100)) }
         let accepted = receiver.accepted().filter { !$0.ids.isEmpty }
         #expect(accepted.last?.ids == positions(0..<100).map(\.id))
@@ -171,7 +171,7 @@ import Testing
         let receiver = try Receiver(directory: dir)
         defer { receiver.stop() }
         let body = #","body":{"format":"template","template":{"vipId":"${VIP_ID}","list":"$positions"},"fields":{"date":{"from":"time","time_format":"yyyy-MM-dd HH:mm:ss","zone":"Asia/Shanghai"},"latitude":"lat","longitude":"lon"}},"success":{"json":{"path":"resultInteger","greater_than":0}}"#
-        let harness = try SinkHarness(try configuration(config(receiver, dir, body)))
+        let harness = try Harness(try configuration(config(receiver, dir, body)))
         try await harness.run { buffer in await buffer.send(positions(0..<2)) }
         let json = try #require(receiver.accepted().first?.json)
         #expect(json["vipId"] == .string("vip-42"))
@@ -188,14 +188,14 @@ import Testing
         receiver.stop()
         // First run: the server is down; the shutdown deadline (a cancellation) leaves everything queued.
         let c = try configuration(config(receiver, dir))
-        let first = try SinkHarness(c)
+        let first = try Harness(c)
         let task = Task { try await first.run { buffer in await buffer.send(positions(0..<120)) } }
         #expect(await Poll.until(timeout: .seconds(30)) { first.stats.value("http.retried") >= 2 })
         task.cancel()
         _ = await task.result
         try receiver.start()
         defer { receiver.stop() }
-        let second = try SinkHarness(c)
+        let second = try Harness(c)
         try await second.run { _ in }
         #expect(receiver.accepted().flatMap(\.ids) == positions(0..<120).map(\.id))
     }

@@ -4,6 +4,7 @@ import FoundationNetworking
 #endif
 import GatewayCore
 import GatewayRuntime
+import GatewayTesting
 @testable import HTTPOutput
 import Testing
 
@@ -102,56 +103,18 @@ final class Receiver: @unchecked Sendable {
     func accepted() -> [RecordedRequest] { requests().filter { (200..<300).contains($0.status) } }
 }
 
-/// Reads a sink configuration from JSON text; problems fail the test.
-func configuration(_ json: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> HTTPSinkConfiguration {
-    let (c, problems) = try configure(json)
-    #expect(problems.isEmpty, "\(problems)", sourceLocation: sourceLocation)
-    return c
+/// The http sink under test, in this process.
+typealias Harness = SinkHarness<HTTPSinkPlugin>
+
+/// The options of the sink `sinks.up`, with `VIP_ID` in the environment; any problem throws.
+func configuration(_ json: String) throws -> HTTPSinkConfiguration {
+    try PluginOptions.valid(HTTPSinkPlugin.self, json, path: "sinks.up", environment: ["VIP_ID": "vip-42"])
 }
 
-/// Reads a sink configuration and returns the problems too.
+/// The options of the sink `sinks.up`, and the problems they have.
 func configure(_ json: String) throws -> (HTTPSinkConfiguration, [String]) {
-    guard case .object(let o) = try JSONValue.parse(string: json) else { throw HTTPSinkError(message: "not an object") }
-    let diagnostics = ConfigurationDiagnostics()
-    var reader = OptionReader(object: o, path: "sinks.up", diagnostics: diagnostics, environment: ["VIP_ID": "vip-42"])
-    reader.markKnown(["type", "inputs"])
-    let c = HTTPSinkPlugin.configure(&reader)
-    reader.finish()
-    return (c, diagnostics.problems.map(\.description))
-}
-
-/// A running in-process sink fed through a real `SinkBuffer`.
-struct SinkHarness {
-    let sink: any PositionSink
-    let buffer: SinkBuffer
-    let stats: ComponentStats
-
-    init(_ configuration: HTTPSinkConfiguration) throws {
-        stats = ComponentStats(id: "up")
-        let context = ComponentContext(id: "up", kind: .sink, logger: Logger(label: "sinks.up", handler: SilentLogHandler()), stats: stats)
-        sink = try HTTPSinkPlugin.makeSink(configuration, context: context)
-        buffer = SinkBuffer(capacity: 100_000, policy: .block, durable: HTTPSinkPlugin.isDurable(configuration), stats: stats)
-    }
-
-    /// Runs the sink while `feed` sends positions; closes the input after `feed` and waits for the sink to end.
-    func run(_ feed: @Sendable @escaping (SinkBuffer) async throws -> Void) async throws {
-        let sink = self.sink, buffer = self.buffer
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await sink.run(input: buffer) }
-            try await feed(buffer)
-            buffer.close()
-            try await group.waitForAll()
-        }
-    }
-}
-
-/// Positions `t-<from>` … `t-<to-1>` one second apart.
-func positions(_ range: Range<Int>, prefix: String = "t-") -> [Position] {
-    range.map { i in
-        Position(time: Timestamp(milliseconds: 1_714_557_600_000 + Int64(i) * 1000), latitude: 31.2 + Double(i) * 1e-5,
-                 longitude: 121.5 + Double(i) * 1e-5, altitude: 12.5, speed: 2.5, course: 90, mode: .threeD, quality: .gps,
-                 satellites: 9, hdop: 0.9, horizontalError: 4.5, source: "rx", device: "dev1", id: "\(prefix)\(i)")
-    }
+    let (c, problems) = try PluginOptions.read(HTTPSinkPlugin.self, json, path: "sinks.up", environment: ["VIP_ID": "vip-42"])
+    return (c, problems.map(\.description))
 }
 
 /// The numeric part of ids such as `t-17` or `rx-1714521600000`.

@@ -37,7 +37,7 @@ struct TransportTests {
         let receiver = try Receiver(directory: dir, arguments: ["--tls-cert", certs.serverCert, "--tls-key", certs.serverKey, "--tls-client-ca", certs.ca])
         defer { receiver.stop() }
         let config = try tlsConfig(receiver.httpsURL, dir, tls: #"{"ca_file":"\#(certs.ca)","cert_file":"\#(certs.clientCert)","key_file":"\#(certs.clientKey)"}"#)
-        let harness = try SinkHarness(config)
+        let harness = try Harness(config)
         try await harness.run { buffer in await buffer.send(positions(0..<120)) }
         #expect(receiver.accepted().flatMap(\.ids) == positions(0..<120).map(\.id))
     }
@@ -79,7 +79,7 @@ struct TransportTests {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let config = try tlsConfig("https://127.0.0.1:1/x", dir, tls: #"{"ca_file":"\#(dir)/nope.pem"}"#)
-        #expect { _ = try SinkHarness(config) } throws: { error in
+        #expect { _ = try Harness(config) } throws: { error in
             "\(error)" == "tls.ca_file \(dir)/nope.pem: No such file or directory"
         }
     }
@@ -93,7 +93,7 @@ struct TransportTests {
         let proxy = try Receiver(directory: dir, name: "proxy.log", script: "connect_proxy.py")
         defer { proxy.stop() }
         let config = try tlsConfig(receiver.httpsURL, dir, tls: #"{"ca_file":"\#(certs.ca)"}"#, extra: #","proxy":"http://127.0.0.1:\#(proxy.port)""#)
-        let harness = try SinkHarness(config)
+        let harness = try Harness(config)
         try await harness.run { buffer in await buffer.send(positions(0..<60)) }
         #expect(receiver.accepted().flatMap(\.ids) == positions(0..<60).map(\.id))
         #expect(proxy.proxiedLines().first == "CONNECT 127.0.0.1:\(receiver.port) HTTP/1.1")

@@ -6,11 +6,9 @@ import MQTTTesting
 import Synchronization
 import Testing
 
-/// A source configuration from JSON text; problems fail the test.
-func configuration(_ json: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> MQTTSourceConfiguration {
-    let (c, problems) = try PluginOptions.read(MQTTSourcePlugin.self, json, path: "sources.phones")
-    #expect(problems.isEmpty, "\(problems)", sourceLocation: sourceLocation)
-    return c
+/// The options of the source `sources.phones`; any problem throws.
+func configuration(_ json: String) throws -> MQTTSourceConfiguration {
+    try PluginOptions.valid(MQTTSourcePlugin.self, json, path: "sources.phones")
 }
 
 /// What a running source emitted, with the acknowledgements it asked for held until the test

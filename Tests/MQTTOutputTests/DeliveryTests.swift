@@ -23,7 +23,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let subscriber = try await Subscriber(broker: broker, topic: "locgate/#")
         let c = try Self.config(broker, dir, extra: #", "qos": \#(qos), "protocol": "\#(version)", "status": { "topic": "gw/status" }"#)
-        let harness = try SinkHarness(c)
+        let harness = try Harness(c)
         let n = 3000
         try await harness.run { buffer in
             for start in stride(from: 0, to: n, by: 100) { await buffer.send(positions(start..<(start + 100), devices: 3)) }
@@ -47,7 +47,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: dir) }
         // A persistent session: what is published while the subscriber reconnects waits for it.
         let subscriber = try await Subscriber(broker: broker, topic: "locgate/#", persistent: true)
-        let harness = try SinkHarness(try Self.config(broker, dir))
+        let harness = try Harness(try Self.config(broker, dir))
         let n = 3000
         try await harness.run { buffer in
             await buffer.send(positions(0..<1000, devices: 4))
@@ -73,7 +73,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: dir) }
         // The broker is down while the first positions arrive: a backlog of 4 devices builds up.
         broker.stop()
-        let harness = try SinkHarness(try Self.config(broker, dir, extra: #", "retain": "last""#))
+        let harness = try Harness(try Self.config(broker, dir, extra: #", "retain": "last""#))
         let watcher = ManagedFlag()
         try await harness.run { buffer in
             await buffer.send(positions(0..<400, devices: 4))
@@ -98,7 +98,7 @@ import Testing
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         broker.stop()
-        let harness = try SinkHarness(try Self.config(broker, dir, extra: #", "retain": "last""#))
+        let harness = try Harness(try Self.config(broker, dir, extra: #", "retain": "last""#))
         try await harness.run { buffer in
             await buffer.send(positions(0..<200, devices: 2))
             try broker.start()
@@ -118,7 +118,7 @@ import Testing
         var c = try Self.config(broker, dir)
         c.broker.username = "gw2"
         c.broker.password = "not-yet-valid"
-        let harness = try SinkHarness(c)
+        let harness = try Harness(c)
         try await harness.run { buffer in
             await buffer.send(positions(0..<300))
             #expect(await Poll.until(timeout: .seconds(30)) { harness.log.entries(level: .error, containing: "Not authorized").count >= 2 }, "\(harness.log.entries.suffix(5))")
@@ -144,7 +144,7 @@ import Testing
               "tls": { "ca_file": "\(broker.caFile)", "cert_file": "\(broker.clientCert)", "key_file": "\(broker.clientKey)" },
               "queue": { "path": "\(dir)/q.sqlite" } }
             """)
-        let harness = try SinkHarness(c)
+        let harness = try Harness(c)
         try await harness.run { buffer in
             await buffer.send(positions(0..<300))
             #expect(await Poll.until(timeout: .seconds(30)) { harness.log.entries(level: .error, containing: "certificate verify failed").count >= 2 })

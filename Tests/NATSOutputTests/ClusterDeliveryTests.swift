@@ -26,9 +26,9 @@ import Testing
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let json = ClusterDeliveryTests.sinkJSON(cluster, queue: #"{ "path": "\#(dir)/outbox.sqlite" }"#)
-        let sent = positions(0..<5000)
+        let sent = positions(0..<5000, devices: 5)
 
-        let first = try SinkHarness(json)
+        let first = try Harness(json)
         try await first.run { buffer in
             for chunk in stride(from: 0, to: sent.count, by: 250) { await buffer.send(Array(sent[chunk..<min(chunk + 250, sent.count)])) }
         }
@@ -44,7 +44,7 @@ import Testing
         #expect(body["device"]?.stringValue == "dev2")
 
         // The same positions again (what a restart after a crash re-sends): the duplicate window drops them all.
-        let second = try SinkHarness(json)
+        let second = try Harness(json)
         try await second.run { buffer in await buffer.send(Array(sent.prefix(1000))) }
         stored = try await cluster.messages("LOCGATE")
         #expect(stored.count == 5000)
@@ -60,10 +60,10 @@ import Testing
         try await cluster.createStream("LOCGATE", subjects: ["locgate.>"])
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let harness = try SinkHarness(ClusterDeliveryTests.sinkJSON(cluster, queue: #"{ "path": "\#(dir)/outbox.sqlite" }"#,
+        let harness = try Harness(ClusterDeliveryTests.sinkJSON(cluster, queue: #"{ "path": "\#(dir)/outbox.sqlite" }"#,
                                                                      extra: #", "ack_timeout": "2s", "reconnect": { "initial": "50ms", "max": "500ms" }"#))
         let total = 20_000
-        let sent = positions(0..<total)
+        let sent = positions(0..<total, devices: 5)
         let stats = harness.stats
         try await harness.run { buffer in
             // First half, then kill -9 the node this sink is connected to once a part is stored.
@@ -91,18 +91,18 @@ import Testing
         try await cluster.createStream("OTHER", subjects: ["other.>"], replicas: 1)
         let servers = cluster.urls.map { "\"\($0)\"" }.joined(separator: ", ")
 
-        let wrong = try SinkHarness(#"{ "servers": [\#(servers)], "expect_stream": "OTHER", "queue": null }"#)
+        let wrong = try Harness(#"{ "servers": [\#(servers)], "expect_stream": "OTHER", "queue": null }"#)
         do {
-            try await wrong.run { buffer in await buffer.send(positions(0..<3)) }
+            try await wrong.run { buffer in await buffer.send(positions(0..<3, devices: 5)) }
             Issue.record("a stream that does not capture the subject started")
         } catch let error as NATSSinkError {
             #expect(error.message == "expect_stream: stream OTHER captures other.>, not the subject locgate.positions.{device} (published as locgate.positions.*)")
         }
 
-        let missing = try SinkHarness(#"{ "servers": [\#(servers)], "expect_stream": "NOPE", "queue": null }"#)
+        let missing = try Harness(#"{ "servers": [\#(servers)], "expect_stream": "NOPE", "queue": null }"#)
         do {
             // Queued positions keep the sink waiting for the check: it cannot end before it.
-            try await missing.run { buffer in await buffer.send(positions(0..<3)) }
+            try await missing.run { buffer in await buffer.send(positions(0..<3, devices: 5)) }
             Issue.record("a missing expect_stream started")
         } catch let error as NATSSinkError {
             #expect(error.message.hasPrefix("expect_stream: stream NOPE does not exist"))
@@ -117,11 +117,11 @@ import Testing
         defer { cluster.stop() }
         try await cluster.start()
         let servers = cluster.urls.map { "\"\($0)\"" }.joined(separator: ", ")
-        let create = try SinkHarness(#"""
+        let create = try Harness(#"""
             { "servers": [\#(servers)], "subject": "fleet.{device}", "queue": null,
               "stream": { "name": "FLEET", "replicas": 3, "duplicate_window": "5m" } }
             """#)
-        try await create.run { buffer in await buffer.send(positions(0..<10)) }
+        try await create.run { buffer in await buffer.send(positions(0..<10, devices: 5)) }
         let c = try await cluster.connect()
         let info = try #require(try await c.streamInfo("FLEET"))
         #expect(info.subjects == ["fleet.*"])
@@ -129,11 +129,11 @@ import Testing
         #expect(info.duplicateWindow == .seconds(300))
         #expect(info.messages == 10)
 
-        let other = try SinkHarness(#"""
+        let other = try Harness(#"""
             { "servers": [\#(servers)], "subject": "fleet.{device}", "queue": null,
               "stream": { "name": "FLEET", "replicas": 1, "duplicate_window": "1m" } }
             """#)
-        try await other.run { buffer in await buffer.send(positions(10..<12)) }
+        try await other.run { buffer in await buffer.send(positions(10..<12, devices: 5)) }
         let after = try #require(try await c.streamInfo("FLEET"))
         #expect(after.replicas == 3)
         #expect(after.duplicateWindow == .seconds(300))
@@ -150,8 +150,8 @@ import Testing
         // A stream listening on the subject is the test's subscriber: core publishes land in it too.
         try await cluster.createStream("CORE", subjects: ["core.>"], replicas: 1)
         let servers = cluster.urls.map { "\"\($0)\"" }.joined(separator: ", ")
-        let harness = try SinkHarness(#"{ "servers": [\#(servers)], "subject": "core.{device}", "jetstream": false, "queue": null }"#)
-        try await harness.run { buffer in await buffer.send(positions(0..<500)) }
+        let harness = try Harness(#"{ "servers": [\#(servers)], "subject": "core.{device}", "jetstream": false, "queue": null }"#)
+        try await harness.run { buffer in await buffer.send(positions(0..<500, devices: 5)) }
         #expect(harness.stats.value("nats.sent") == 500)
         let arrived = await Poll.until { (try? await cluster.messages("CORE").count) == 500 }
         #expect(arrived)
@@ -181,15 +181,15 @@ import Testing
         try await server.createStream("LOCGATE", subjects: ["locgate.>"], replicas: 1)
         let url = server.urls[0]
 
-        let good = try SinkHarness(#"{ "servers": ["\#(url)"], "token": "${T}", "expect_stream": "LOCGATE", "queue": null }"#, environment: ["T": "s3cret"])
-        try await good.run { buffer in await buffer.send(positions(0..<50)) }
-        #expect(Delivery(try await server.messages("LOCGATE"), expected: positions(0..<50).map(\.id)) == .exact)
+        let good = try Harness(#"{ "servers": ["\#(url)"], "token": "${T}", "expect_stream": "LOCGATE", "queue": null }"#, environment: ["T": "s3cret"])
+        try await good.run { buffer in await buffer.send(positions(0..<50, devices: 5)) }
+        #expect(Delivery(try await server.messages("LOCGATE"), expected: positions(0..<50, devices: 5).map(\.id)) == .exact)
 
-        let bad = try SinkHarness(#"{ "servers": ["\#(url)"], "token": "wrong", "queue": null, "reconnect": { "initial": "20ms", "max": "50ms" } }"#)
+        let bad = try Harness(#"{ "servers": ["\#(url)"], "token": "wrong", "queue": null, "reconnect": { "initial": "20ms", "max": "50ms" } }"#)
         let log = bad.log
         await withTaskGroup(of: Void.self) { group in
             group.addTask { try? await bad.sink.run(input: bad.buffer) }
-            await bad.buffer.send(positions(50..<60))
+            await bad.buffer.send(positions(50..<60, devices: 5))
             // libnats gives up on a server that refuses the same credentials twice (and during the
             // first connect it keeps the server's reason to itself); the sink logs the closing as
             // an error and connects again, so credentials fixed on the server side are picked up.

@@ -14,12 +14,12 @@ import Testing
         try server.createDatabase("tracks")
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let harness = try SinkHarness(sinkJSON(server, database: "tracks", queue: dir + "/q.sqlite"))
+        let harness = try Harness(sinkJSON(server, database: "tracks", queue: dir + "/q.sqlite"), id: "db")
         try await harness.run { buffer in
-            await buffer.send(positions(0..<500))
+            await buffer.send(positions(0..<500, devices: 5))
             // Re-sent (a device that did not hear its answer): the same ids again.
-            await buffer.send(positions(100..<200))
-            await buffer.send(positions(500..<1000))
+            await buffer.send(positions(100..<200, devices: 5))
+            await buffer.send(positions(500..<1000, devices: 5))
         }
         #expect(try server.psql("SELECT count(*), count(DISTINCT id) FROM positions", database: "tracks") == "1000|1000", "\(harness.logText)")
         #expect(try server.psql("SELECT device, id FROM latest ORDER BY device", database: "tracks")
@@ -36,11 +36,11 @@ import Testing
     func latestIsNeverMovedBackByAnOlderFix() async throws {
         let server = try PostgresServer()
         try server.createDatabase("tracks")
-        let harness = try SinkHarness(sinkJSON(server, database: "tracks", queue: nil))
+        let harness = try Harness(sinkJSON(server, database: "tracks", queue: nil), id: "db")
         try await harness.run { buffer in
-            await buffer.send(positions(500..<510))
+            await buffer.send(positions(500..<510, devices: 5))
             // A backlog of older fixes arriving later (a gateway that was offline).
-            await buffer.send(positions(0..<10))
+            await buffer.send(positions(0..<10, devices: 5))
         }
         #expect(try server.psql("SELECT string_agg(id, ',' ORDER BY device) FROM latest", database: "tracks") == "t-505,t-506,t-507,t-508,t-509")
         #expect(try server.psql("SELECT count(*) FROM positions", database: "tracks") == "20")
@@ -69,7 +69,7 @@ import Testing
         // A projected position carries WGS84 latitude/longitude beside its easting and northing.
         sent.append(Position(time: Timestamp(milliseconds: 1_714_557_900_000), latitude: 31.2, longitude: 121.5, mode: .threeD,
                              datum: Datum(name: "EPSG:32651"), x: 357_225.5, y: 3_453_272.25, source: "rx", device: "p", id: "utm"))
-        let harness = try SinkHarness(sinkJSON(server, database: "tracks", queue: nil))
+        let harness = try Harness(sinkJSON(server, database: "tracks", queue: nil), id: "db")
         let batch = sent
         try await harness.run { buffer in await buffer.send(batch) }
         let rows = try server.psql("SELECT id, datum, datum_x, datum_y, ST_X(geom), ST_Y(geom), ST_SRID(geom) FROM positions WHERE datum <> 'EPSG:32651'", database: "tracks")
@@ -103,7 +103,7 @@ import Testing
         lost.event = PositionEvent(kind: .fixLost)
         var antenna = Position(time: Timestamp(milliseconds: 1_714_557_800_000), source: "rx", device: "dev0", id: "rx-antenna-1714557800000-dev0")
         antenna.event = PositionEvent(kind: .antenna, status: "open")
-        let harness = try SinkHarness(sinkJSON(server, database: "tracks", queue: nil))
+        let harness = try Harness(sinkJSON(server, database: "tracks", queue: nil), id: "db")
         let batch = [fix, enter, lost, antenna]
         try await harness.run { buffer in await buffer.send(batch) }
         #expect(try server.psql("SELECT id, attributes->>'fence_names' FROM positions", database: "tracks") == "t-0|City Park")
@@ -125,7 +125,7 @@ import Testing
         p.device = "tab\there\nnew line \\ back\\slash \"quoted\" 'single' 北京 \u{1}"
         p.id = "id\twith\\odd\rbits"
         p.attributes = ["note": "a \"b\" \\ c\nd\u{0}e", "route": "北京 → 上海"]
-        let harness = try SinkHarness(sinkJSON(server, database: "tracks", queue: nil))
+        let harness = try Harness(sinkJSON(server, database: "tracks", queue: nil), id: "db")
         let batch = [p]
         try await harness.run { buffer in await buffer.send(batch) }
         #expect(try server.psql("SELECT device = E'tab\\there\\nnew line \\\\ back\\\\slash \"quoted\" ''single'' 北京 \\x01', id = E'id\\twith\\\\odd\\rbits' FROM positions", database: "tracks") == "t|t")
@@ -141,10 +141,10 @@ import Testing
         try server.psql("ALTER TABLE positions ADD CONSTRAINT plausible_speed CHECK (speed < 100)", database: "tracks")
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        var sent = positions(0..<1000)
+        var sent = positions(0..<1000, devices: 5)
         sent[137].speed = 250
         sent[731].speed = 300
-        let harness = try SinkHarness(sinkJSON(server, database: "tracks", queue: dir + "/q.sqlite"))
+        let harness = try Harness(sinkJSON(server, database: "tracks", queue: dir + "/q.sqlite"), id: "db")
         let batch = sent
         try await harness.run { buffer in await buffer.send(batch) }
         #expect(try server.psql("SELECT count(*) FROM positions", database: "tracks") == "998")
@@ -162,9 +162,9 @@ import Testing
     func namedTablesInANewSchemaAreCreatedAndUsed() async throws {
         let server = try PostgresServer()
         try server.createDatabase("tracks", postgis: false)
-        let harness = try SinkHarness(sinkJSON(server, database: "tracks", queue: nil,
-                                               extra: #""schema": "Fleet Data", "tables": { "positions": "fixes", "latest": "now", "events": "happenings" }"#))
-        try await harness.run { buffer in await buffer.send(positions(0..<10)) }
+        let harness = try Harness(sinkJSON(server, database: "tracks", queue: nil,
+                                               extra: #""schema": "Fleet Data", "tables": { "positions": "fixes", "latest": "now", "events": "happenings" }"#), id: "db")
+        try await harness.run { buffer in await buffer.send(positions(0..<10, devices: 5)) }
         #expect(try server.psql("SELECT count(*) FROM \"Fleet Data\".fixes", database: "tracks") == "10", "\(harness.logText)")
         #expect(try server.psql("SELECT count(*) FROM \"Fleet Data\".now", database: "tracks") == "5")
         #expect(try server.psql("SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes WHERE schemaname = 'Fleet Data' AND tablename = 'fixes'", database: "tracks")
@@ -177,14 +177,14 @@ import Testing
     func aMemoryQueueAcknowledgesABatchOnlyOncePostgresCommittedIt() async throws {
         let server = try PostgresServer()
         try server.createDatabase("tracks")
-        let harness = try SinkHarness(sinkJSON(server, database: "tracks", queue: nil))
+        let harness = try Harness(sinkJSON(server, database: "tracks", queue: nil), id: "db")
         let acknowledged = Atomic<Int>(0)
         try await harness.run { buffer in
             // Let the sink connect, then take the server away.
             #expect(await Poll.until { harness.stats.value("postgres.connects") == 1 })
             server.stop(immediate: true)
             let output = SourceOutput(tracking: { batch, ack in await buffer.send(batch, acknowledgement: ack) })
-            await output.emit(positions(0..<50)) { acknowledged.add(1, ordering: .relaxed) }
+            await output.emit(positions(0..<50, devices: 5)) { acknowledged.add(1, ordering: .relaxed) }
             #expect(await Poll.until { harness.log.entries(level: .warning, containing: "lost the connection to PostgreSQL").count
                                          + harness.log.entries(level: .warning, containing: "cannot connect to PostgreSQL").count > 0 }, "\(harness.logText)")
             #expect(acknowledged.load(ordering: .relaxed) == 0)

@@ -17,12 +17,12 @@ struct DiskFullTests {
         let disk = dir + "/disk"
         #expect(Tmpfs.mount(disk, kilobytes: 2048))
         defer { Tmpfs.unmount(disk) }
-        let harness = try SinkHarness(#"{ "type": "postgres", "url": "\#(server.url(database: "tracks"))", "batch": { "max_positions": 100, "interval": "1h" }, "retry": { "initial": "50ms", "max": "500ms" }, "queue": { "path": "\#(disk)/q.sqlite" } }"#)
+        let harness = try Harness(#"{ "type": "postgres", "url": "\#(server.url(database: "tracks"))", "batch": { "max_positions": 100, "interval": "1h" }, "retry": { "initial": "50ms", "max": "500ms" }, "queue": { "path": "\#(disk)/q.sqlite" } }"#, id: "db")
         let stored: @Sendable () -> Int = { Int((try? server.psql("SELECT count(*) FROM positions", database: "tracks")) ?? "") ?? -1 }
         let sink = harness.sink, buffer = harness.buffer, stats = harness.stats
         let running = Task { try await sink.run(input: buffer) }
         defer { running.cancel() }
-        await buffer.send(positions(0..<50))
+        await buffer.send(positions(0..<50, devices: 5))
         #expect(await Poll.until { stats.value("queue.depth") == 50 })
         Tmpfs.sh("dd if=/dev/zero of='\(disk)/fill' bs=4k 2>/dev/null")
         // The end of the input flushes the partial batch: PostgreSQL commits it, the delete finds the disk full.

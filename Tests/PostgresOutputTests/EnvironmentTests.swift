@@ -18,14 +18,14 @@ import Testing
     /// with (nil when it did not), after checking that the queue still holds every one of them.
     static func start(_ json: String, queue: String, queued: Int = 20) async throws -> String? {
         let outbox = try SQLiteOutbox(path: queue, maxRecords: 1000, synchronousFull: true)
-        let entries = positions(0..<queued).map { p -> OutboxEntry in
+        let entries = positions(0..<queued, devices: 5).map { p -> OutboxEntry in
             var line: [UInt8] = []
             PostgresRows.appendPosition(p, bounds: .box, to: &line)
             return OutboxEntry(id: p.id, payload: line, time: p.time?.milliseconds)
         }
         _ = try outbox.append(entries, at: Timestamp(milliseconds: 1_714_557_600_000))
         outbox.close()
-        let harness = try SinkHarness(json)
+        let harness = try Harness(json, id: "db")
         var failure: String?
         do {
             try await harness.run()
@@ -148,10 +148,10 @@ import Testing
         #expect(found.count == 2, "\(found)")
         #expect(found.contains { $0.hasPrefix("warning sinks.db.url: PostgreSQL is not reachable now: ") && $0.contains("Connection refused") && $0.hasSuffix("; positions wait in the queue until it is") }, "\(found)")
         // The sink starts, keeps what it receives and retries.
-        let harness = try SinkHarness(json)
+        let harness = try Harness(json, id: "db")
         await withTaskGroup(of: Void.self) { group in
             group.addTask { try? await harness.sink.run(input: harness.buffer) }
-            await harness.buffer.send(positions(0..<10))
+            await harness.buffer.send(positions(0..<10, devices: 5))
             #expect(await Poll.until { queueRows(dir + "/q.sqlite") == 10 })
             #expect(await Poll.until { harness.stats.value("postgres.retried") >= 3 })
             group.cancelAll()

@@ -33,7 +33,7 @@ import Testing
         #expect(batch.count == 2000 && batch.allSatisfy { $0.datum.name == datum })
         let inside = batch.filter { $0.attributes["fences"] != nil }.count
         #expect(inside > 400 && inside < 1600, "the points should fall both inside and outside: \(inside)")
-        let harness = try SinkHarness(sinkJSON(server, database: "tracks", queue: nil))
+        let harness = try Harness(sinkJSON(server, database: "tracks", queue: nil), id: "db")
         let positions = batch
         try await harness.run { buffer in await buffer.send(positions) }
         try server.psql("CREATE TABLE fences (ord int, id text, geom geometry(Polygon, 4326))", database: "tracks")

@@ -12,14 +12,14 @@ import Testing
         try server.createDatabase("tracks")
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let harness = try SinkHarness(sinkJSON(server, database: "tracks", queue: dir + "/q.sqlite"))
+        let harness = try Harness(sinkJSON(server, database: "tracks", queue: dir + "/q.sqlite"), id: "db")
         let stored: @Sendable () -> Int = { Int((try? server.psql("SELECT count(*) FROM positions", database: "tracks")) ?? "") ?? -1 }
         try await harness.run { buffer in
-            for chunk in stride(from: 0, to: 3000, by: 100) { await buffer.send(positions(chunk..<chunk + 100)) }
+            for chunk in stride(from: 0, to: 3000, by: 100) { await buffer.send(positions(chunk..<chunk + 100, devices: 5)) }
             #expect(await Poll.until { stored() == 3000 }, "\(harness.logText)")
             server.stop(immediate: true)
             // While it is down: positions are committed to the queue and the log says what happens.
-            for chunk in stride(from: 3000, to: 6000, by: 100) { await buffer.send(positions(chunk..<chunk + 100)) }
+            for chunk in stride(from: 3000, to: 6000, by: 100) { await buffer.send(positions(chunk..<chunk + 100, devices: 5)) }
             #expect(await Poll.until { harness.log.entries(level: .warning).contains { $0.message.contains("PostgreSQL") && $0.message.contains("position(s) queued") } },
                     "\(harness.logText)")
             #expect(queueRows(dir + "/q.sqlite") == 3000)
