@@ -281,16 +281,19 @@ public final class NATSConnection: @unchecked Sendable {
 
     /// The stream named `name`, or nil when it does not exist.
     public func streamInfo(_ name: String) async throws -> NATSStreamInfo? {
-        guard js != nil else { throw NATSError(summary: "stream info", detail: "the connection has no JetStream context", jetStreamCode: 0, status: "") }
-        return try await NATSConnection.blocking { [self] in
-            var si: UnsafeMutablePointer<jsStreamInfo>?
-            var code = jsErrCode(0)
-            let s = js_GetStreamInfo(&si, js, name, nil, &code)
-            if s == NATS_NOT_FOUND || code == JSStreamNotFoundErr { return nil }
-            try NATSConnection.check(s, "stream info \(name)", code: code)
-            defer { jsStreamInfo_Destroy(si) }
-            return si.map(NATSConnection.info)
-        }
+        try await NATSConnection.blocking { [self] in try streamInfoNow(name) }
+    }
+
+    /// `streamInfo` on the calling thread, for a caller on a thread of its own.
+    public func streamInfoNow(_ name: String) throws -> NATSStreamInfo? {
+        guard let js else { throw NATSError(summary: "stream info", detail: "the connection has no JetStream context", jetStreamCode: 0, status: "") }
+        var si: UnsafeMutablePointer<jsStreamInfo>?
+        var code = jsErrCode(0)
+        let s = js_GetStreamInfo(&si, js, name, nil, &code)
+        if s == NATS_NOT_FOUND || code == JSStreamNotFoundErr { return nil }
+        try NATSConnection.check(s, "stream info \(name)", code: code)
+        defer { jsStreamInfo_Destroy(si) }
+        return si.map(NATSConnection.info)
     }
 
     /// Creates a stream; an existing stream of that name is returned unchanged (never altered).
@@ -373,8 +376,17 @@ public final class NATSConnection: @unchecked Sendable {
             duplicates = cfg.Duplicates
             file = cfg.Storage == js_FileStorage
         }
-        return NATSStreamInfo(name: name, subjects: subjects, replicas: replicas, duplicateWindow: .nanoseconds(duplicates),
-                              fileStorage: file, messages: si.State.Msgs, lastSequence: si.State.LastSeq)
+        var info = NATSStreamInfo(name: name, subjects: subjects, replicas: replicas, duplicateWindow: .nanoseconds(duplicates),
+                                  fileStorage: file, messages: si.State.Msgs, lastSequence: si.State.LastSeq)
+        if let cluster = si.Cluster?.pointee {
+            info.leader = cluster.Leader.map { String(cString: $0) } ?? ""
+            for i in 0..<Int(cluster.ReplicasLen) {
+                guard let p = cluster.Replicas?[i]?.pointee else { continue }
+                info.followers.append(NATSStreamInfo.Follower(name: p.Name.map { String(cString: $0) } ?? "", current: p.Current,
+                                                              offline: p.Offline, lag: p.Lag, lastActive: .nanoseconds(p.Active)))
+            }
+        }
+        return info
     }
 
     // MARK: - Consumers
@@ -822,11 +834,14 @@ public final class NATSKeyValueBucket: @unchecked Sendable {
 
     deinit { kvStore_Destroy(kv) }
 
-    /// The current value of every key matching `filter` (`prefix.>`), deleted keys left out.
+    /// The current value of every key matching `filter` (`prefix.>`, `>`); a deleted key is an
+    /// entry marked `deleted`.
+    ///
+    /// The watch behind it may be served by any replica of the bucket's stream, including one
+    /// that is behind: compare with the leader's ``NATSStreamInfo/lastSequence`` for a fresh read.
     public func entries(matching filter: String, timeout: Duration) throws -> [NATSKeyValueEntry] {
         var wo = kvWatchOptions()
         kvWatchOptions_Init(&wo)
-        wo.IgnoreDeletes = true
         var w: OpaquePointer?
         try NATSConnection.check(kvStore_Watch(&w, kv, filter, &wo), "watch \(name) \(filter)")
         defer { kvWatcher_Destroy(w) }
@@ -837,7 +852,9 @@ public final class NATSKeyValueBucket: @unchecked Sendable {
             try NATSConnection.check(kvWatcher_Next(&e, w, max(1, timeout.milliseconds)), "read \(name) \(filter)")
             guard let e else { return out }
             defer { kvEntry_Destroy(e) }
-            if kvEntry_Operation(e) == kvOp_Put { out.append(NATSKeyValueBucket.entry(e)) }
+            var entry = NATSKeyValueBucket.entry(e)
+            entry.deleted = kvEntry_Operation(e) != kvOp_Put
+            out.append(entry)
         }
     }
 

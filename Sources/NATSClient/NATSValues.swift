@@ -58,6 +58,23 @@ public struct NATSStreamInfo: Sendable, Hashable {
     public var fileStorage: Bool
     public var messages: UInt64
     public var lastSequence: UInt64
+    /// The server leading the stream's replicas ("" when it has none now, or when not clustered).
+    public var leader = ""
+    /// The other replicas as the leader sees them.
+    public var followers: [Follower] = []
+
+    /// A replica that follows the leader.
+    public struct Follower: Sendable, Hashable {
+        public var name: String
+        /// Caught up with the leader.
+        public var current: Bool
+        /// Known to be down.
+        public var offline: Bool
+        /// Operations behind the leader.
+        public var lag: UInt64
+        /// How long since the leader last heard from it.
+        public var lastActive: Duration
+    }
 }
 
 /// One message read back from a stream.
@@ -197,9 +214,11 @@ public struct NATSKeyValueEntry: Sendable, Hashable {
     public var revision: UInt64
     /// When it was written (milliseconds since the epoch).
     public var createdMilliseconds: Int64
+    /// A delete (or purge) marker: the key has no value since this revision.
+    public var deleted = false
 
-    public init(key: String, value: [UInt8], revision: UInt64, createdMilliseconds: Int64) {
-        self.key = key; self.value = value; self.revision = revision; self.createdMilliseconds = createdMilliseconds
+    public init(key: String, value: [UInt8], revision: UInt64, createdMilliseconds: Int64, deleted: Bool = false) {
+        self.key = key; self.value = value; self.revision = revision; self.createdMilliseconds = createdMilliseconds; self.deleted = deleted
     }
 }
 

@@ -87,7 +87,10 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
         var options = configuration.connection
         options.name = "locgate state"
         let logger = context.logger
-        let connection = try NATSConnection.connectNow(options, jetStream: NATSJetStreamSettings(apiTimeout: configuration.timeout)) { event in
+        // Each request waits at most a few seconds and is tried again until `timeout`: one sent to a
+        // stream leader that just died is lost, and the next goes to its successor.
+        let apiTimeout = min(configuration.timeout, NATSKeyValueStateStore.requestTimeout)
+        let connection = try NATSConnection.connectNow(options, jetStream: NATSJetStreamSettings(apiTimeout: apiTimeout)) { event in
             switch event {
             case .disconnected: logger.warning("state store: disconnected from NATS; reconnecting (state writes wait)")
             case .reconnected(let url): logger.info("state store: reconnected to \(url)")
@@ -127,13 +130,29 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
 
     deinit { close() }
 
+    /// The longest one request waits before it is sent again.
+    static let requestTimeout: Duration = .seconds(3)
+
     // MARK: - Reading
 
     public func load(transform: String) throws -> [DeviceStateRecord] {
         try queue.sync {
             if state.withLock({ $0.closed }) { throw DeviceStateStoreError.unavailable("the state store is closed") }
             var records: [DeviceStateRecord] = []
-            let entries = try bucket.entries(matching: StateKeys.filter(transform: transform), timeout: timeout)
+            // During a leader election the watch's consumer cannot be created: try until `timeout`.
+            let deadline = clock.now().milliseconds + timeout.milliseconds
+            var entries: [NATSKeyValueEntry] = []
+            while true {
+                do {
+                    // Every key (the leader's last sequence may be any transform's), then this transform's.
+                    entries = try readCurrent(">", until: deadline).filter { !$0.deleted }
+                    break
+                } catch {
+                    if clock.now().milliseconds >= deadline { throw error }
+                    logger.debug("state store: reading \(transform) again: \(error)")
+                    usleep(250_000)
+                }
+            }
             state.withLock { s in
                 for e in entries {
                     guard let (t, device) = StateKeys.parts(of: e.key), t == transform else { continue }
@@ -146,6 +165,29 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
                 }
             }
             return records.sorted { $0.device < $1.device }
+        }
+    }
+
+    /// On `queue`: every key of the bucket as the stream's leader has it. The watch that reads
+    /// the bucket may be served by any replica, and one that is behind (just restarted after a
+    /// kill -9, in the 3-node test) answers with older values, which would restore old state and
+    /// then fail every compare-and-swap. So the read is repeated until it reaches the last
+    /// sequence the leader reported before it began (writes meanwhile only add to it).
+    private func readCurrent(_ filter: String, until deadline: Int64) throws -> [NATSKeyValueEntry] {
+        let stream = "KV_" + bucket.name
+        var behind = ""
+        while true {
+            let leader = try connection.streamInfoNow(stream)
+            let entries = try bucket.entries(matching: filter, timeout: min(timeout, Self.requestTimeout))
+            guard let leader, leader.messages > 0 else { return entries }
+            let newest = entries.map(\.revision).max() ?? 0
+            if newest >= leader.lastSequence { return entries }
+            behind = "read up to revision \(newest), the leader has \(leader.lastSequence)"
+            if clock.now().milliseconds >= deadline {
+                logger.warning("state store: reading \(location) from a replica that is behind (\(behind)): old state may be restored, and its writes then fail as conflicts")
+                return entries
+            }
+            usleep(100_000)
         }
     }
 

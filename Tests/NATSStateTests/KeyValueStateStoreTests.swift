@@ -143,7 +143,8 @@ import Testing
         try await cluster.restart(0)
         let after = try Self.open(cluster)
         defer { after.close() }
-        #expect(Self.values(try after.load(transform: "depot")) == expected)
+        let loaded = Self.values(try after.load(transform: "depot"))
+        #expect(loaded == expected, "\(loaded.sorted { $0.key < $1.key })")
     }
 
     @Test(.timeLimit(.minutes(2)))
