@@ -49,6 +49,15 @@ public struct PreparedStateBackend: Sendable, Hashable {
     public let configuration: any Sendable
     public let open: @Sendable (StateSettings, StateStoreContext) throws -> any DeviceStateStore
 
+    public init(key: String, location: String, fingerprint: JSONValue, configuration: any Sendable,
+                open: @escaping @Sendable (StateSettings, StateStoreContext) throws -> any DeviceStateStore) {
+        self.key = key
+        self.location = location
+        self.fingerprint = fingerprint
+        self.configuration = configuration
+        self.open = open
+    }
+
     public static func == (a: PreparedStateBackend, b: PreparedStateBackend) -> Bool {
         a.key == b.key && a.fingerprint == b.fingerprint
     }
