@@ -49,6 +49,9 @@ let package = Package(
         // answers written after commit; used by every source that devices call into.
         .target(name: "DeviceIntake", dependencies: ["GatewayCore", "SystemIO", "TrackerProtocols"], swiftSettings: settings),
         .target(name: "NATSClient", dependencies: ["GatewayCore", "CNats"], swiftSettings: settings),
+        // Per-device state in a NATS JetStream Key-Value bucket (settings.state.nats), registered
+        // beside the plugins so GatewayRuntime opens it without depending on NATSClient.
+        .target(name: "NATSState", dependencies: ["GatewayCore", "NATSClient"], swiftSettings: settings),
         .target(name: "MQTTClient", dependencies: ["GatewayCore", "CMosquitto"], swiftSettings: settings),
         // The HTTP server of the operator API and the http_server source (libmicrohttpd, epoll, suspended requests).
         .target(name: "HTTPServing", dependencies: ["CMicroHTTPD"], swiftSettings: settings),
@@ -85,7 +88,7 @@ let package = Package(
         plugin("NATSOutput", dependencies: ["GatewayCore", "SystemIO", "Outbox", "NATSClient"]),
         plugin("MQTTOutput", dependencies: ["GatewayCore", "SystemIO", "Outbox", "MQTTClient", "PositionEncoding"]),
         plugin("PostgresOutput", dependencies: ["GatewayCore", "SystemIO", "Outbox", "Geodesy", "CPostgres"]),
-        .target(name: "BuiltinPlugins", dependencies: ["GatewayCore", "FileReplay", "FileOutput", "ConsoleOutput", "NetworkNMEA", "ExecSource", "Coordinates", "Filters", "Geofence", "SerialSource", "GpsdSource", "HTTPOutput", "NATSOutput", "NATSSource", "MQTTOutput", "MQTTInput", "TrackerSources", "HTTPServerSource", "PostgresOutput"], swiftSettings: settings),
+        .target(name: "BuiltinPlugins", dependencies: ["GatewayCore", "FileReplay", "FileOutput", "ConsoleOutput", "NetworkNMEA", "ExecSource", "Coordinates", "Filters", "Geofence", "SerialSource", "GpsdSource", "HTTPOutput", "NATSOutput", "NATSSource", "MQTTOutput", "MQTTInput", "TrackerSources", "HTTPServerSource", "PostgresOutput", "NATSState"], swiftSettings: settings),
 
         // The command line and the service around it: operator API, maps, the `locgate` executable.
         .target(name: "OperatorAPI", dependencies: ["GatewayCore", "GatewayRuntime", "HTTPServing", "MapRendering", "Geodesy"], swiftSettings: settings),
@@ -122,6 +125,7 @@ let package = Package(
         .testTarget(name: "MQTTInputTests", dependencies: ["MQTTInput", "MQTTTesting", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "MQTTOutputTests", dependencies: ["MQTTOutput", "MQTTClient", "MQTTTesting", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], swiftSettings: settings),
         .testTarget(name: "NATSOutputTests", dependencies: ["NATSOutput", "NATSClient", "NATSTesting", "Outbox", "GatewayCore", "GatewayRuntime", "GatewayTesting"], swiftSettings: settings),
+        .testTarget(name: "NATSStateTests", dependencies: ["NATSState", "NATSClient", "NATSTesting", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "NATSSourceTests", dependencies: ["NATSSource", "NATSClient", "NATSTesting", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "PostgresOutputTests", dependencies: ["PostgresOutput", "Outbox", "Geodesy", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], swiftSettings: settings),
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),

@@ -2,7 +2,10 @@
 # Benchmark of the nats source: positions/s from a JetStream stream (durable pull consumer,
 # explicit acks sent once the file sink flushed) through a geofence into a JSON Lines file,
 # beside the same positions read from a JSON Lines file by the `file` source through the same
-# geofence into the same kind of file. The ratio is the broker's cost.
+# geofence into the same kind of file. The ratio is the broker's cost. A third run reads the
+# same stream (another consumer) with the geofence's per-device state kept in a JetStream
+# Key-Value bucket on the same server (settings.state.nats): its rate over the second run's is
+# the state store's cost (issue 30's target: at least 0.8).
 #
 #   Benchmarks/nats_source.sh [POSITIONS]      (default 100000)
 #
@@ -87,12 +90,27 @@ while [ "$( [ -f "$WORK/nats-out.jsonl" ] && wc -l < "$WORK/nats-out.jsonl" || e
 T3=$(now)
 kill -TERM "$PID"; wait "$PID" 2>/dev/null || true
 
-python3 - "$TOTAL" "$T0" "$T1" "$T2" "$T3" <<'PY'
+# C: the nats source again (its own consumer), the geofence's state in a Key-Value bucket.
+sed -e 's/"consumer": "bench"/"consumer": "bench-kv"/' -e "s|nats-out.jsonl|kv-out.jsonl|" \
+    -e "s|^{ \"sources\"|{ \"settings\": { \"state\": { \"nats\": { \"servers\": [\"nats://127.0.0.1:$PORT\"], \"bucket\": \"bench-state\" } } },\n  \"sources\"|" \
+    "$WORK/nats.json" > "$WORK/kv.json"
+T4=$(now)
+"$LOCGATE_BIN" run "$WORK/kv.json" 2> "$WORK/kv-run.log" &
+PID=$!
+PIDS+=($PID)
+while [ "$( [ -f "$WORK/kv-out.jsonl" ] && wc -l < "$WORK/kv-out.jsonl" || echo 0)" -lt "$WANT" ]; do sleep 0.02; done
+T5=$(now)
+kill -TERM "$PID"; wait "$PID" 2>/dev/null || true
+grep -q "from nats bucket bench-state" "$WORK/kv-run.log" || { echo "the state store was not used:" >&2; tail -5 "$WORK/kv-run.log" >&2; exit 1; }
+
+python3 - "$TOTAL" "$T0" "$T1" "$T2" "$T3" "$T4" "$T5" <<'PY'
 import sys
-n = int(sys.argv[1]); t0, t1, t2, t3 = map(float, sys.argv[2:])
-f = n / (t1 - t0); j = n / (t3 - t2)
+n = int(sys.argv[1]); t0, t1, t2, t3, t4, t5 = map(float, sys.argv[2:])
+f = n / (t1 - t0); j = n / (t3 - t2); k = n / (t5 - t4)
 print("positions: %d (8 devices), geofence with enter/exit events, into a JSON Lines file" % n)
 print("file source (JSON Lines):          %10.0f positions/s  (%.2f s)" % (f, t1 - t0))
 print("nats source (JetStream, acked):    %10.0f positions/s  (%.2f s)" % (j, t3 - t2))
+print("nats source, state in JetStream KV: %9.0f positions/s  (%.2f s)" % (k, t5 - t4))
 print("ratio nats / file: %.2f" % (j / f))
+print("ratio KV state / no state: %.2f" % (k / j))
 PY

@@ -15,6 +15,7 @@ import MQTTInput
 import MQTTOutput
 import NATSOutput
 import NATSSource
+import NATSState
 import PostgresOutput
 import TrackerSources
 
@@ -52,6 +53,8 @@ public enum BuiltinPlugins {
         r.register(sink: NATSSinkPlugin.self)
         r.register(sink: PostgresSinkPlugin.self)
         r.register(sink: StdoutSinkPlugin.self)
+        // Places for per-device state besides an SQLite file (settings.state.<key>)
+        r.register(stateBackend: NATSStateBackend.self)
         return r
     }()
 }

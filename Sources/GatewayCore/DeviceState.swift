@@ -90,12 +90,24 @@ public protocol DeviceStateStore: Sendable {
     func close()
     /// Where it is, for logs (`/var/lib/locgate/state-http.db`).
     var location: String { get }
+    /// Devices and bytes of state stored for one transform (the gauges `state.devices` and
+    /// `state.bytes`), or nil when the store does not keep count.
+    func totals(transform: String) -> (devices: Int, bytes: Int)?
+}
+
+// MARK: - Default implementations
+
+extension DeviceStateStore {
+    public func totals(transform: String) -> (devices: Int, bytes: Int)? { nil }
 }
 
 /// `settings.state`: where per-device state is kept.
 public struct StateSettings: Sendable, Hashable {
     /// The SQLite file; nil: beside the first durable queue, or in memory only when there is none.
     public var path: String?
+    /// Another place than an SQLite file (`"nats": {…}`: a JetStream Key-Value bucket shared by
+    /// partitioned aggregators); exclusive with `path`.
+    public var backend: PreparedStateBackend?
     /// Writes wait up to this long to be gathered into one transaction (and the acknowledgements
     /// upstream with them); zero: each batch's changes are written as soon as it is acknowledged.
     public var interval: Duration = .zero
@@ -111,16 +123,18 @@ public struct StateSettings: Sendable, Hashable {
         self.disabled = disabled
     }
 
-    /// The options of `settings.state`, for the configuration reference.
+    /// The options of `settings.state`, for the configuration reference (a registered backend's
+    /// own options are ``RegisteredStateBackend/options``, below `state.<key>`).
     public static let options: [OptionSpec] = [
         OptionSpec("state", "object | null", default: "{} (beside the first durable queue)", "Where stateful transforms (geofence events, distance_filter, throttle, dedupe, jump_filter) keep per-device state across restarts; null: in memory only."),
         OptionSpec("state.path", "path", default: "state-<queue file> beside the first durable queue", "SQLite file of the state store; without it and without a durable queue, state is kept in memory only (logged at start)."),
+        OptionSpec("state.nats", "object", default: "none", "Keep the state in a NATS JetStream Key-Value bucket instead of a file, shared by partitioned aggregators so a partition moved to another aggregator takes its devices' state along (options below); exclusive with state.path."),
         OptionSpec("state.interval", "duration", default: "\"0s\"", "Gather state writes for up to this long into one transaction; acknowledgements upstream wait for them. 0: written as soon as each batch is acknowledged."),
-        OptionSpec("state.max_age", "duration", default: "\"30d\"", "A device's state not written for this long is forgotten (at start and hourly)."),
+        OptionSpec("state.max_age", "duration", default: "\"30d\"", "A device's state not written for this long is forgotten (at start and hourly; with state.nats, the bucket's TTL when locgate creates it)."),
     ]
 
-    /// Reads `settings.state` (the reader is at `settings`).
-    public static func read(_ settings: inout OptionReader) -> StateSettings {
+    /// Reads `settings.state` (the reader is at `settings`); `registry` knows the backends besides SQLite.
+    public static func read(_ settings: inout OptionReader, registry: PluginRegistry = PluginRegistry()) -> StateSettings {
         var result = StateSettings()
         guard settings.has("state") else { return result }
         guard var s = settings.object("state") else {
@@ -129,6 +143,19 @@ public struct StateSettings: Sendable, Hashable {
             return result
         }
         result.path = s.filePath("path")
+        for backend in registry.stateBackends where s.has(backend.key) {
+            guard let raw = s.value(backend.key), var o = s.object(backend.key) else { continue }
+            if let other = result.backend {
+                s.report(backend.key, "give one place for the state, not both state.\(other.key) and state.\(backend.key)")
+                continue
+            }
+            result.backend = backend.prepare(&o, raw)
+            o.finish()
+        }
+        if let backend = result.backend, result.path != nil {
+            s.report("path", "give either state.path (an SQLite file) or state.\(backend.key), not both")
+            s.report(backend.key, "give either state.\(backend.key) or state.path (an SQLite file), not both")
+        }
         result.interval = s.duration("interval", default: .zero)
         result.maxAge = s.duration("max_age", default: .seconds(30 * 86_400), minimum: .seconds(1))
         s.finish()
@@ -138,10 +165,10 @@ public struct StateSettings: Sendable, Hashable {
 
 extension PipelineConfiguration {
     /// The state store's file: `settings.state.path`, else `state-<name>` beside the first durable
-    /// sink's queue file; nil when state is kept in memory only.
+    /// sink's queue file; nil when state is kept in memory only or in a backend (`state.nats`).
     public var stateStorePath: String? {
         let state = settings.state
-        if state.disabled { return nil }
+        if state.disabled || state.backend != nil { return nil }
         if let path = state.path { return path }
         for sink in sinks where sink.prepared.durable {
             for claim in sink.prepared.claims where claim.hasPrefix("file ") {

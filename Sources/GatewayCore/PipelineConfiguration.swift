@@ -139,7 +139,7 @@ public struct PipelineConfiguration: Sendable {
                 config.settings.statsInterval = v == .bool(false) ? nil : s.duration("stats_interval", default: .seconds(60), minimum: .milliseconds(100))
             }
             config.settings.threads = s.int("threads", default: 1, in: 1...Settings.maximumThreads)
-            config.settings.state = StateSettings.read(&s)
+            config.settings.state = StateSettings.read(&s, registry: registry)
             if let l = s.string("log_level") {
                 if let level = LogLevel(name: l) { config.settings.logLevel = level } else {
                     s.report("log_level", "expected one of trace, debug, info, warning, error, got \"\(l)\"")

@@ -148,8 +148,18 @@ public struct RegisteredPlugin: Sendable {
 /// Every plugin type the process knows, by kind and `type` string.
 public struct PluginRegistry: Sendable {
     private var plugins: [String: RegisteredPlugin] = [:]
+    /// Places other than SQLite for per-device state, by their key in `settings.state`.
+    private var backends: [String: RegisteredStateBackend] = [:]
 
     public init() {}
+
+    mutating func add(stateBackend backend: RegisteredStateBackend) {
+        precondition(backends[backend.key] == nil && backend.key != "path", "state backend \(backend.key) registered twice")
+        backends[backend.key] = backend
+    }
+
+    /// Every registered state backend, sorted by key.
+    public var stateBackends: [RegisteredStateBackend] { backends.values.sorted { $0.key < $1.key } }
 
     private static func key(_ kind: ComponentKind, _ type: String) -> String { "\(kind.rawValue)/\(type)" }
 

@@ -267,11 +267,20 @@ public final class Pipeline: Sendable {
     /// Where stateful transforms keep per-device state (`settings.state`); nil: in memory only.
     private let stateStore: (any DeviceStateStore)?
 
-    /// Opens the state store when a transform keeps state and the configuration gives it a file.
+    /// Opens the state store when a transform keeps state and the configuration gives it a place:
+    /// a backend registered beside the plugins (`state.nats`), opened through its factory so this
+    /// module needs no client library of its own (``DeviceStateBackend``), or an SQLite file.
     static func openStateStore(_ configuration: PipelineConfiguration, needed: Bool, clock: any GatewayClock,
                                logger: Logger) throws -> (any DeviceStateStore)? {
-        guard needed, let path = configuration.stateStorePath else { return nil }
         let settings = configuration.settings.state
+        if needed, !settings.disabled, let backend = settings.backend {
+            do {
+                return try backend.open(settings, StateStoreContext(logger: logger, clock: clock))
+            } catch {
+                throw PipelineError(component: "settings.state.\(backend.key)", message: "cannot open the state store (\(backend.location)): \(error)")
+            }
+        }
+        guard needed, let path = configuration.stateStorePath else { return nil }
         do {
             return try SQLiteStateStore(path: path, interval: settings.interval, maxAge: settings.maxAge, clock: clock) { logger.warning($0) }
         } catch {
@@ -492,12 +501,12 @@ public final class Pipeline: Sendable {
                 if let reorder {
                     reorder.add(batch, acknowledgement: ack, now: self.clock.now().milliseconds)
                 } else {
-                    await self.route(batch, fromSource: id, acknowledgement: ack)
+                    await self.route(batch, fromSource: id, acknowledgement: ack, onConflict: { self.stopAfterStateConflict(h, $0) })
                 }
             })
             await Pipeline.run(until: h.stop) {
                 await withTaskGroup(of: Void.self) { releasing in
-                    if let reorder { releasing.addTask { await self.releaseReordered(reorder, source: id) } }
+                    if let reorder { releasing.addTask { await self.releaseReordered(reorder, source: h) } }
                     do {
                         try await h.source.run(output: output)
                         h.logger.info("input ended")
@@ -518,28 +527,28 @@ public final class Pipeline: Sendable {
                 }
             }
             // What the window still holds goes now, in order, before the source counts as ended.
-            if let reorder { await self.release(reorder, source: id, all: true) }
+            if let reorder { await self.release(reorder, source: h, all: true) }
             h.ended.fire(reason: "ended")
             self.mailbox.yield(.sourceEnded(h))
         }
     }
 
     /// Releases a source's reorder window as its positions fall due (ReorderWindow.swift).
-    private func releaseReordered(_ reorder: ReorderWindow, source id: String) async {
+    private func releaseReordered(_ reorder: ReorderWindow, source h: SourceHandle) async {
         let step = max(Duration.milliseconds(10), reorder.window / 4)
         while !Task.isCancelled {
             do { try await clock.sleep(for: step) } catch { return }
-            await release(reorder, source: id, all: false)
+            await release(reorder, source: h, all: false)
         }
     }
 
-    private func release(_ reorder: ReorderWindow, source id: String, all: Bool) async {
+    private func release(_ reorder: ReorderWindow, source h: SourceHandle, all: Bool) async {
         let (positions, holds) = reorder.release(now: clock.now().milliseconds, all: all)
         guard !positions.isEmpty else { return }
         // One acknowledgement for what goes now: handled, it hands each position's share back
         // to the batch it came in.
         let acknowledgement = holds.isEmpty ? nil : BatchAcknowledgement { for h in holds { h.handled(1) } }
-        await route(positions, fromSource: id, acknowledgement: acknowledgement)
+        await route(positions, fromSource: h.component.id, acknowledgement: acknowledgement, onConflict: { self.stopAfterStateConflict(h, $0) })
         acknowledgement?.release()
     }
 
@@ -567,10 +576,26 @@ public final class Pipeline: Sendable {
     // MARK: - Routing
 
     /// Sends a source's batch along the routes of the current table.
-    private func route(_ batch: consuming [Position], fromSource id: String, acknowledgement: BatchAcknowledgement?) async {
+    private func route(_ batch: consuming [Position], fromSource id: String, acknowledgement: BatchAcknowledgement?,
+                       onConflict: @escaping StateConflictHandler) async {
         let table = routing.acquire()
-        if let routes = table.sources[id] { await Pipeline.route(batch, to: routes, acknowledgement: acknowledgement) }
+        if let routes = table.sources[id] { await Pipeline.route(batch, to: routes, acknowledgement: acknowledgement, onConflict: onConflict) }
         table.leave()
+    }
+
+    /// What a transform's state keeper calls when a shared state store refused a write because
+    /// another gateway wrote the device's state meanwhile.
+    typealias StateConflictHandler = @Sendable (DeviceStateStoreError) -> Void
+
+    /// Another gateway owns devices this source feeds (issue 30: "the loser logs and stops that
+    /// partition"): the source stops, so its broker hands its unacknowledged messages to whoever
+    /// else reads the partition; the other sources go on. The batch that conflicted was
+    /// delivered to the sinks and is acknowledged like any batch whose state could not be saved.
+    private func stopAfterStateConflict(_ h: SourceHandle, _ conflict: DeviceStateStoreError) {
+        guard !h.stop.isFired else { return }
+        h.stats.count("state.conflict_stops")
+        h.logger.error("stopping this source: another gateway wrote the state of devices it feeds (\(conflict.devices.prefix(5).joined(separator: ", "))); a partition must be read by one gateway only. The other sources go on; start it again (reload or restart) once the partition is settled")
+        h.stop.fire(reason: "state conflict")
     }
 
     /// Sends a batch along each route: transforms inline, sinks through their buffers.
@@ -581,13 +606,15 @@ public final class Pipeline: Sendable {
     ///
     /// The last route gets the batch itself, earlier ones a copy: a transform changes its batch
     /// in place, which copies the positions only while another route still holds them.
-    static func route(_ batch: consuming [Position], to routes: [Route], acknowledgement: BatchAcknowledgement? = nil) async {
+    static func route(_ batch: consuming [Position], to routes: [Route], acknowledgement: BatchAcknowledgement? = nil,
+                      onConflict: StateConflictHandler? = nil) async {
         guard let last = routes.last else { return }
-        for r in routes.dropLast() { await send(copy batch, along: r, acknowledgement: acknowledgement) }
-        await send(batch, along: last, acknowledgement: acknowledgement)
+        for r in routes.dropLast() { await send(copy batch, along: r, acknowledgement: acknowledgement, onConflict: onConflict) }
+        await send(batch, along: last, acknowledgement: acknowledgement, onConflict: onConflict)
     }
 
-    private static func send(_ batch: consuming [Position], along route: Route, acknowledgement: BatchAcknowledgement?) async {
+    private static func send(_ batch: consuming [Position], along route: Route, acknowledgement: BatchAcknowledgement?,
+                             onConflict: StateConflictHandler?) async {
         switch route {
         case .sink(let buffer):
             await buffer.send(batch, acknowledgement: acknowledgement)
@@ -596,9 +623,9 @@ public final class Pipeline: Sendable {
             // With an acknowledgement, the state is saved once the batch is handled, before the
             // acknowledgement goes upstream; without one, once routing returned (a durable sink
             // has committed by then).
-            if !changes.isEmpty, let acknowledgement { node.keeper?.save(changes, when: acknowledgement) }
-            if !out.isEmpty { await Pipeline.route(out, to: next, acknowledgement: acknowledgement) }
-            if !changes.isEmpty && acknowledgement == nil { node.keeper?.save(changes, when: nil) }
+            if !changes.isEmpty, let acknowledgement { node.keeper?.save(changes, when: acknowledgement, onConflict: onConflict) }
+            if !out.isEmpty { await Pipeline.route(out, to: next, acknowledgement: acknowledgement, onConflict: onConflict) }
+            if !changes.isEmpty && acknowledgement == nil { node.keeper?.save(changes, when: nil, onConflict: onConflict) }
         }
     }
 

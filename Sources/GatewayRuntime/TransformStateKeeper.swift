@@ -61,23 +61,26 @@ final class TransformStateKeeper: Sendable {
         stateful.recordStateChanges()
         built = stateful
         let keeper = TransformStateKeeper(transform: id, format: format, store: store, stats: context.stats, logger: context.logger)
-        if let sqlite = store as? SQLiteStateStore {
-            context.stats.gauge("state.devices") { sqlite.summary(transform: id).devices }
-            context.stats.gauge("state.bytes") { sqlite.summary(transform: id).bytes }
+        if store.totals(transform: id) != nil {
+            context.stats.gauge("state.devices") { store.totals(transform: id)?.devices ?? 0 }
+            context.stats.gauge("state.bytes") { store.totals(transform: id)?.bytes ?? 0 }
         }
         return keeper
     }
 
-    /// Saves `changes` when `acknowledgement` is handled, before it goes upstream; at once without one.
-    func save(_ changes: [(device: String, state: JSONValue?)], when acknowledgement: BatchAcknowledgement?) {
+    /// Saves `changes` when `acknowledgement` is handled, before it goes upstream; at once without
+    /// one. `onConflict` hears when another gateway wrote one of these devices' state (a shared
+    /// store's compare-and-swap refused the write): the pipeline stops the source that fed them.
+    func save(_ changes: [(device: String, state: JSONValue?)], when acknowledgement: BatchAcknowledgement?,
+              onConflict: (@Sendable (DeviceStateStoreError) -> Void)? = nil) {
         let records = changes.map { DeviceStateRecord(transform: transform, device: $0.device, format: format, state: $0.state) }
         let sequence = Self.sequence.add(1, ordering: .relaxed).newValue
         guard let acknowledgement else {
-            return store.writeLazily(records, sequence: sequence) { self.finished(records.count, $0) }
+            return store.writeLazily(records, sequence: sequence) { self.finished(records.count, $0, onConflict: onConflict) }
         }
         acknowledgement.beforeHandled { done in
             self.store.write(records, sequence: sequence) { error in
-                self.finished(records.count, error)
+                self.finished(records.count, error, onConflict: onConflict)
                 // Upstream hears of the batch even when its state could not be saved: the
                 // positions are committed; a restart then starts those devices from older state.
                 done()
@@ -85,8 +88,19 @@ final class TransformStateKeeper: Sendable {
         }
     }
 
-    private func finished(_ count: Int, _ error: (any Error)?) {
+    private func finished(_ count: Int, _ error: (any Error)?, onConflict: (@Sendable (DeviceStateStoreError) -> Void)?) {
         guard let error else { return stats.count("state.writes", by: count) }
+        if let conflict = error as? DeviceStateStoreError, conflict.isConflict {
+            stats.count("state.conflicts", by: conflict.devices.count)
+            stats.count("state.writes", by: count - conflict.devices.count)
+            let suppressed = failures.withLock { $0.allow("conflict", now: SystemClock().now().milliseconds) }
+            if let suppressed {
+                let devices = conflict.devices.prefix(5).joined(separator: ", ") + (conflict.devices.count > 5 ? ", …" : "")
+                logger.error("per-device state of \(devices) was written by another gateway since this one read it: not overwritten; two gateways read the same partition? (\(conflict.detail))\(LogRateLimit.suffix(suppressed))")
+            }
+            onConflict?(conflict)
+            return
+        }
         stats.count("state.errors")
         let suppressed = failures.withLock { $0.allow("write", now: SystemClock().now().milliseconds) }
         if let suppressed { logger.error("cannot save per-device state: \(error)\(LogRateLimit.suffix(suppressed))") }

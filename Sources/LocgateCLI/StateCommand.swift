@@ -15,6 +15,9 @@ enum StateCommand {
     static func run(_ args: [String], registry: PluginRegistry) {
         guard let action = args.first, args.count >= 2 else { LocgateCommand.fail(usage, code: 2) }
         let config = LocgateCommand.load(args[1], registry: registry)
+        if let backend = config.settings.state.backend {
+            LocgateCommand.fail("\(args[1]): keeps per-device state in \(backend.location) (settings.state.\(backend.key)), which this command does not read; with the nats CLI: nats kv ls|get|del <bucket> (keys <transform>.<device>)", code: 1)
+        }
         guard let path = config.stateStorePath else {
             LocgateCommand.fail("\(args[1]): keeps per-device state in memory only (no settings.state.path and no durable queue)", code: 1)
         }

@@ -9,16 +9,19 @@ extension NATSConnection {
 
     /// The stream named `name`, or nil when it does not exist.
     public func streamInfo(_ name: String) async throws -> NATSStreamInfo? {
-        guard js != nil else { throw NATSError(summary: "stream info", detail: "the connection has no JetStream context", jetStreamCode: 0, status: "") }
-        return try await NATSConnection.blocking { [self] in
-            var si: UnsafeMutablePointer<jsStreamInfo>?
-            var code = jsErrCode(0)
-            let s = js_GetStreamInfo(&si, js, name, nil, &code)
-            if s == NATS_NOT_FOUND || code == JSStreamNotFoundErr { return nil }
-            try NATSConnection.check(s, "stream info \(name)", code: code)
-            defer { jsStreamInfo_Destroy(si) }
-            return si.map(NATSConnection.info)
-        }
+        try await NATSConnection.blocking { [self] in try streamInfoNow(name) }
+    }
+
+    /// `streamInfo` on the calling thread, for a caller on a thread of its own.
+    public func streamInfoNow(_ name: String) throws -> NATSStreamInfo? {
+        guard let js else { throw NATSError(summary: "stream info", detail: "the connection has no JetStream context", jetStreamCode: 0, status: "") }
+        var si: UnsafeMutablePointer<jsStreamInfo>?
+        var code = jsErrCode(0)
+        let s = js_GetStreamInfo(&si, js, name, nil, &code)
+        if s == NATS_NOT_FOUND || code == JSStreamNotFoundErr { return nil }
+        try NATSConnection.check(s, "stream info \(name)", code: code)
+        defer { jsStreamInfo_Destroy(si) }
+        return si.map(NATSConnection.info)
     }
 
     /// Creates a stream; an existing stream of that name is returned unchanged (never altered).
@@ -101,8 +104,17 @@ extension NATSConnection {
             duplicates = cfg.Duplicates
             file = cfg.Storage == js_FileStorage
         }
-        return NATSStreamInfo(name: name, subjects: subjects, replicas: replicas, duplicateWindow: .nanoseconds(duplicates),
-                              fileStorage: file, messages: si.State.Msgs, lastSequence: si.State.LastSeq)
+        var info = NATSStreamInfo(name: name, subjects: subjects, replicas: replicas, duplicateWindow: .nanoseconds(duplicates),
+                                  fileStorage: file, messages: si.State.Msgs, lastSequence: si.State.LastSeq)
+        if let cluster = si.Cluster?.pointee {
+            info.leader = cluster.Leader.map { String(cString: $0) } ?? ""
+            for i in 0..<Int(cluster.ReplicasLen) {
+                guard let p = cluster.Replicas?[i]?.pointee else { continue }
+                info.followers.append(NATSStreamInfo.Follower(name: p.Name.map { String(cString: $0) } ?? "", current: p.Current,
+                                                              offline: p.Offline, lag: p.Lag, lastActive: .nanoseconds(p.Active)))
+            }
+        }
+        return info
     }
 
     // MARK: - Consumers

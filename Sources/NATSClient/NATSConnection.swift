@@ -1,5 +1,6 @@
-// One of the three files that talk to libnats (nats.c 3.4), with NATSConnection+JetStream.swift
-// (streams and consumers) and NATSSubscription.swift: every natsStatus goes through `check`
+// One of the four files that talk to libnats (nats.c 3.4), with NATSConnection+JetStream.swift
+// (streams and consumers), NATSConnection+KeyValue.swift (Key-Value buckets) and
+// NATSSubscription.swift: every natsStatus goes through `check`
 // (here), the handles live in `NATSConnection` and `NATSSubscription` and are freed in their
 // deinit, callbacks become Swift closures (here, onto `CallbackTarget`), and no C type appears in
 // the public API.
@@ -45,6 +46,13 @@ public final class NATSConnection: @unchecked Sendable {
     public static func connect(_ options: NATSConnectionOptions, jetStream: NATSJetStreamSettings?,
                                events: @escaping @Sendable (NATSConnectionEvent) -> Void) async throws -> NATSConnection {
         try await blocking { try open(options, jetStream: jetStream, events: events) }
+    }
+
+    /// `connect` on the calling thread, for a caller on a thread of its own (a state store opened
+    /// while the pipeline is built).
+    public static func connectNow(_ options: NATSConnectionOptions, jetStream: NATSJetStreamSettings?,
+                                  events: @escaping @Sendable (NATSConnectionEvent) -> Void) throws -> NATSConnection {
+        try open(options, jetStream: jetStream, events: events)
     }
 
     private static func open(_ options: NATSConnectionOptions, jetStream: NATSJetStreamSettings?,
@@ -165,6 +173,13 @@ public final class NATSConnection: @unchecked Sendable {
         target.abandonPending("connection closed")
     }
 
+    /// `close` on the calling thread, for a caller on a thread of its own.
+    public func closeNow() {
+        target.closing()
+        natsConnection_Close(nc)
+        target.abandonPending("connection closed")
+    }
+
     // MARK: - Publishing
 
     /// Core NATS publish: buffered by the client and written soon; nothing confirms delivery
@@ -273,7 +288,7 @@ public final class NATSConnection: @unchecked Sendable {
         throw error(s, what, code: code)
     }
 
-    private static func error(_ s: natsStatus, _ what: String, code: jsErrCode = jsErrCode(0)) -> NATSError {
+    static func error(_ s: natsStatus, _ what: String, code: jsErrCode = jsErrCode(0)) -> NATSError {
         var last = natsStatus(0)
         let text = nats_GetLastError(&last).map { String(cString: $0) } ?? ""
         let name = natsStatus_GetText(s).map { String(cString: $0) } ?? "status \(s.rawValue)"

@@ -58,6 +58,23 @@ public struct NATSStreamInfo: Sendable, Hashable {
     public var fileStorage: Bool
     public var messages: UInt64
     public var lastSequence: UInt64
+    /// The server leading the stream's replicas ("" when it has none now, or when not clustered).
+    public var leader = ""
+    /// The other replicas as the leader sees them.
+    public var followers: [Follower] = []
+
+    /// A replica that follows the leader.
+    public struct Follower: Sendable, Hashable {
+        public var name: String
+        /// Caught up with the leader.
+        public var current: Bool
+        /// Known to be down.
+        public var offline: Bool
+        /// Operations behind the leader.
+        public var lag: UInt64
+        /// How long since the leader last heard from it.
+        public var lastActive: Duration
+    }
 }
 
 /// One message read back from a stream.
@@ -173,4 +190,43 @@ public struct NATSJetStreamSettings: Sendable {
     public init(apiTimeout: Duration = .seconds(5), maxPendingAcks: Int = 4000, stallWait: Duration = .milliseconds(200)) {
         self.apiTimeout = apiTimeout; self.maxPendingAcks = maxPendingAcks; self.stallWait = stallWait
     }
+}
+
+/// A Key-Value bucket to create when it is missing (a stream `KV_<bucket>` keeping the last
+/// value of each key).
+public struct NATSKeyValueConfig: Sendable, Hashable {
+    public var bucket: String
+    public var replicas: Int
+    /// Values not written for this long are removed by the server; zero: kept forever.
+    public var ttl: Duration
+    public var fileStorage: Bool
+
+    public init(bucket: String, replicas: Int, ttl: Duration, fileStorage: Bool = true) {
+        self.bucket = bucket; self.replicas = replicas; self.ttl = ttl; self.fileStorage = fileStorage
+    }
+}
+
+/// One key's current value in a bucket.
+public struct NATSKeyValueEntry: Sendable, Hashable {
+    public var key: String
+    public var value: [UInt8]
+    /// The bucket stream's sequence of this value: what a compare-and-swap update names.
+    public var revision: UInt64
+    /// When it was written (milliseconds since the epoch).
+    public var createdMilliseconds: Int64
+    /// A delete (or purge) marker: the key has no value since this revision.
+    public var deleted = false
+
+    public init(key: String, value: [UInt8], revision: UInt64, createdMilliseconds: Int64, deleted: Bool = false) {
+        self.key = key; self.value = value; self.revision = revision; self.createdMilliseconds = createdMilliseconds; self.deleted = deleted
+    }
+}
+
+/// What a compare-and-swap write of a key did.
+public enum NATSKeyValueWrite: Sendable, Hashable {
+    /// Stored (acknowledged by the bucket's stream) as this revision.
+    case written(revision: UInt64)
+    /// Refused: the key's last revision is not the one the write expected (someone else wrote
+    /// it, or it exists where a create expected none). The server's text says which it has.
+    case conflict(String)
 }

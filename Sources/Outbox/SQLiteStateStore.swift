@@ -143,6 +143,8 @@ public final class SQLiteStateStore: DeviceStateStore {
         state.withLock { $0.totals[transform] ?? (0, 0) }
     }
 
+    public func totals(transform: String) -> (devices: Int, bytes: Int)? { summary(transform: transform) }
+
     /// Rows written so far (the counter `state.writes` is kept per transform by the runtime).
     public var writes: Int { state.withLock { $0.writes } }
     /// Transactions committed so far: fewer than the writes handed in when they gathered.

@@ -78,3 +78,64 @@ struct StateKeeperTests {
         #expect(!logs.entries(containing: "restored the state of 2 device(s)").isEmpty)
     }
 }
+
+/// A shared state store's compare-and-swap refusal stops the source that fed the device, counted
+/// and logged (issue 30: "the loser logs and stops that partition"); the other sources go on.
+@Suite(.timeLimit(.minutes(1)))
+struct StateConflictTests {
+    /// A store in which another gateway owns device "taken": every write of it is refused.
+    final class ContestedStore: DeviceStateStore {
+        let location = "test store"
+        func load(transform: String) throws -> [DeviceStateRecord] { [] }
+        func write(_ changes: [DeviceStateRecord], sequence: UInt64, completion: @escaping @Sendable ((any Error)?) -> Void) {
+            let taken = changes.filter { $0.device == "taken" }.map { "\($0.transform)/\($0.device)" }
+            completion(taken.isEmpty ? nil : DeviceStateStoreError.conflict(devices: taken, detail: "revision 7, this gateway knew 5"))
+        }
+        func close() {}
+    }
+
+    /// Emits one device's positions, each batch with an acknowledgement, until stopped; paced
+    /// (a millisecond apart) so it leaves the machine's cores to the rest of the suite.
+    struct EndlessSource: PositionSource {
+        let device: String
+        func run(output: SourceOutput) async throws {
+            var i = 0
+            while true {
+                try Task.checkCancellation()
+                i += 1
+                await output.emit([Position(time: Timestamp(milliseconds: 1_700_000_000_000 + Int64(i)), latitude: 1, longitude: 2,
+                                            source: "s", device: device, id: "\(device)-\(i)")]) {}
+                try await Task.sleep(for: .milliseconds(1))
+            }
+        }
+    }
+
+    @Test func theSourceOfAContestedDeviceStopsAndTheOthersGoOn() async throws {
+        func source(_ id: String, _ device: String) -> PipelineConfiguration.Component {
+            .init(id: id, kind: .source, type: "test", prepared: PreparedComponent { _ in .source(EndlessSource(device: device)) })
+        }
+        var settings = PipelineConfiguration.Settings(shutdownTimeout: .seconds(5), statsInterval: nil)
+        settings.state.backend = PreparedStateBackend(key: "test", location: "test store", fingerprint: .null, configuration: 0) { _, _ in ContestedStore() }
+        let recorder = Recorder()
+        let config = PipelineConfiguration(
+            sources: [source("contested", "taken"), source("mine", "free")],
+            transforms: [.init(id: "last", kind: .transform, type: "test", inputs: ["contested", "mine"],
+                               prepared: PreparedComponent { _ in .transform(StateKeeperTests.LastID()) })],
+            sinks: [.init(id: "out", kind: .sink, type: "test", inputs: ["last"], prepared: PreparedComponent { _ in .sink(RecordingSink(recorder: recorder)) })],
+            settings: settings)
+        let logs = RecordingLogHandler()
+        let p = try Pipeline(configuration: config, logHandler: logs)
+        async let code = p.run()
+        let stats = { (id: String) in p.componentStats.first { $0.id == id } }
+        #expect(await Poll.until { stats("sources.contested")?.value("state.conflict_stops") == 1 })
+        #expect((stats("transforms.last")?.value("state.conflicts") ?? 0) >= 1)
+        // The other source goes on after the stop.
+        let before = recorder.all.filter { $0.device == "free" }.count
+        #expect(await Poll.until { recorder.all.filter { $0.device == "free" }.count > before + 100 })
+        #expect(stats("sources.mine")?.value("state.conflict_stops") == 0)
+        #expect(!logs.entries(level: .error, containing: "written by another gateway").isEmpty)
+        #expect(!logs.entries(level: .error, containing: "stopping this source").isEmpty)
+        p.shutdown(reason: "test over")
+        #expect(await code == 0)
+    }
+}

@@ -102,5 +102,7 @@ func idsInFile(_ path: String) -> [String: Int] {
         #expect(summary.contains("positions 3200/3200 (reference 3200)"), "\(summary)")
         #expect(summary.contains("missing events 0, extra events 0"), "\(summary)")
         #expect(log.contains("kill -9 aggregator-1"))
+        // Partition 3 moved to aggregator 0, which continued its devices from the Key-Value state.
+        #expect(log.contains("moved partition 3"))
     }
 }

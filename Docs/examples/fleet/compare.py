@@ -3,9 +3,10 @@
 position published must be in the partitioned output (nothing lost), and each device's
 geofence enter/exit events must be the same. Prints one summary line; exit 1 on a difference.
 
-No allowance for an aggregator killed and restarted: its geofence state is saved in its state
-store once the positions that changed it are acknowledged, so a device inside a fence is not
-entered again and one that left during the restart is still seen leaving.
+No allowance for an aggregator killed and restarted, nor for a partition moved to another
+aggregator: the geofence state is saved in a JetStream Key-Value bucket the aggregators share
+once the positions that changed it are acknowledged, so a device inside a fence is not entered
+again and one that left during the restart or the move is still seen leaving.
 
 Usage: compare.py EXPECTED_POSITIONS REFERENCE.jsonl PART.jsonl..."""
 import json

@@ -3,13 +3,17 @@
 # mapping partitions locgate.positions.<device> into locgate.part.<0-3>.<device>; two gateways
 # replaying NMEA logs into the nats sink; two aggregators (partitions 0+1 and 2+3, one durable
 # consumer per partition) and a reference aggregator reading every partition, each running a
-# geofence and writing positions and enter/exit events to a file. Aggregator 1 is killed with
-# kill -9 while it consumes and started again (FLEET_KILL=0 skips that). Then the outputs are
-# compared (compare.py) and everything is stopped.
+# geofence and writing positions and enter/exit events to a file. The two partitioned
+# aggregators keep their geofence state in one JetStream Key-Value bucket (settings.state.nats).
+# Aggregator 1 is killed with kill -9 while it consumes and started again (FLEET_KILL=0 skips
+# that); then partition 3 moves from aggregator 1 to aggregator 0: aggregator 1 is restarted
+# without it (aggregator-1-moved.json), then aggregator 0 with it (aggregator-0-moved.json),
+# and aggregator 0 continues its devices from the state aggregator 1 left in the bucket
+# (FLEET_MOVE=0 skips that). Then the outputs are compared (compare.py) and everything is stopped.
 #
 # Usage: Docs/examples/fleet/fleet.sh [LOCGATE_BINARY]   (default .build/debug/locgate)
 # Environment: FLEET_EPOCHS (positions per device, 600), FLEET_RATE (gateway replay rate, "20x"),
-# FLEET_KILL (1), FLEET_WORK (a directory to keep; default a temporary one, removed at the end).
+# FLEET_KILL (1), FLEET_MOVE (1), FLEET_WORK (a directory to keep; default a temporary one, removed at the end).
 # Exit status 0 when the partitioned aggregators saw every position and the reference's events.
 set -euo pipefail
 
@@ -19,6 +23,7 @@ locgate=$(realpath "${1:-$root/.build/debug/locgate}")
 epochs=${FLEET_EPOCHS:-600}
 export FLEET_RATE=${FLEET_RATE:-20x}
 kill_one=${FLEET_KILL:-1}
+move_one=${FLEET_MOVE:-1}
 keep=${FLEET_WORK:+1}
 export FLEET_WORK=${FLEET_WORK:-$(mktemp -d /tmp/locgate-fleet.XXXXXX)}
 export FLEET_DATA=$FLEET_WORK/data
@@ -74,12 +79,12 @@ log "cluster up on ports ${client[*]}"
 # --- data and configurations ----------------------------------------------------------------
 python3 "$here/gen_tracks.py" "$FLEET_DATA" "$epochs" van-1 van-2 van-3 van-4
 python3 "$here/gen_tracks.py" "$FLEET_DATA" "$epochs" truck-1 truck-2 truck-3 truck-4
-for c in gateway-a gateway-b aggregator-0 aggregator-1 aggregator-all; do
+for c in gateway-a gateway-b aggregator-0 aggregator-1 aggregator-all aggregator-0-moved aggregator-1-moved; do
   "$locgate" validate "$here/$c.json" > /dev/null
 done
 
-start() {  # name: runs locgate on $here/<name>.json, its log in the work directory
-  "$locgate" run "$here/$1.json" > /dev/null 2>> "$FLEET_WORK/$1.log" &
+start() {  # name [config]: runs locgate on $here/<config or name>.json, its log in the work directory
+  "$locgate" run "$here/${2:-$1}.json" > /dev/null 2>> "$FLEET_WORK/$1.log" &
   pids+=($!)
   eval "pid_${1//-/_}=$!"
 }
@@ -100,6 +105,25 @@ if [ "$kill_one" = 1 ]; then
   wait "$pid_aggregator_1" 2>/dev/null || true
   sleep 1
   start aggregator-1
+fi
+
+stop() {  # name: SIGTERM, and wait until it has flushed its file and saved its state
+  local pid_var="pid_${1//-/_}"
+  kill -TERM "${!pid_var}" 2>/dev/null || true
+  wait "${!pid_var}" 2>/dev/null || true
+}
+
+if [ "$move_one" = 1 ]; then
+  # Once the restarted aggregator 1 consumes again, partition 3 moves: its old reader stops
+  # first (a partition is read by one aggregator at a time), then the new one starts.
+  before=$(lines "$FLEET_WORK/aggregator-1.jsonl")
+  for _ in $(seq 1 600); do [ "$(lines "$FLEET_WORK/aggregator-1.jsonl")" -ge $((before + 100)) ] && break; sleep 0.1; done
+  log "moving partition 3 from aggregator-1 to aggregator-0 after $(lines "$FLEET_WORK/aggregator-1.jsonl") lines"
+  stop aggregator-1
+  start aggregator-1 aggregator-1-moved
+  stop aggregator-0
+  start aggregator-0 aggregator-0-moved
+  log "moved partition 3"
 fi
 
 # The gateways end when their logs are replayed and their outboxes drained.

@@ -1,0 +1,386 @@
+import Dispatch
+import GatewayCore
+import NATSClient
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Per-device state of stateful transforms in a NATS JetStream Key-Value bucket
+/// (`settings.state.nats`), shared by partitioned aggregators: a partition moved to another
+/// aggregator takes its devices' state along.
+///
+/// One key per transform and device, `<transform>.<device>` (``StateKeys``), whose value is
+/// `{"format": …, "updated_ms": …, "state": …}`. Writes run on a queue of their own, never the
+/// pipeline's threads, and gather like the SQLite store's: every change handed in while a round
+/// of writes is under way goes into the next round, one write per key (its latest change). A
+/// write completes once the bucket's stream acknowledged every key of it.
+///
+/// Compare-and-swap: the store remembers each key's revision (from `load` and from its own
+/// writes) and writes with `kvStore_Update` naming it, or `kvStore_Create` for a key it has not
+/// seen. When the server has another revision, another gateway wrote that device's state (two
+/// aggregators believe they own its partition): the write is refused, not retried, and every
+/// later write of that key is refused too, so the other gateway's state stays; the completion
+/// gets ``DeviceStateStoreError/conflict(devices:detail:)`` (the runtime counts
+/// `state.conflicts`, logs it and stops the source that fed the device). A nil state deletes
+/// the key (after checking that its revision is still ours: nats.c 3.4 has no compare-and-swap
+/// delete, so a write racing that check is the one overwrite left).
+///
+/// A write that failed for another reason (no leader during an election, a disconnect) stays
+/// pending and is tried again a second later, holding the acknowledgements upstream (logged
+/// once a minute). Since a write that timed out may still have been stored, a key whose write
+/// failed is read back first: the value it wrote means the write took.
+public final class NATSKeyValueStateStore: DeviceStateStore {
+    private struct Pending {
+        var changes: [DeviceStateRecord]
+        var sequence: UInt64
+        var completion: @Sendable ((any Error)?) -> Void
+    }
+
+    /// What the store knows of one key.
+    private struct KeyState {
+        /// The revision last read or written; nil: no value (never seen, or deleted).
+        var revision: UInt64?
+        /// The sequence of the change last written, to skip older ones.
+        var sequence: UInt64 = 0
+        var bytes = 0
+        /// Another gateway wrote it: every write is refused from now on.
+        var conflicted = false
+        /// The value of a write that failed without an answer: it may have been stored.
+        var uncertain: [UInt8]?
+    }
+
+    private struct State {
+        var pending: [Pending] = []
+        var scheduled = false
+        var closed = false
+        var keys: [String: KeyState] = [:]
+        var totals: [String: (devices: Int, bytes: Int)] = [:]
+        var writes = 0
+        var rounds = 0
+        var conflicts = 0
+        var unavailableLog = LogRateLimit()
+
+        mutating func account(transform: String, key: String, bytes: Int?) {
+            var t = totals[transform] ?? (0, 0)
+            if let old = keys[key], old.revision != nil { t.devices -= 1; t.bytes -= old.bytes }
+            if let bytes { t.devices += 1; t.bytes += bytes }
+            keys[key, default: KeyState()].bytes = bytes ?? 0
+            totals[transform] = t
+        }
+    }
+
+    public let location: String
+    private let connection: NATSConnection
+    private let bucket: NATSKeyValueBucket
+    private let interval: Duration
+    private let timeout: Duration
+    private let queue = DispatchQueue(label: "locgate-state-nats")
+    private let state = Mutex(State())
+    private let clock: any GatewayClock
+    private let logger: Logger
+
+    /// Connects (waiting up to `configuration.timeout`), binds the bucket or creates it with the
+    /// asked replicas (default 3, at most the servers the cluster has) and `maxAge` as its TTL.
+    public init(_ configuration: NATSStateConfiguration, interval: Duration = .zero, maxAge: Duration = .seconds(30 * 86_400),
+                context: StateStoreContext) throws {
+        var options = configuration.connection
+        options.name = "locgate state"
+        let logger = context.logger
+        // Each request waits at most a few seconds and is tried again until `timeout`: one sent to a
+        // stream leader that just died is lost, and the next goes to its successor.
+        let apiTimeout = min(configuration.timeout, NATSKeyValueStateStore.requestTimeout)
+        let connection = try NATSConnection.connectNow(options, jetStream: NATSJetStreamSettings(apiTimeout: apiTimeout)) { event in
+            switch event {
+            case .disconnected: logger.warning("state store: disconnected from NATS; reconnecting (state writes wait)")
+            case .reconnected(let url): logger.info("state store: reconnected to \(url)")
+            case .asyncError(let text): logger.warning("state store: NATS error: \(text)")
+            default: break
+            }
+        }
+        guard connection.waitUntilConnectedNow(timeout: configuration.timeout) else {
+            throw DeviceStateStoreError.unavailable("no server of \(options.servers.joined(separator: ", ")) answered within \(DurationText.format(configuration.timeout))")
+        }
+        let servers = Set(connection.knownServers).count
+        let replicas = configuration.replicas ?? max(1, min(3, servers))
+        let wanted = NATSKeyValueConfig(bucket: configuration.bucket, replicas: replicas, ttl: maxAge)
+        // A cluster that has just started may not have placed streams yet: try for the timeout.
+        let deadline = context.clock.now().milliseconds + configuration.timeout.milliseconds
+        var bound: (bucket: NATSKeyValueBucket, created: Bool)?
+        while bound == nil {
+            do {
+                bound = try connection.keyValueNow(wanted)
+            } catch {
+                if context.clock.now().milliseconds >= deadline { throw error }
+                usleep(200_000)
+            }
+        }
+        guard let bound else { throw DeviceStateStoreError.unavailable("bucket \(configuration.bucket) could not be bound") }
+        if bound.created {
+            logger.info("created key-value bucket \(configuration.bucket) (\(replicas) replica(s), TTL \(DurationText.format(maxAge)))")
+        }
+        self.connection = connection
+        self.bucket = bound.bucket
+        self.location = "nats bucket \(configuration.bucket)"
+        self.interval = interval
+        self.timeout = configuration.timeout
+        self.clock = context.clock
+        self.logger = logger
+    }
+
+    deinit { close() }
+
+    /// The longest one request waits before it is sent again.
+    static let requestTimeout: Duration = .seconds(3)
+
+    // MARK: - Reading
+
+    public func load(transform: String) throws -> [DeviceStateRecord] {
+        try queue.sync {
+            if state.withLock({ $0.closed }) { throw DeviceStateStoreError.unavailable("the state store is closed") }
+            var records: [DeviceStateRecord] = []
+            // During a leader election the watch's consumer cannot be created: try until `timeout`.
+            let deadline = clock.now().milliseconds + timeout.milliseconds
+            var entries: [NATSKeyValueEntry] = []
+            while true {
+                do {
+                    // Every key (the leader's last sequence may be any transform's), then this transform's.
+                    entries = try readCurrent(">", until: deadline).filter { !$0.deleted }
+                    break
+                } catch {
+                    if clock.now().milliseconds >= deadline { throw error }
+                    logger.debug("state store: reading \(transform) again: \(error)")
+                    usleep(250_000)
+                }
+            }
+            state.withLock { s in
+                for e in entries {
+                    guard let (t, device) = StateKeys.parts(of: e.key), t == transform else { continue }
+                    let record = NATSKeyValueStateStore.record(transform: t, device: device, value: e.value)
+                    s.account(transform: t, key: e.key, bytes: e.value.count)
+                    // A reload reads again: what this store wrote since is newer than nothing.
+                    s.keys[e.key, default: KeyState()].revision = e.revision
+                    s.keys[e.key, default: KeyState()].conflicted = false
+                    records.append(record)
+                }
+            }
+            return records.sorted { $0.device < $1.device }
+        }
+    }
+
+    /// On `queue`: every key of the bucket as the stream's leader has it. The watch that reads
+    /// the bucket may be served by any replica, and one that is behind (just restarted after a
+    /// kill -9, in the 3-node test) answers with older values, which would restore old state and
+    /// then fail every compare-and-swap. So the read is repeated until it reaches the last
+    /// sequence the leader reported before it began (writes meanwhile only add to it).
+    private func readCurrent(_ filter: String, until deadline: Int64) throws -> [NATSKeyValueEntry] {
+        let stream = "KV_" + bucket.name
+        var behind = ""
+        while true {
+            let leader = try connection.streamInfoNow(stream)
+            let entries = try bucket.entries(matching: filter, timeout: min(timeout, Self.requestTimeout))
+            guard let leader, leader.messages > 0 else { return entries }
+            let newest = entries.map(\.revision).max() ?? 0
+            if newest >= leader.lastSequence { return entries }
+            behind = "read up to revision \(newest), the leader has \(leader.lastSequence)"
+            if clock.now().milliseconds >= deadline {
+                logger.warning("state store: reading \(location) from a replica that is behind (\(behind)): old state may be restored, and its writes then fail as conflicts")
+                return entries
+            }
+            usleep(100_000)
+        }
+    }
+
+    /// The record a value holds; a value that is not ours restores nothing (the transform logs it).
+    private static func record(transform: String, device: String, value: [UInt8]) -> DeviceStateRecord {
+        guard let v = try? JSONValue.parse(value), case .object(let o) = v, let format = o["format"]?.stringValue else {
+            return DeviceStateRecord(transform: transform, device: device, format: "", state: .string(String(decoding: value, as: UTF8.self)))
+        }
+        var updated: Int64 = 0
+        if case .number(let n)? = o["updated_ms"], n.isFinite, abs(n) < 9e15 { updated = Int64(n) }
+        return DeviceStateRecord(transform: transform, device: device, format: format, state: o["state"] ?? .null, updatedMilliseconds: updated)
+    }
+
+    public func totals(transform: String) -> (devices: Int, bytes: Int)? {
+        state.withLock { $0.totals[transform] ?? (0, 0) }
+    }
+
+    /// Keys written so far.
+    public var writes: Int { state.withLock { $0.writes } }
+    /// Rounds of writes so far: fewer than the writes handed in when they gathered.
+    public var rounds: Int { state.withLock { $0.rounds } }
+    /// Writes refused because another gateway wrote the key.
+    public var conflicts: Int { state.withLock { $0.conflicts } }
+
+    // MARK: - Writing
+
+    public func write(_ changes: [DeviceStateRecord], sequence: UInt64, completion: @escaping @Sendable ((any Error)?) -> Void) {
+        let schedule: Bool? = state.withLock { s in
+            if s.closed { return nil }
+            s.pending.append(Pending(changes: changes, sequence: sequence, completion: completion))
+            if s.scheduled { return false }
+            s.scheduled = true
+            return true
+        }
+        guard let schedule else { return completion(DeviceStateStoreError.unavailable("the state store is closed")) }
+        guard schedule else { return }
+        if interval > .zero {
+            queue.asyncAfter(deadline: .now() + .milliseconds(Int(interval.milliseconds))) { self.commit(final: false) }
+        } else {
+            queue.async { self.commit(final: false) }
+        }
+    }
+
+    /// What one key's write came to.
+    private enum Outcome {
+        case written
+        case conflict(String)
+        case failed(any Error)
+    }
+
+    /// On `queue`: writes everything pending, one write per key. `final` (at close): what cannot
+    /// be written now fails instead of waiting.
+    private func commit(final: Bool) {
+        let batch: [Pending] = state.withLock { s in
+            s.scheduled = false
+            defer { s.pending = [] }
+            return s.pending
+        }
+        guard !batch.isEmpty else { return }
+        let now = clock.now().milliseconds
+        // Latest change per key, in sequence order; older ones are overwritten or skipped.
+        var rows: [String: (record: DeviceStateRecord, sequence: UInt64)] = [:]
+        let known = state.withLock { $0.keys }
+        for p in batch.sorted(by: { $0.sequence < $1.sequence }) {
+            for r in p.changes {
+                let key = StateKeys.key(transform: r.transform, device: r.device)
+                if let k = known[key], k.sequence > p.sequence { continue }
+                rows[key] = (r, p.sequence)
+            }
+        }
+        var outcomes: [String: Outcome] = [:]
+        var failure: (any Error)?
+        for (key, row) in rows.sorted(by: { $0.key < $1.key }) {
+            let outcome = write(key: key, row.record, sequence: row.sequence, now: now)
+            outcomes[key] = outcome
+            if case .failed(let error) = outcome { failure = error; break }
+        }
+        if let failure, !final {
+            // Back in front of what came meanwhile, tried again in a second; what was written
+            // is written again with its new revision (harmless).
+            let (retry, suppressed): (Bool, Int?) = state.withLock { s in
+                s.pending.insert(contentsOf: batch, at: 0)
+                let suppressed = s.unavailableLog.allow("unavailable", now: now)
+                if s.scheduled || s.closed { return (false, suppressed) }
+                s.scheduled = true
+                return (true, suppressed)
+            }
+            if let suppressed {
+                logger.warning("state store: cannot write to \(location) now, trying again (acknowledgements upstream wait): \(failure)\(LogRateLimit.suffix(suppressed))")
+            }
+            if retry { queue.asyncAfter(deadline: .now() + .seconds(1)) { self.commit(final: false) } }
+            return
+        }
+        state.withLock { s in
+            s.rounds += 1
+            for (_, o) in outcomes {
+                switch o {
+                case .written: s.writes += 1
+                case .conflict: s.conflicts += 1
+                case .failed: break
+                }
+            }
+        }
+        for p in batch {
+            var refused: [String] = []
+            var detail = ""
+            var failed: (any Error)?
+            for r in p.changes {
+                switch outcomes[StateKeys.key(transform: r.transform, device: r.device)] {
+                case .conflict(let text)?:
+                    refused.append("\(r.transform)/\(r.device)")
+                    detail = text
+                case .failed(let error)?: failed = error
+                case .written?: break
+                case nil: if failure != nil { failed = failure }
+                }
+            }
+            if !refused.isEmpty {
+                p.completion(DeviceStateStoreError.conflict(devices: refused, detail: detail))
+            } else if let failed {
+                p.completion(failed)
+            } else {
+                p.completion(nil)
+            }
+        }
+    }
+
+    /// On `queue`: one key's compare-and-swap write (or delete).
+    private func write(key: String, _ r: DeviceStateRecord, sequence: UInt64, now: Int64) -> Outcome {
+        var k = state.withLock { $0.keys[key] } ?? KeyState()
+        if k.conflicted { return .conflict("refused before: another gateway wrote it") }
+        do {
+            if let uncertain = k.uncertain {
+                // The last write got no answer: if the server has its value, it was stored.
+                let current = try bucket.get(key)
+                if let current, current.value == uncertain { k.revision = current.revision }
+                k.uncertain = nil
+                state.withLock { $0.keys[key, default: KeyState()].revision = k.revision; $0.keys[key]?.uncertain = nil }
+            }
+            guard let value = r.state else {
+                let current = try bucket.get(key)
+                if let current, current.revision != k.revision { return markConflict(key, "revision \(current.revision), this gateway knew \(k.revision.map(String.init) ?? "none")") }
+                if current != nil { try bucket.delete(key) }
+                state.withLock { s in
+                    s.account(transform: r.transform, key: key, bytes: nil)
+                    s.keys[key]?.revision = nil
+                    s.keys[key]?.sequence = sequence
+                }
+                return .written
+            }
+            let bytes = NATSKeyValueStateStore.encode(r, value: value, now: now)
+            state.withLock { $0.keys[key, default: KeyState()].uncertain = bytes }
+            let result = try k.revision.map { try bucket.update(key, value: bytes, last: $0) } ?? bucket.create(key, value: bytes)
+            switch result {
+            case .written(let revision):
+                state.withLock { s in
+                    s.account(transform: r.transform, key: key, bytes: bytes.count)
+                    s.keys[key]?.revision = revision
+                    s.keys[key]?.sequence = sequence
+                    s.keys[key]?.uncertain = nil
+                }
+                return .written
+            case .conflict(let text):
+                return markConflict(key, text)
+            }
+        } catch {
+            return .failed(error)
+        }
+    }
+
+    private func markConflict(_ key: String, _ text: String) -> Outcome {
+        state.withLock { s in
+            s.keys[key, default: KeyState()].conflicted = true
+            s.keys[key]?.uncertain = nil
+        }
+        return .conflict("\(location) key \(key): \(text)")
+    }
+
+    static func encode(_ r: DeviceStateRecord, value: JSONValue, now: Int64) -> [UInt8] {
+        Array(JSONValue.object(JSONObject([("format", .string(r.format)), ("updated_ms", .number(Double(now))), ("state", value)])).jsonText.utf8)
+    }
+
+    // MARK: - Closing
+
+    /// Writes what is pending (once: what fails now is reported to its writers), then closes
+    /// the connection.
+    public func close() {
+        let first = state.withLock { s -> Bool in
+            defer { s.closed = true }
+            return !s.closed
+        }
+        guard first else { return }
+        queue.sync { commit(final: true) }
+        connection.closeNow()
+    }
+}
