@@ -31,8 +31,13 @@ mkdir -p "$FLEET_DATA"
 pids=()
 
 stop_all() {
+  local status=$?
   # Every process this script started, by its own id.
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  # A failed run shows why before its work directory goes.
+  if [ "$status" != 0 ]; then
+    for f in "$FLEET_WORK"/*.log; do [ -f "$f" ] && { echo "== ${f##*/} (last lines)" >&2; tail -n 15 "$f" >&2; }; done
+  fi
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   [ -n "$keep" ] || rm -rf "$FLEET_WORK"
 }
@@ -99,7 +104,11 @@ start gateway-a
 start gateway-b
 
 if [ "$kill_one" = 1 ]; then
-  for _ in $(seq 1 600); do [ "$(lines "$FLEET_WORK/aggregator-1.jsonl")" -ge 200 ] && break; sleep 0.1; done
+  for _ in $(seq 1 600); do
+    [ "$(lines "$FLEET_WORK/aggregator-1.jsonl")" -ge 200 ] && break
+    kill -0 "$pid_aggregator_1" 2>/dev/null || { log "aggregator-1 exited before its kill"; exit 1; }
+    sleep 0.1
+  done
   log "kill -9 aggregator-1 after $(lines "$FLEET_WORK/aggregator-1.jsonl") lines"
   kill -9 "$pid_aggregator_1"
   wait "$pid_aggregator_1" 2>/dev/null || true
