@@ -132,7 +132,7 @@ bench-nmea: deps
 FUZZ_SECONDS ?= 60
 FUZZ_MERGE ?= 0
 FUZZ_TARGETS ?= TeltonikaTCP TeltonikaUDP GT06 H02 NMEA JSON Configuration GpsdReports GPX JSONLines \
-                OwnTracks MQTTMessages NATSMessages GeoJSONFences HTTPRequests
+                OwnTracks MQTTMessages NATSMessages GeoJSONFences HTTPRequests StateSnapshots
 
 fuzz-build: deps-run
 	bash Fuzz/run.sh build $(FUZZ_TARGETS)

@@ -192,5 +192,6 @@ if Context.environment["LOCGATE_FUZZ"] == "1" {
         fuzzTarget("NATSMessages", ["NATSSource", "NATSClient", "GatewayCore"]),
         fuzzTarget("GeoJSONFences", ["Geofence", "Geodesy", "GatewayCore"]),
         fuzzTarget("HTTPRequests", ["HTTPServerSource", "HTTPServing", "PositionEncoding", "GatewayCore"]),
+        fuzzTarget("StateSnapshots", ["Filters", "Geofence", "GatewayCore"]),
     ]
 }

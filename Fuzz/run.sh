@@ -25,7 +25,7 @@ dictionary() {
         GPX) echo Fuzz/dictionaries/gpx.dict ;;
         H02) echo Fuzz/dictionaries/h02.dict ;;
         Configuration) echo Fuzz/dictionaries/configuration.dict ;;
-        JSON | JSONLines | GpsdReports | OwnTracks | MQTTMessages | NATSMessages | GeoJSONFences | HTTPRequests) echo Fuzz/dictionaries/json.dict ;;
+        JSON | JSONLines | GpsdReports | OwnTracks | MQTTMessages | NATSMessages | GeoJSONFences | HTTPRequests | StateSnapshots) echo Fuzz/dictionaries/json.dict ;;
         *) echo "" ;;
     esac
 }
