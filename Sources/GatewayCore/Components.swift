@@ -118,22 +118,24 @@ public final class BatchAcknowledgement: Sendable {
         guard pending.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }
         let steps = self.steps.withLock { s -> [Step] in defer { s = [] }; return s }
         if steps.isEmpty { return whenHandled() }
-        let finished = StepCountdown(count: steps.count, then: whenHandled)
+        let finished = Countdown(count: steps.count, then: whenHandled)
         for step in steps { step { finished.done() } }
     }
 }
 
-/// Calls its closure when `count` steps are done.
-private final class StepCountdown: Sendable {
+/// Calls its closure once `count` parts are done: the steps of an acknowledgement, the held
+/// positions of a batch (a source's reorder window).
+public final class Countdown: Sendable {
     private let left: Atomic<Int>
     private let then: @Sendable () -> Void
 
-    init(count: Int, then: @escaping @Sendable () -> Void) {
+    public init(count: Int, then: @escaping @Sendable () -> Void) {
         left = Atomic(count)
         self.then = then
     }
 
-    func done() {
+    /// One part is done; the last one calls the closure.
+    public func done() {
         if left.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { then() }
     }
 }

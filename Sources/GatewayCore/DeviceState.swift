@@ -112,11 +112,13 @@ public struct StateSettings: Sendable, Hashable {
     /// upstream with them); zero: each batch's changes are written as soon as it is acknowledged.
     public var interval: Duration = .zero
     /// State not written for this long is forgotten.
-    public var maxAge: Duration = .seconds(30 * 86_400)
+    public var maxAge: Duration = StateSettings.defaultMaxAge
+    /// `max_age`'s default: 30 days.
+    public static let defaultMaxAge: Duration = .seconds(30 * 86_400)
     /// `"state": null`: in memory only, whatever the queues.
     public var disabled = false
 
-    public init(path: String? = nil, interval: Duration = .zero, maxAge: Duration = .seconds(30 * 86_400), disabled: Bool = false) {
+    public init(path: String? = nil, interval: Duration = .zero, maxAge: Duration = StateSettings.defaultMaxAge, disabled: Bool = false) {
         self.path = path
         self.interval = interval
         self.maxAge = maxAge
@@ -157,7 +159,7 @@ public struct StateSettings: Sendable, Hashable {
             s.report(backend.key, "give either state.\(backend.key) or state.path (an SQLite file), not both")
         }
         result.interval = s.duration("interval", default: .zero)
-        result.maxAge = s.duration("max_age", default: .seconds(30 * 86_400), minimum: .seconds(1))
+        result.maxAge = s.duration("max_age", default: StateSettings.defaultMaxAge, minimum: .seconds(1))
         s.finish()
         return result
     }

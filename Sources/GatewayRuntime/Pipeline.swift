@@ -547,7 +547,7 @@ public final class Pipeline: Sendable {
         guard !positions.isEmpty else { return }
         // One acknowledgement for what goes now: handled, it hands each position's share back
         // to the batch it came in.
-        let acknowledgement = holds.isEmpty ? nil : BatchAcknowledgement { for h in holds { h.handled(1) } }
+        let acknowledgement = holds.isEmpty ? nil : BatchAcknowledgement { for h in holds { h.done() } }
         await route(positions, fromSource: h.component.id, acknowledgement: acknowledgement, onConflict: { self.stopAfterStateConflict(h, $0) })
         acknowledgement?.release()
     }

@@ -13,27 +13,12 @@ import Synchronization
 /// only once every one of its positions was released and handled, so holding loses nothing
 /// (a device waits up to the window longer for its answer).
 final class ReorderWindow: Sendable {
-    /// A batch's acknowledgement, released once all its held positions are handled.
-    final class Hold: Sendable {
-        let acknowledgement: BatchAcknowledgement
-        private let remaining: Atomic<Int>
-
-        init(_ acknowledgement: BatchAcknowledgement, count: Int) {
-            acknowledgement.retain()
-            self.acknowledgement = acknowledgement
-            remaining = Atomic(count)
-        }
-
-        func handled(_ n: Int) {
-            if remaining.subtract(n, ordering: .acquiringAndReleasing).newValue == 0 { acknowledgement.release() }
-        }
-    }
-
     private struct Held {
         var position: Position
         var arrived: Int64
         var order: UInt64
-        var hold: Hold?
+        /// Its batch's acknowledgement, held until every held position of the batch is handled.
+        var hold: Countdown?
     }
 
     private struct State {
@@ -53,7 +38,10 @@ final class ReorderWindow: Sendable {
     /// Holds a batch (`now` in milliseconds of a monotonic clock).
     func add(_ batch: [Position], acknowledgement: BatchAcknowledgement?, now: Int64) {
         guard !batch.isEmpty else { return }
-        let hold = acknowledgement.map { Hold($0, count: batch.count) }
+        let hold = acknowledgement.map { ack -> Countdown in
+            ack.retain()
+            return Countdown(count: batch.count, then: ack.release)
+        }
         state.withLock { s in
             for p in batch {
                 s.order += 1
@@ -65,7 +53,7 @@ final class ReorderWindow: Sendable {
 
     /// What is due at `now` (everything with `all`), in fix-time order per device, each with the
     /// holds to release once it is handled.
-    func release(now: Int64, all: Bool = false) -> (positions: [Position], holds: [Hold]) {
+    func release(now: Int64, all: Bool = false) -> (positions: [Position], holds: [Countdown]) {
         let limit = window.milliseconds
         // Per device, in time order; devices in the order their oldest held position arrived.
         var groups: [(first: UInt64, held: ArraySlice<Held>)] = []

@@ -82,7 +82,7 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
 
     /// Connects (waiting up to `configuration.timeout`), binds the bucket or creates it with the
     /// asked replicas (default 3, at most the servers the cluster has) and `maxAge` as its TTL.
-    public init(_ configuration: NATSStateConfiguration, interval: Duration = .zero, maxAge: Duration = .seconds(30 * 86_400),
+    public init(_ configuration: NATSStateConfiguration, interval: Duration = .zero, maxAge: Duration = StateSettings.defaultMaxAge,
                 context: StateStoreContext) throws {
         var options = configuration.connection
         options.name = "locgate state"

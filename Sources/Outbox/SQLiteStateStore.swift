@@ -71,7 +71,7 @@ public final class SQLiteStateStore: DeviceStateStore {
 
     /// Opens (or creates) the store, locks it and forgets state older than `maxAge`.
     /// `faults` hears problems the store waits out (a full disk).
-    public init(path: String, interval: Duration = .zero, maxAge: Duration = .seconds(30 * 86_400), clock: any GatewayClock = SystemClock(),
+    public init(path: String, interval: Duration = .zero, maxAge: Duration = StateSettings.defaultMaxAge, clock: any GatewayClock = SystemClock(),
                 faults: @escaping @Sendable (String) -> Void = { _ in }) throws(OutboxError) {
         self.path = path
         self.clock = clock
@@ -130,41 +130,39 @@ public final class SQLiteStateStore: DeviceStateStore {
     public func load(transform: String) throws -> [DeviceStateRecord] {
         try queue.sync {
             guard let c = connection else { throw SQLiteError.misuse("the state store is closed") }
-            let records = try SQLiteStateStore.records(c, transform: transform)
+            let rows = try SQLiteStateStore.rows(c, transform: transform)
             state.withLock { s in
-                for r in records { s.record(transform: r.transform, device: r.device, sequence: 0, bytes: SQLiteStateStore.size(r)) }
+                for (r, bytes) in rows { s.record(transform: r.transform, device: r.device, sequence: 0, bytes: bytes) }
             }
-            return records
+            return rows.map(\.record)
         }
     }
 
-    /// Devices and bytes of state stored for one transform (the gauges `state.devices`, `state.bytes`).
-    public func summary(transform: String) -> (devices: Int, bytes: Int) {
+    /// Devices and bytes of state stored for one transform (the gauges `state.devices`, `state.bytes`):
+    /// each row counts its device id and its state's text.
+    public func totals(transform: String) -> (devices: Int, bytes: Int)? {
         state.withLock { $0.totals[transform] ?? (0, 0) }
     }
-
-    public func totals(transform: String) -> (devices: Int, bytes: Int)? { summary(transform: transform) }
 
     /// Rows written so far (the counter `state.writes` is kept per transform by the runtime).
     public var writes: Int { state.withLock { $0.writes } }
     /// Transactions committed so far: fewer than the writes handed in when they gathered.
     public var transactions: Int { state.withLock { $0.transactions } }
 
-    private static func size(_ r: DeviceStateRecord) -> Int {
-        r.device.utf8.count + (r.state.map { $0.jsonText.utf8.count } ?? 0)
-    }
-
-    static func records(_ c: SQLiteConnection, transform: String?) throws -> [DeviceStateRecord] {
+    /// The rows of one transform (or all), each with what it counts for in `state.bytes`.
+    static func rows(_ c: SQLiteConnection, transform: String?) throws -> [(record: DeviceStateRecord, bytes: Int)] {
         let s = try c.statement(transform == nil
             ? "SELECT transform, device, format, state, updated_ms FROM device_state ORDER BY transform, device"
             : "SELECT transform, device, format, state, updated_ms FROM device_state WHERE transform = ?1 ORDER BY device")
         if let transform { try s.bind(1, transform) }
-        var out: [DeviceStateRecord] = []
+        var out: [(record: DeviceStateRecord, bytes: Int)] = []
         while try s.step() {
             let text = s.bytes(3)
+            let device = s.text(1)
             // A row that is not JSON (written by hand) restores nothing; the transform logs it.
             let value = (try? JSONValue.parse(text)) ?? .string(String(decoding: text, as: UTF8.self))
-            out.append(DeviceStateRecord(transform: s.text(0), device: s.text(1), format: s.text(2), state: value, updatedMilliseconds: s.int(4)))
+            out.append((DeviceStateRecord(transform: s.text(0), device: device, format: s.text(2), state: value, updatedMilliseconds: s.int(4)),
+                        device.utf8.count + text.count))
         }
         return out
     }
@@ -177,37 +175,35 @@ public final class SQLiteStateStore: DeviceStateStore {
     public static let lazyDelay: Duration = .milliseconds(250)
 
     public func writeLazily(_ changes: [DeviceStateRecord], sequence: UInt64, completion: @escaping @Sendable ((any Error)?) -> Void) {
-        let schedule: Bool = state.withLock { s in
-            if s.closed { return false }
-            s.pending.append(Pending(changes: changes, sequence: sequence, completion: completion))
-            if s.scheduled || s.scheduledLazily { return false }
-            s.scheduledLazily = true
-            return true
-        }
-        guard schedule else {
-            if state.withLock({ $0.closed }) { completion(SQLiteError.misuse("the state store is closed")) }
-            return
-        }
-        let delay = max(interval, Self.lazyDelay)
-        queue.asyncAfter(deadline: .now() + .milliseconds(Int(delay.milliseconds))) { self.commit() }
+        enqueue(Pending(changes: changes, sequence: sequence, completion: completion), lazily: true)
     }
 
     public func write(_ changes: [DeviceStateRecord], sequence: UInt64, completion: @escaping @Sendable ((any Error)?) -> Void) {
-        let schedule: Bool = state.withLock { s in
-            if s.closed { return false }
-            s.pending.append(Pending(changes: changes, sequence: sequence, completion: completion))
-            if s.scheduled { return false }
-            s.scheduled = true
-            return true
+        enqueue(Pending(changes: changes, sequence: sequence, completion: completion), lazily: false)
+    }
+
+    /// Adds a write to what the next commit takes, and schedules that commit unless one that
+    /// comes soon enough is already queued: a write someone waits for goes at once (or after
+    /// `interval`), a lazy one after `lazyDelay` (or `interval` if longer).
+    private func enqueue(_ pending: Pending, lazily: Bool) {
+        enum Step { case refused, queued, schedule }
+        let step: Step = state.withLock { s in
+            if s.closed { return .refused }
+            s.pending.append(pending)
+            if s.scheduled || (lazily && s.scheduledLazily) { return .queued }
+            if lazily { s.scheduledLazily = true } else { s.scheduled = true }
+            return .schedule
         }
-        guard schedule else {
-            if state.withLock({ $0.closed }) { completion(SQLiteError.misuse("the state store is closed")) }
-            return
-        }
-        if interval > .zero {
-            queue.asyncAfter(deadline: .now() + .milliseconds(Int(interval.milliseconds))) { self.commit() }
-        } else {
-            queue.async { self.commit() }
+        switch step {
+        case .refused: pending.completion(SQLiteError.misuse("the state store is closed"))
+        case .queued: break
+        case .schedule:
+            let delay = lazily ? max(interval, Self.lazyDelay) : interval
+            if delay > .zero {
+                queue.asyncAfter(deadline: .now() + .milliseconds(Int(delay.milliseconds))) { self.commit() }
+            } else {
+                queue.async { self.commit() }
+            }
         }
     }
 
@@ -225,26 +221,31 @@ public final class SQLiteStateStore: DeviceStateStore {
             return
         }
         let now = clock.now().milliseconds
-        // Latest change per row, in sequence order; older ones are overwritten or skipped.
+        // Latest change per row, in sequence order; older ones are overwritten or skipped. Read
+        // in place under the lock: a copy of `written` would be copied again at the next change.
         var rows: [String: (record: DeviceStateRecord, sequence: UInt64)] = [:]
-        let written = state.withLock { $0.written }
-        for p in batch.sorted(by: { $0.sequence < $1.sequence }) {
-            for r in p.changes {
-                let key = r.transform + "\u{0}" + r.device
-                if let w = written[key], w.sequence > p.sequence { continue }
-                rows[key] = (r, p.sequence)
+        state.withLock { s in
+            for p in batch.sorted(by: { $0.sequence < $1.sequence }) {
+                for r in p.changes {
+                    let key = r.transform + "\u{0}" + r.device
+                    if let w = s.written[key], w.sequence > p.sequence { continue }
+                    rows[key] = (r, p.sequence)
+                }
             }
         }
+        // Each state's text once: written to the row, and its size kept for `state.bytes`.
+        var texts: [String: String] = [:]
+        for (key, row) in rows { texts[key] = row.record.state?.jsonText }
         do {
             try c.transaction {
-                for (_, row) in rows {
+                for (key, row) in rows {
                     let r = row.record
-                    if let value = r.state {
+                    if let text = texts[key] {
                         let s = try c.statement("INSERT OR REPLACE INTO device_state (transform, device, format, state, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5)")
                         try s.bind(1, r.transform)
                         try s.bind(2, r.device)
                         try s.bind(3, r.format)
-                        try s.bind(4, value.jsonText)
+                        try s.bind(4, text)
                         try s.bind(5, now)
                         try s.stepDone()
                     } else {
@@ -277,9 +278,10 @@ public final class SQLiteStateStore: DeviceStateStore {
         state.withLock { s in
             s.writes += rows.count
             s.transactions += 1
-            for (_, row) in rows {
+            for (key, row) in rows {
                 let r = row.record
-                s.record(transform: r.transform, device: r.device, sequence: row.sequence, bytes: r.state == nil ? nil : SQLiteStateStore.size(r))
+                s.record(transform: r.transform, device: r.device, sequence: row.sequence,
+                         bytes: texts[key].map { r.device.utf8.count + $0.utf8.count })
             }
         }
         for p in batch { p.completion(nil) }
@@ -303,20 +305,17 @@ public final class SQLiteStateStore: DeviceStateStore {
             return !s.closed
         }
         guard first else { return }
-        queue.sync {
-            commitRemaining()
+        // What is pending is written now, not after `interval`; what a full disk still holds
+        // back is not retried after close: its writers hear so.
+        let left: [Pending] = queue.sync {
+            commit()
             connection?.close()
             connection = nil
+            return state.withLock { s in defer { s.pending = [] }; return s.pending }
         }
+        for p in left { p.completion(SQLiteError.misuse("the state store closed before this state could be written")) }
         flock(lockDescriptor, LOCK_UN)
         Glibc.close(lockDescriptor)
-    }
-
-    /// On `queue`, at close: what is pending is written now, not after `interval`.
-    private func commitRemaining() {
-        state.withLock { $0.closed = false }
-        commit()
-        state.withLock { $0.closed = true }
     }
 }
 
@@ -333,7 +332,7 @@ extension SQLiteStateStore {
         do {
             let c = try SQLiteConnection(path: path, readOnly: true)
             defer { c.close() }
-            return try records(c, transform: nil)
+            return try rows(c, transform: nil).map(\.record)
         } catch {
             throw OutboxError(path: absolute, message: "\(error)")
         }

@@ -47,10 +47,10 @@ struct ReorderWindowTests {
         w.add([fix(9, device: "b")], acknowledgement: nil, now: 500)
         let first = w.release(now: 1_000)
         #expect(first.positions.map(\.id) == ["a1", "b5"], "b9 has not been held for the window yet")
-        for h in first.holds.prefix(1) { h.handled(1) }
+        for h in first.holds.prefix(1) { h.done() }
         let early = acknowledged.load(ordering: .relaxed)
         #expect(!early, "one of the batch's positions is not handled yet")
-        for h in first.holds.dropFirst() { h.handled(1) }
+        for h in first.holds.dropFirst() { h.done() }
         let done = acknowledged.load(ordering: .relaxed)
         #expect(done)
     }
