@@ -28,11 +28,19 @@ public struct HTTPSink: PositionSink {
     }
 
     public func run(input: any SinkInput) async throws {
-        let transport = HTTPBatchTransport(sink: self, client: try HTTPTransport(options: configuration.transport))
+        let client = try HTTPTransport(options: configuration.transport)
+        let transport = HTTPBatchTransport(sink: self, client: client)
         // Closed on every way out, so a clean exit leaves no WAL file behind.
         defer { queue.close() }
         let sink = self
-        try await loop.run(input: input, transport: transport) { sink.makeEncoder() }
+        do {
+            try await loop.run(input: input, transport: transport) { sink.makeEncoder() }
+        } catch {
+            await client.close()
+            throw error
+        }
+        // libcurl's thread is done before the sink is: see HTTPTransport.close().
+        await client.close()
     }
 
     /// The outbox key of a record queued as the bytes it adds to a request body (this sink's

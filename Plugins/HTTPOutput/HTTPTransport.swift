@@ -53,15 +53,37 @@ struct HTTPTransportError: Error, CustomStringConvertible {
 final class HTTPTransport: Sendable {
     private let engine: CurlEngine
 
+    /// Engine threads not yet done freeing their handles, process-wide: a test checks that a
+    /// sink's `run` never returns before its transport's thread is done.
+    static let runningThreads = Atomic<Int>(0)
+    /// Milliseconds the thread waits before freeing its handles, for that test only: without it the
+    /// thread is usually done before anyone looks, and the test could not fail.
+    static let cleanupPauseForTests = Atomic<Int>(0)
+
     init(options: HTTPTransportOptions) throws {
         engine = try CurlEngine(options: options)
         let engine = self.engine
-        let thread = Thread { engine.serve() }
+        HTTPTransport.runningThreads.add(1, ordering: .relaxed)
+        let thread = Thread {
+            engine.serve()
+            HTTPTransport.runningThreads.subtract(1, ordering: .relaxed)
+            engine.markFinished()
+        }
         thread.name = "locgate-http"
         thread.start()
     }
 
     deinit { engine.stop() }
+
+    /// Stops the thread (a request in flight is abandoned) and returns once it has freed the
+    /// libcurl handles. The sink awaits this before its `run` returns: a thread still freeing
+    /// curl's connections and TLS state while the process exits raced OpenSSL's and libc's exit
+    /// handlers, and corrupted the heap (`corrupted size vs. prev_size`, SIGABRT after "pipeline:
+    /// stopped", once in about 20 runs of HangingServerTests).
+    func close() async {
+        engine.stop()
+        await engine.finished()
+    }
 
     /// Sends the request; throws ``HTTPTransportError`` for network and TLS faults, timeouts
     /// included, and `CancellationError` when the task is cancelled (the request is abandoned at once).
@@ -122,6 +144,9 @@ private final class CurlEngine: @unchecked Sendable {
     // Guarded by `mailbox`.
     private var queued: [CurlJob] = []
     private var stopping = false
+    // Guarded by `mailbox`: set once `serve` has returned; who waits for it before then.
+    private var done = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
 
     private static let globalInit: CURLcode = curl_global_init(Int(CURL_GLOBAL_DEFAULT))
 
@@ -163,6 +188,30 @@ private final class CurlEngine: @unchecked Sendable {
         mailbox.unlock()
     }
 
+    /// Called on the thread once `serve` returned: resumes those waiting in ``finished()``.
+    func markFinished() {
+        mailbox.lock()
+        done = true
+        let waiting = waiters
+        waiters = []
+        mailbox.unlock()
+        for w in waiting { w.resume() }
+    }
+
+    /// Returns once the thread has freed the handles (at once when it already has).
+    func finished() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            mailbox.lock()
+            if done {
+                mailbox.unlock()
+                c.resume()
+            } else {
+                waiters.append(c)
+                mailbox.unlock()
+            }
+        }
+    }
+
     /// The thread's loop: takes one job at a time until stopped, then frees the handles.
     func serve() {
         while true {
@@ -183,6 +232,8 @@ private final class CurlEngine: @unchecked Sendable {
             }
             job.finish(perform(job))
         }
+        let pause = HTTPTransport.cleanupPauseForTests.load(ordering: .relaxed)
+        if pause > 0 { usleep(UInt32(pause) * 1000) }
         curl_easy_cleanup(easy)
         curl_multi_cleanup(multi)
     }

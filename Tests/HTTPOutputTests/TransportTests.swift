@@ -4,6 +4,7 @@ import GatewayRuntime
 import GatewayTesting
 @testable import HTTPOutput
 import Outbox
+import Synchronization
 import Testing
 
 /// Runs an http sink in process with a recording log until `done` holds, then cancels it.
@@ -73,6 +74,28 @@ struct TransportTests {
         }
         #expect(depth == 10)
         #expect(receiver.accepted().isEmpty)
+    }
+
+    /// The process exits right after the sinks return: libcurl's thread must be done by then.
+    /// A thread still freeing its handles during exit corrupted the heap once in about 20 runs
+    /// of HangingServerTests (SIGABRT after "pipeline: stopped").
+    @Test func aCancelledSinkReturnsOnlyOnceLibcurlsThreadIsDone() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // Accepts and never answers: the request is in flight when the sink is cancelled.
+        let silent = LoopbackTCPServer(interval: .seconds(60)) { _ in [] }
+        try silent.start()
+        defer { silent.stop() }
+        // The thread takes its time to free its handles: the sink must wait for it all the same.
+        HTTPTransport.cleanupPauseForTests.store(200, ordering: .relaxed)
+        defer { HTTPTransport.cleanupPauseForTests.store(0, ordering: .relaxed) }
+        for run in 0..<5 {
+            let config = try configuration(#"{"url":"http://127.0.0.1:\#(silent.port)/track","batch":{"max_positions":1,"interval":"10ms"},"queue":{"path":"\#(dir)/q\#(run).sqlite"}}"#)
+            let before = silent.connections
+            let (depth, _) = try await runUntil(config, feed: positions(0..<1), log: RecordingLogHandler()) { silent.connections > before }
+            #expect(depth == 1)
+            #expect(HTTPTransport.runningThreads.load(ordering: .relaxed) == 0)
+        }
     }
 
     @Test func aMissingCAFileIsAnErrorAtStart() throws {

@@ -78,6 +78,20 @@ import Testing
             try await cluster.restart(victim)
         }
         let stored = try await cluster.messages("LOCGATE")
+        if stored.count != total {
+            // Seen once in about 40 runs (10,000 of 20,000 stored) and not yet explained: say which
+            // positions are missing, what each node reports, and whether a later read finds them
+            // (a read too early) or not (a loss).
+            let have = Set(stored.compactMap(\.messageID))
+            let missing = sent.indices.filter { !have.contains(sent[$0].id) }
+            print("cluster delivery: \(stored.count) stored, \(missing.count) missing (indices \(missing.first ?? -1)…\(missing.last ?? -1)), "
+                  + "sequences \(stored.first?.sequence ?? 0)…\(stored.last?.sequence ?? 0); sent \(stats.value("nats.sent")), "
+                  + "duplicates \(stats.value("nats.duplicates")), reconnects \(stats.value("nats.reconnects"))")
+            for i in 0..<3 { print("cluster delivery: node \(i) /jsz: \((try? await cluster.jsz(i, query: "?streams=true"))?.jsonText ?? "none")") }
+            try await Task.sleep(for: .seconds(5))  // a second look after a pause, only on failure
+            print("cluster delivery: \(try await cluster.messages("LOCGATE").count) stored 5 s later")
+            print("cluster delivery: the sink's log:\n\(harness.logText)")
+        }
         #expect(stored.count == total)
         #expect(Delivery(stored, expected: sent.map(\.id)) == .exact)
         #expect(stats.value("nats.disconnects") >= 1)
