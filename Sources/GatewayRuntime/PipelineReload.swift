@@ -27,6 +27,10 @@ extension Pipeline {
         running.settings = settings.withLock { $0 }
         let plan = ReloadPlan(running: running, new: new)
         var outcome = ReloadOutcome(status: .applied)
+        outcome.restarted = plan.restarted
+        outcome.added = plan.added
+        outcome.removed = plan.removed
+        outcome.unchanged = plan.unchanged
 
         // Settings: what can change live does; the rest waits for a restart.
         if plan.appliesSettings {
@@ -40,36 +44,16 @@ extension Pipeline {
             outcome.needsRestart.append(setting.path)
             logger.warning(setting.warning)
         }
-        outcome.restarted = plan.restarted
-        outcome.added = plan.added
-        outcome.removed = plan.removed
-        outcome.unchanged = plan.unchanged
         if plan.keepsEveryComponent {
             outcome.duration = ContinuousClock.now - started
             logger.info("reloaded: \(outcome.summary)\(plan.appliesSettings ? " (settings applied)" : "")")
             return outcome
         }
 
-        // 1. Build what is new. A sink that claims something a replaced sink holds (its queue, its
-        //    file) is built once that one closed it.
-        var newSources: [String: SourceHandle] = [:]
-        var newNodes: [String: TransformNode] = [:]
-        var newSinks: [String: (SinkHandle, (any PositionSink)?)] = [:]
+        // 1. Build what is new (a failure here changes nothing).
+        let fresh: Replacements
         do {
-            for c in new.transforms where plan.builds(c.path) {
-                let ctx = builder.context(c, reusing: plan.keepsCounters.contains(c.path) ? old.transforms[c.id]?.stats : nil)
-                // Starts from what the store holds: the state the replaced instance saved so far.
-                newNodes[c.id] = builder.node(c, ctx, transform: try builder.transform(c, ctx), store: stateStore)
-            }
-            for c in new.sources where plan.builds(c.path) {
-                let ctx = builder.context(c, reusing: plan.keepsCounters.contains(c.path) ? old.sources[c.id]?.stats : nil)
-                newSources[c.id] = try builder.source(c, ctx)
-            }
-            for c in new.sinks where plan.builds(c.path) {
-                let ctx = builder.context(c, reusing: plan.keepsCounters.contains(c.path) ? old.sinks[c.id]?.stats : nil)
-                let deferred = plan.buildsAfterOldSinksStop.contains(c.path)
-                newSinks[c.id] = (SinkHandle(component: c, stats: ctx.stats, logger: ctx.logger), deferred ? nil : try builder.sink(c, ctx))
-            }
+            fresh = try buildReplacements(new, plan: plan, old: old)
         } catch {
             logger.error("reload failed, kept the running pipeline: \(error)")
             return ReloadOutcome(status: .failed, problem: "\(error)", duration: ContinuousClock.now - started)
@@ -82,20 +66,7 @@ extension Pipeline {
         for h in stoppingSources { await h.ended.wait() }
 
         // 3. Swap the routing table and start new sources.
-        var next = Topology(configuration: new)
-        for c in new.sources { next.sources[c.id] = newSources[c.id] ?? old.sources[c.id] }
-        for c in new.transforms { next.transforms[c.id] = newNodes[c.id] ?? old.transforms[c.id] }
-        for c in new.sinks { next.sinks[c.id] = newSinks[c.id]?.0 ?? old.sinks[c.id] }
-        // An unchanged source or sink that ended on its own (input ended, failed) is not brought back.
-        let table = Pipeline.makeTable(next)
-        topology.withLock { $0 = next }
-        let oldTable = routing.swap(table)
-        for c in new.sources {
-            guard let h = newSources[c.id] else { continue }
-            if table.sources[c.id]?.isEmpty ?? true { h.logger.warning("feeds nothing: no transform or sink lists it in inputs") }
-            start(h, in: &group)
-        }
-        restartTicks(in: &group)
+        let oldTable = swapRoutes(to: new, fresh: fresh, old: old, in: &group)
 
         // 4. Batches that took the old table before the swap finish along it.
         await oldTable.retire()
@@ -107,49 +78,16 @@ extension Pipeline {
         }
 
         // 6. Old sinks drain and acknowledge what they hold, within shutdown_timeout.
-        let stoppingSinks = old.configuration.sinks.filter { plan.replaces($0.path) }.compactMap { old.sinks[$0.id] }
-        for h in stoppingSinks { h.buffer.close() }
-        if !stoppingSinks.isEmpty {
-            let timeout = settings.withLock { $0.shutdownTimeout }
-            await withTaskGroup(of: Void.self) { drain in
-                drain.addTask { for h in stoppingSinks { await h.ended.wait() } }
-                drain.addTask { [logger] in
-                    do { try await Task.sleep(for: timeout) } catch { return }
-                    logger.warning("reload: replaced sinks did not drain within \(DurationText.format(timeout)); cancelling them")
-                    for h in stoppingSinks { h.cancel.fire(reason: "deadline") }
-                }
-                await drain.next()
-                drain.cancelAll()
-            }
-            for h in stoppingSinks { await h.ended.wait() }
-        }
+        await drainReplacedSinks(old.configuration.sinks.filter { plan.replaces($0.path) }.compactMap { old.sinks[$0.id] })
 
         // 7. Replacement and added sinks start reading.
         for c in new.sinks {
-            guard let (h, prebuilt) = newSinks[c.id] else { continue }
+            guard let (h, prebuilt) = fresh.sinks[c.id] else { continue }
             if let sink = prebuilt {
                 start(h, sink: sink, in: &group)
-                continue
-            }
-            do {
-                start(h, sink: try builder.sink(c, builder.context(c, reusing: h.stats)), in: &group)
-            } catch {
-                // The old instance is gone: run the previous configuration again rather than lose
-                // what the new buffer holds; a sink with no previous configuration cannot.
-                if let previous = plan.running[c.path], previous.kind == .sink,
-                   let sink = try? builder.sink(previous, builder.context(previous, reusing: h.stats)) {
-                    logger.error("reload: \(error); \(c.path) runs with its previous configuration")
-                    start(h, sink: sink, in: &group)
-                    topology.withLock { t in
-                        if let i = t.configuration.sinks.firstIndex(where: { $0.id == c.id }) { t.configuration.sinks[i] = previous }
-                    }
-                } else {
-                    logger.error("reload: \(error); positions routed to \(c.path) since the reload are dropped")
-                    h.buffer.close()
-                    h.ended.fire(reason: "failed")
-                    outcome.status = .failed
-                    outcome.problem = "\(error)"
-                }
+            } else if let problem = startDeferred(h, c, plan: plan, in: &group) {
+                outcome.status = .failed
+                outcome.problem = problem
             }
         }
         outcome.duration = ContinuousClock.now - started
@@ -159,6 +97,102 @@ extension Pipeline {
         outcome.positionsDuringReload = counters.values.reduce(0) { $0 + $1.emitted } - emittedBefore
         logger.info("reloaded: \(outcome.summary) (\(outcome.milliseconds) ms, \(outcome.positionsDuringReload) position(s) emitted meanwhile)")
         return outcome
+    }
+
+    /// The components a reload builds, by id; a sink's instance is nil until step 7 when it
+    /// waits for what a replaced sink holds.
+    struct Replacements {
+        var sources: [String: SourceHandle] = [:]
+        var transforms: [String: TransformNode] = [:]
+        var sinks: [String: (SinkHandle, (any PositionSink)?)] = [:]
+    }
+
+    /// Step 1: builds every restarted and added component, keeping counters where the plan says.
+    private func buildReplacements(_ new: PipelineConfiguration, plan: ReloadPlan, old: Topology) throws -> Replacements {
+        var fresh = Replacements()
+        for c in new.transforms where plan.builds(c.path) {
+            let ctx = builder.context(c, reusing: plan.keepsCounters.contains(c.path) ? old.transforms[c.id]?.stats : nil)
+            // Starts from what the store holds: the state the replaced instance saved so far.
+            fresh.transforms[c.id] = builder.node(c, ctx, transform: try builder.transform(c, ctx), store: stateStore)
+        }
+        for c in new.sources where plan.builds(c.path) {
+            let ctx = builder.context(c, reusing: plan.keepsCounters.contains(c.path) ? old.sources[c.id]?.stats : nil)
+            fresh.sources[c.id] = try builder.source(c, ctx)
+        }
+        for c in new.sinks where plan.builds(c.path) {
+            let ctx = builder.context(c, reusing: plan.keepsCounters.contains(c.path) ? old.sinks[c.id]?.stats : nil)
+            // A sink that claims something a replaced sink holds (its queue, its file) is built
+            // once that one closed it.
+            let deferred = plan.buildsAfterOldSinksStop.contains(c.path)
+            fresh.sinks[c.id] = (SinkHandle(component: c, stats: ctx.stats, logger: ctx.logger), deferred ? nil : try builder.sink(c, ctx))
+        }
+        return fresh
+    }
+
+    /// Step 3: the new topology and routing table in place, new sources started; returns the
+    /// table it replaced, to retire.
+    private func swapRoutes(to new: PipelineConfiguration, fresh: Replacements, old: Topology,
+                            in group: inout DiscardingTaskGroup) -> RoutingTable {
+        var next = Topology(configuration: new)
+        for c in new.sources { next.sources[c.id] = fresh.sources[c.id] ?? old.sources[c.id] }
+        for c in new.transforms { next.transforms[c.id] = fresh.transforms[c.id] ?? old.transforms[c.id] }
+        for c in new.sinks { next.sinks[c.id] = fresh.sinks[c.id]?.0 ?? old.sinks[c.id] }
+        // An unchanged source or sink that ended on its own (input ended, failed) is not brought back.
+        let table = Pipeline.makeTable(next)
+        topology.withLock { $0 = next }
+        let oldTable = routing.swap(table)
+        for c in new.sources {
+            guard let h = fresh.sources[c.id] else { continue }
+            if table.sources[c.id]?.isEmpty ?? true { h.logger.warning("feeds nothing: no transform or sink lists it in inputs") }
+            start(h, in: &group)
+        }
+        restartTicks(in: &group)
+        return oldTable
+    }
+
+    /// Step 6: closes the replaced sinks' buffers and waits until they have delivered or
+    /// committed what they hold; cancels them after `shutdown_timeout`.
+    private func drainReplacedSinks(_ stoppingSinks: [SinkHandle]) async {
+        for h in stoppingSinks { h.buffer.close() }
+        guard !stoppingSinks.isEmpty else { return }
+        let timeout = settings.withLock { $0.shutdownTimeout }
+        await withTaskGroup(of: Void.self) { drain in
+            drain.addTask { for h in stoppingSinks { await h.ended.wait() } }
+            drain.addTask { [logger] in
+                do { try await Task.sleep(for: timeout) } catch { return }
+                logger.warning("reload: replaced sinks did not drain within \(DurationText.format(timeout)); cancelling them")
+                for h in stoppingSinks { h.cancel.fire(reason: "deadline") }
+            }
+            await drain.next()
+            drain.cancelAll()
+        }
+        for h in stoppingSinks { await h.ended.wait() }
+    }
+
+    /// Step 7 for a sink built only now that the sink it replaces closed what it claims; the
+    /// problem when it could run neither with its new configuration nor its previous one.
+    private func startDeferred(_ h: SinkHandle, _ c: PipelineConfiguration.Component, plan: ReloadPlan,
+                               in group: inout DiscardingTaskGroup) -> String? {
+        do {
+            start(h, sink: try builder.sink(c, builder.context(c, reusing: h.stats)), in: &group)
+            return nil
+        } catch {
+            // The old instance is gone: run the previous configuration again rather than lose
+            // what the new buffer holds; a sink with no previous configuration cannot.
+            if let previous = plan.running[c.path], previous.kind == .sink,
+               let sink = try? builder.sink(previous, builder.context(previous, reusing: h.stats)) {
+                logger.error("reload: \(error); \(c.path) runs with its previous configuration")
+                start(h, sink: sink, in: &group)
+                topology.withLock { t in
+                    if let i = t.configuration.sinks.firstIndex(where: { $0.id == c.id }) { t.configuration.sinks[i] = previous }
+                }
+                return nil
+            }
+            logger.error("reload: \(error); positions routed to \(c.path) since the reload are dropped")
+            h.buffer.close()
+            h.ended.fire(reason: "failed")
+            return "\(error)"
+        }
     }
 }
 
