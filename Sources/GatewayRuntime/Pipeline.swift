@@ -208,7 +208,10 @@ public final class Pipeline: Sendable {
     /// Performs what the supervisor decided; `running` are the sources a shutdown stops.
     private func perform(_ action: PipelineSupervisor.Action, running: [SourceHandle] = [], in group: inout DiscardingTaskGroup) {
         switch action {
-        case .none, .applyReload, .rejectReload:
+        case .none:
+            break
+        case .applyReload, .rejectReload:
+            // Answered in the loop, which holds the reload's configuration and reply.
             break
         case .stopSinks:
             stopSinks(in: &group)
