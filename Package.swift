@@ -95,7 +95,9 @@ let package = Package(
         // The map page (Leaflet from Debian's libjs-leaflet, inlined) and `locgate map`, which fills it from recorded files.
         .target(name: "MapRendering", dependencies: ["GatewayCore", "Geodesy"], swiftSettings: settings),
         .target(name: "TrackMap", dependencies: ["GatewayCore", "Geodesy", "FileReplay", "Geofence", "MapRendering"], swiftSettings: settings),
-        .target(name: "LocgateCLI", dependencies: ["GatewayCore", "GatewayRuntime", "Outbox", "SerialPorts", "OperatorAPI", "CSystemd", "TrackMap"],
+        // A pipeline run as a service: signals, reload from its file, the operator API, systemd.
+        .target(name: "GatewayProcess", dependencies: ["GatewayCore", "GatewayRuntime", "OperatorAPI", "CSystemd"], swiftSettings: settings),
+        .target(name: "LocgateCLI", dependencies: ["GatewayCore", "GatewayRuntime", "GatewayProcess", "Outbox", "SerialPorts", "TrackMap"],
                 resources: [.embedInCode("Resources/demo-bundg_zeus_9.nmea")], swiftSettings: settings),
         .executableTarget(name: "locgate", dependencies: ["LocgateCLI", "BuiltinPlugins"], swiftSettings: settings),
 

@@ -1,11 +1,9 @@
-import Dispatch
 import Foundation
 import GatewayCore
+import GatewayProcess
 import GatewayRuntime
-import OperatorAPI
 import SerialPorts
 import TrackMap
-import Synchronization
 
 /// The `locgate` command line, as a library: the `locgate` executable runs it with the built-in
 /// plugins, and a package of your own can run it with more (see Docs/Plugins.md, "Your own binary").
@@ -138,25 +136,9 @@ public enum LocgateCommand {
             let reason = FileManager.default.fileExists(atPath: path) ? "cannot read it" : "no such file"
             fail("\(path): \(reason)", code: 2)
         }
-        switch read(path, registry: registry) {
+        switch GatewayService.readConfiguration(path, registry: registry) {
         case .success(let config): return config
         case .failure(let error): fail("\(path): \(error)", code: 2)
-        }
-    }
-
-    /// Reads and validates a pipeline file: what `validate`, `run` and a reload share.
-    static func read(_ path: String, registry: PluginRegistry) -> Result<PipelineConfiguration, ConfigurationError> {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            let reason = FileManager.default.fileExists(atPath: path) ? "cannot read it" : "no such file"
-            return .failure(ConfigurationError(problems: [ConfigurationProblem(path: "$", message: reason)]))
-        }
-        let base = (path as NSString).deletingLastPathComponent
-        do {
-            return .success(try PipelineConfiguration.load(json: [UInt8](data), registry: registry,
-                                                           environment: ProcessInfo.processInfo.environment,
-                                                           baseDirectory: base.isEmpty ? "." : base))
-        } catch {
-            return .failure(error)
         }
     }
 
@@ -225,80 +207,13 @@ public enum LocgateCommand {
 
             """.utf8))
         }
-        defer { if let demoFile { unlink(demoFile) } }
         let level = logLevel ?? config.settings.logLevel ?? .info
         let handler = StderrLogHandler(minimumLevel: demoFile != nil && logLevel == nil ? .warning : level, format: logFormat)
-        let pipeline: Pipeline
-        let monitor = config.api.map { PipelineMonitor(tail: $0.mapTail) }
-        do {
-            pipeline = try Pipeline(configuration: config, logHandler: handler, drain: drain, observer: monitor)
-        } catch {
-            Logger(label: "locgate", handler: handler).error("\(error)")
-            if let demoFile { unlink(demoFile) }
-            exit(1)
-        }
-        let api: OperatorAPI? = config.api.flatMap { settings in
-            guard let monitor else { return nil }
-            let server = OperatorAPI(settings: settings, configuration: config, stats: pipeline.componentStats, monitor: monitor, version: version)
-            do {
-                try server.start(logger: Logger(label: "api", handler: handler))
-            } catch {
-                Logger(label: "api", handler: handler).error("cannot start the operator API: \(error)")
-                exit(1)
-            }
-            return server
-        }
-        let logger = Logger(label: "locgate", handler: handler)
-        let notifier = SystemdNotifier.fromEnvironment(logger: logger.child("systemd"))
-        let signalSources = SignalHandling.install(pipeline: pipeline, notifier: notifier, logger: logger)
-        let (hangups, hangupSource) = SignalHandling.hangups()
-        let code = await withTaskGroup(of: Int32?.self) { group in
-            group.addTask { await pipeline.run(monitor: notifier) }
-            group.addTask {
-                for await _ in hangups {
-                    guard let configPath else {
-                        logger.warning("SIGHUP: the demo has no configuration file to reload")
-                        continue
-                    }
-                    await reload(configPath, pipeline: pipeline, api: api, registry: registry, notifier: notifier, logger: logger)
-                }
-                return nil
-            }
-            var code: Int32 = 0
-            // The pipeline's end ends the SIGHUP loop too.
-            if let first = await group.next() { code = first ?? 0 }
-            group.cancelAll()
-            return code
-        }
-        api?.stop()
-        notifier?.stopping(reason: code == 0 ? "pipeline ended" : "a component failed")
-        hangupSource.cancel()
-        signalSources.forEach { $0.cancel() }
+        let service = GatewayService(configuration: config, configurationFile: configPath, registry: registry, logHandler: handler,
+                                     drain: drain, version: version)
+        let code = await service.run()
         if let demoFile { unlink(demoFile) }
         exit(code)
-    }
-
-    /// SIGHUP: validates the file exactly as `validate` does; applies it only when it is valid,
-    /// else logs every problem (one line each, with its JSON path) and keeps the running pipeline.
-    static func reload(_ path: String, pipeline: Pipeline, api: OperatorAPI?, registry: PluginRegistry, notifier: SystemdNotifier?, logger: Logger) async {
-        logger.info("SIGHUP: reloading \(path)")
-        // systemd shows the unit as reloading until READY=1 follows, whatever the outcome.
-        notifier?.reloading()
-        defer { notifier?.ready() }
-        switch read(path, registry: registry) {
-        case .failure(let error):
-            for problem in error.problems { logger.error("reload: \(path): \(problem)") }
-            logger.error("reload rejected: \(error.problems.count) problem(s) in \(path); the running pipeline is unchanged")
-        case .success(let config):
-            let outcome = await pipeline.reload(configuration: config)
-            if outcome.status == .rejected { logger.warning("\(outcome)") }
-            // The API keeps serving where it was bound (api.* changes need a restart) over the
-            // components now running.
-            if outcome.status != .rejected { api?.update(configuration: config, stats: pipeline.componentStats) }
-            if config.api != api?.settings, config.api != nil || api != nil {
-                logger.warning("reload: api settings changed; they apply at the next restart")
-            }
-        }
     }
 
     // MARK: - Plugins
@@ -357,48 +272,4 @@ extension LocgateCommand {
         }
         print(SerialPorts.table(ports), terminator: "")
     }
-}
-
-/// SIGINT/SIGTERM: the first asks the pipeline to stop gracefully, a second exits at once.
-enum SignalHandling {
-    /// Installs the handlers; the returned sources must stay alive while the pipeline runs.
-    static func install(pipeline: Pipeline, notifier: SystemdNotifier?, logger: Logger) -> [any DispatchSourceSignal] {
-        signal(SIGPIPE, SIG_IGN)
-        let count = SignalCounter()
-        var sources: [any DispatchSourceSignal] = []
-        for (sig, name) in [(SIGINT, "SIGINT"), (SIGTERM, "SIGTERM")] {
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler {
-                if count.increment() > 1 {
-                    logger.warning("second signal: exiting now")
-                    exit(130)
-                }
-                logger.info("\(name): stopping (send again to exit at once)")
-                notifier?.stopping(reason: name)
-                pipeline.shutdown(reason: name)
-            }
-            source.resume()
-            sources.append(source)
-        }
-        return sources
-    }
-}
-
-extension SignalHandling {
-    /// SIGHUP as a stream: one element per signal (several signals during a reload coalesce
-    /// into one more reload). The returned source must stay alive while the stream is read.
-    static func hangups() -> (AsyncStream<Void>, any DispatchSourceSignal) {
-        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        signal(SIGHUP, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())
-        source.setEventHandler { continuation.yield() }
-        source.resume()
-        return (stream, source)
-    }
-}
-
-final class SignalCounter: Sendable {
-    private let value = Mutex(0)
-    func increment() -> Int { value.withLock { $0 += 1; return $0 } }
 }

@@ -1,0 +1,116 @@
+import GatewayCore
+import Outbox
+
+/// Turns configured components into running ones: everything `Pipeline.init` starts with, and
+/// what a reload adds or replaces.
+///
+/// Building is where a configuration meets the machine (a port bound, a file opened, a queue's
+/// rows read), so it can fail where validation could not see; every failure names the
+/// component's JSON path (``PipelineError``). Each component gets its own logger (labelled with
+/// that path) and counters; a rebuilt one may keep its predecessor's counters.
+struct PipelineBuilder: Sendable {
+    let logHandler: any LogHandler
+    let clock: any GatewayClock
+    /// Hears what transforms emit (the operator API's live map).
+    let observer: (any PipelineObserver)?
+
+    /// Every component of a new pipeline, and its state store.
+    struct Built {
+        var topology: Pipeline.Topology
+        /// The sinks, handed to their tasks when the pipeline runs.
+        var sinks: [String: any PositionSink]
+        var stateStore: (any DeviceStateStore)?
+    }
+
+    /// Builds sinks first, then transforms, then sources; throws the first component that
+    /// cannot be built. The state store opens between transforms and sources: only a transform
+    /// that keeps state needs one, and each restores its devices from it.
+    func build(_ configuration: PipelineConfiguration) throws -> Built {
+        var t = Pipeline.Topology(configuration: configuration)
+        var sinks: [String: any PositionSink] = [:]
+        for c in configuration.sinks {
+            let ctx = context(c)
+            sinks[c.id] = try sink(c, ctx)
+            t.sinks[c.id] = Pipeline.SinkHandle(component: c, stats: ctx.stats, logger: ctx.logger)
+        }
+        var transforms: [(PipelineConfiguration.Component, ComponentContext, any PositionTransform)] = []
+        for c in configuration.transforms {
+            let ctx = context(c)
+            transforms.append((c, ctx, try transform(c, ctx)))
+        }
+        let store = try PipelineBuilder.openStateStore(configuration, needed: transforms.contains { ($0.2 as? any StatefulTransform)?.keepsState == true },
+                                                       clock: clock, logger: Logger(label: "state", handler: logHandler))
+        for (c, ctx, built) in transforms {
+            t.transforms[c.id] = node(c, ctx, transform: built, store: store)
+        }
+        for c in configuration.sources {
+            let ctx = context(c)
+            t.sources[c.id] = try source(c, ctx)
+        }
+        return Built(topology: t, sinks: sinks, stateStore: store)
+    }
+
+    /// A component's logger and counters; `reusing` keeps a replaced instance's counters.
+    func context(_ c: PipelineConfiguration.Component, reusing stats: ComponentStats? = nil) -> ComponentContext {
+        ComponentContext(id: c.id, kind: c.kind, logger: Logger(label: c.path, handler: logHandler),
+                         stats: stats ?? ComponentStats(id: c.path), clock: clock)
+    }
+
+    func source(_ c: PipelineConfiguration.Component, _ ctx: ComponentContext) throws -> Pipeline.SourceHandle {
+        guard case .source(let s) = try build(c, ctx) else { throw PipelineError(component: c.path, message: "plugin built the wrong kind of component") }
+        return Pipeline.SourceHandle(component: c, source: s, stats: ctx.stats, logger: ctx.logger)
+    }
+
+    func transform(_ c: PipelineConfiguration.Component, _ ctx: ComponentContext) throws -> any PositionTransform {
+        guard case .transform(let t) = try build(c, ctx) else { throw PipelineError(component: c.path, message: "plugin built the wrong kind of component") }
+        return t
+    }
+
+    /// A built transform as a node of the routes, its per-device state restored from `store`
+    /// (for a replaced transform: the state its predecessor saved so far).
+    func node(_ c: PipelineConfiguration.Component, _ ctx: ComponentContext, transform built: any PositionTransform,
+              store: (any DeviceStateStore)?) -> Pipeline.TransformNode {
+        var transform = built
+        let keeper = TransformStateKeeper.restore(&transform, id: c.id, store: store, context: ctx)
+        return Pipeline.TransformNode(id: c.id, transform: transform, stats: ctx.stats, observer: observer, keeper: keeper)
+    }
+
+    func sink(_ c: PipelineConfiguration.Component, _ ctx: ComponentContext) throws -> any PositionSink {
+        guard case .sink(let s) = try build(c, ctx) else { throw PipelineError(component: c.path, message: "plugin built the wrong kind of component") }
+        return s
+    }
+
+    private func build(_ c: PipelineConfiguration.Component, _ ctx: ComponentContext) throws -> BuiltComponent {
+        do { return try c.prepared.build(ctx) } catch {
+            throw PipelineError(component: c.path, message: "cannot start: \(error)")
+        }
+    }
+
+    /// Opens the state store when a transform keeps state and the configuration gives it a place:
+    /// a backend registered beside the plugins (`state.nats`), opened through its factory so this
+    /// module needs no client library of its own (``DeviceStateBackend``), or an SQLite file.
+    static func openStateStore(_ configuration: PipelineConfiguration, needed: Bool, clock: any GatewayClock,
+                               logger: Logger) throws -> (any DeviceStateStore)? {
+        let settings = configuration.settings.state
+        if needed, !settings.disabled, let backend = settings.backend {
+            do {
+                return try backend.open(settings, StateStoreContext(logger: logger, clock: clock))
+            } catch {
+                throw PipelineError(component: "settings.state.\(backend.key)", message: "cannot open the state store (\(backend.location)): \(error)")
+            }
+        }
+        guard needed, let path = configuration.stateStorePath else { return nil }
+        do {
+            return try SQLiteStateStore(path: path, interval: settings.interval, maxAge: settings.maxAge, clock: clock) { logger.warning($0) }
+        } catch {
+            throw PipelineError(component: "settings.state", message: "cannot open the state store: \(error.path): \(error.message)")
+        }
+    }
+}
+
+/// A component that could not be built or started.
+public struct PipelineError: Error, Sendable, CustomStringConvertible {
+    public var component: String
+    public var message: String
+    public var description: String { "\(component): \(message)" }
+}
