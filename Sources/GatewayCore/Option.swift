@@ -65,8 +65,10 @@ extension Option where Value == Double {
 }
 
 extension Option where Value == Int {
-    public init(_ name: String, default value: Int, in range: ClosedRange<Int>? = nil, note: String? = nil, _ summary: String) {
-        self.init(name, default: value, typeName: "integer", note: note, summary, jsonText: { String($0) }) { key, reader in
+    /// `typeName` names the values when they are few (`0 | 1 | 2`).
+    public init(_ name: String, default value: Int, in range: ClosedRange<Int>? = nil, typeName: String = "integer", note: String? = nil,
+                _ summary: String) {
+        self.init(name, default: value, typeName: typeName, note: note, summary, jsonText: { String($0) }) { key, reader in
             range.map { reader.optionalInt(key, in: $0) } ?? reader.int(key)
         }
     }
