@@ -142,6 +142,7 @@ public enum OptionText {
         if ms > 0 && ms % 86_400_000 == 0 { return "\"\(ms / 86_400_000)d\"" }
         if ms > 0 && ms % 3_600_000 == 0 { return "\"\(ms / 3_600_000)h\"" }
         if ms >= 120_000 && ms % 60_000 == 0 { return "\"\(ms / 60_000)m\"" }
+        if ms % 1000 == 0 { return "\"\(ms / 1000)s\"" }
         return "\"\(DurationText.format(value))\""
     }
 }
