@@ -7,7 +7,7 @@ import Glibc
 /// Configuration of the `stdout` sink.
 public struct StdoutSinkConfiguration: Sendable {
     public enum Format: String, Sendable, CaseIterable { case jsonl, text }
-    public var format: Format = .jsonl
+    public var format = StdoutSinkPlugin.format.defaultValue
 }
 
 /// Prints positions on standard output, one line each.
@@ -94,19 +94,22 @@ struct StdoutSinkError: Error, CustomStringConvertible {
 
 /// The `stdout` sink.
 public enum StdoutSinkPlugin: SinkPlugin {
+    public static let format = Option("format", default: StdoutSinkConfiguration.Format.jsonl,
+        "JSON Lines (gpsd TPV names) or a readable line per position.")
+
     public static let info = PluginInfo(
         type: "stdout", kind: .sink,
         summary: "Prints positions on standard output: JSON Lines or one human-readable line each.",
         folder: "ConsoleOutput",
         options: [
-            OptionSpec("format", "jsonl | text", default: "\"jsonl\"", "JSON Lines (gpsd TPV names) or a readable line per position."),
+            format.spec,
         ],
         sample: #"{ "type": "stdout", "inputs": ["receiver"], "format": "text" }"#
     )
 
     public static func configure(_ options: inout OptionReader) -> StdoutSinkConfiguration {
         var c = StdoutSinkConfiguration()
-        c.format = StdoutSinkConfiguration.Format(rawValue: options.choice("format", ["jsonl", "text"], default: "jsonl")) ?? .jsonl
+        c.format = options.read(format)
         return c
     }
 

@@ -22,9 +22,9 @@ public struct CoordinatesConfiguration: Sendable, Hashable {
     /// The datum input positions are expected in; nil for "whatever each position says".
     public var from: ChinaDatums.Datum?
     public var to: CoordinateTarget = .geographic(.gcj02)
-    public var chinaBounds: ChinaBounds = .box
+    public var chinaBounds = CoordinatesPlugin.chinaBounds.defaultValue
 
-    public init(from: ChinaDatums.Datum? = nil, to: CoordinateTarget = .geographic(.gcj02), chinaBounds: ChinaBounds = .box) {
+    public init(from: ChinaDatums.Datum? = nil, to: CoordinateTarget = .geographic(.gcj02), chinaBounds: ChinaBounds = CoordinatesPlugin.chinaBounds.defaultValue) {
         self.from = from
         self.to = to
         self.chinaBounds = chinaBounds
@@ -33,6 +33,9 @@ public struct CoordinatesConfiguration: Sendable, Hashable {
 
 /// The `coordinates` transform: WGS84 ↔ GCJ-02 ↔ BD-09, and projections to any EPSG CRS through PROJ.
 public enum CoordinatesPlugin: TransformPlugin {
+    public static let chinaBounds = Option("china_bounds", default: ChinaBounds.box,
+        "Where the GCJ-02 shift applies: \"box\" = 72.004…137.8347 E, 0.8293…55.8271 N (identity outside); \"none\" = everywhere.")
+
     public static let info = PluginInfo(
         type: "coordinates", kind: .transform,
         summary: "Converts positions between WGS84, GCJ-02 and BD-09, or projects them to an EPSG CRS (x/y metres) through PROJ.",
@@ -40,7 +43,7 @@ public enum CoordinatesPlugin: TransformPlugin {
         options: [
             OptionSpec("to", "wgs84 | gcj02 | bd09 | EPSG:<code>", required: true, "Target datum, or a projected CRS (e.g. \"EPSG:32650\", \"EPSG:3857\") whose easting/northing in metres go to x/y."),
             OptionSpec("from", "wgs84 | gcj02 | bd09", default: "each position's own datum", "Datum the input is expected in; a position saying otherwise is reported (once per source) and converted from what it says."),
-            OptionSpec("china_bounds", "box | none", default: "\"box\"", "Where the GCJ-02 shift applies: \"box\" = 72.004…137.8347 E, 0.8293…55.8271 N (identity outside); \"none\" = everywhere."),
+            chinaBounds.spec,
         ],
         sample: #"{ "type": "coordinates", "inputs": ["receiver"], "from": "wgs84", "to": "gcj02", "china_bounds": "box" }"#
     )
@@ -72,7 +75,7 @@ public enum CoordinatesPlugin: TransformPlugin {
                 options.report("from", "expected \"wgs84\", \"gcj02\" or \"bd09\", got \"\(text)\"\(Suggestion.hint(for: text, among: ["wgs84", "gcj02", "bd09"]))")
             }
         }
-        c.chinaBounds = options.choice("china_bounds", ["box", "none"], default: "box") == "none" ? .none : .box
+        c.chinaBounds = options.read(chinaBounds)
         return c
     }
 

@@ -8,13 +8,13 @@ public struct FileSinkConfiguration: Sendable {
     public var path: String = ""
     public var format: PositionFormat = .jsonl
     /// Continue an existing file (`append`) or start it empty (`truncate`).
-    public var truncate = false
+    public var truncate = FileSinkPlugin.mode.defaultValue == "truncate"
     /// Rotate when the file would grow past this many bytes (0 = never).
-    public var rotateBytes: Int = 0
+    public var rotateBytes = FileSinkPlugin.rotateBytes.defaultValue
     /// Rotated files kept (`path.1` … `path.N`).
-    public var keepFiles: Int = 5
+    public var keepFiles = FileSinkPlugin.keepFiles.defaultValue
     /// fsync after every batch.
-    public var fsync = false
+    public var fsync = FileSinkPlugin.fsync.defaultValue
 }
 
 /// Writes positions to a file as JSON Lines, CSV, GeoJSON or GPX.

@@ -3,6 +3,15 @@ import SystemIO
 
 /// The `file` sink: positions to a file as JSON Lines, CSV, GeoJSON or GPX.
 public enum FileSinkPlugin: SinkPlugin {
+    public static let mode = Option("mode", choices: ["append", "truncate"], default: "append",
+        "Continue an existing file or start it empty. GeoJSON and GPX documents are continued before their closing tags.")
+    public static let rotateBytes = Option("rotate_bytes", default: 0, in: 0...Int(Int64.max / 2),
+        "Rotate when the file would exceed this size in bytes (0 = never). The current file is renamed to PATH.1, older ones shift up.")
+    public static let keepFiles = Option("keep_files", default: 5, in: 0...1000,
+        "Rotated files kept (PATH.1 … PATH.N); 0 deletes instead of keeping.")
+    public static let fsync = Option("fsync", default: false,
+        "fsync after every batch (survives power loss, costs throughput).")
+
     public static let info = PluginInfo(
         type: "file", kind: .sink,
         summary: "Writes positions to a file: JSON Lines, CSV, GeoJSON or GPX, with size rotation.",
@@ -10,10 +19,10 @@ public enum FileSinkPlugin: SinkPlugin {
         options: [
             OptionSpec("path", "path", required: true, "File to write; relative paths are resolved against the config file's directory."),
             OptionSpec("format", "jsonl | csv | geojson | gpx", default: "from the extension, else \"jsonl\"", "Output format; .csv, .geojson/.json, .gpx select the others."),
-            OptionSpec("mode", "append | truncate", default: "\"append\"", "Continue an existing file or start it empty. GeoJSON and GPX documents are continued before their closing tags."),
-            OptionSpec("rotate_bytes", "integer", default: "0", "Rotate when the file would exceed this size in bytes (0 = never). The current file is renamed to PATH.1, older ones shift up."),
-            OptionSpec("keep_files", "integer", default: "5", "Rotated files kept (PATH.1 … PATH.N); 0 deletes instead of keeping."),
-            OptionSpec("fsync", "boolean", default: "false", "fsync after every batch (survives power loss, costs throughput)."),
+            mode.spec,
+            rotateBytes.spec,
+            keepFiles.spec,
+            fsync.spec,
         ],
         sample: #"{ "type": "file", "inputs": ["receiver"], "path": "track.geojson", "format": "geojson", "mode": "append", "rotate_bytes": 10000000, "keep_files": 3 }"#
     )
@@ -28,11 +37,11 @@ public enum FileSinkPlugin: SinkPlugin {
         } else {
             c.format = format(forExtensionOf: c.path)
         }
-        c.truncate = options.choice("mode", ["append", "truncate"], default: "append") == "truncate"
-        c.rotateBytes = options.int("rotate_bytes", default: 0, in: 0...Int(Int64.max / 2))
+        c.truncate = options.read(mode) == "truncate"
+        c.rotateBytes = options.read(rotateBytes)
         if c.rotateBytes > 0 && c.rotateBytes < 1024 { options.report("rotate_bytes", "must be 0 (never) or at least 1024, got \(c.rotateBytes)") }
-        c.keepFiles = options.int("keep_files", default: 5, in: 0...1000)
-        c.fsync = options.bool("fsync", default: false)
+        c.keepFiles = options.read(keepFiles)
+        c.fsync = options.read(fsync)
         return c
     }
 

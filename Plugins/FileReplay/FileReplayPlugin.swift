@@ -3,6 +3,27 @@ import SystemIO
 
 /// The `file` source: replays NMEA logs, JSON Lines and GPX tracks.
 public enum FileReplayPlugin: SourcePlugin {
+    public static let rate = Option("rate", default: FileReplayConfiguration.Rate.max, typeName: "\"max\" | \"realtime\" | \"<N>x\"",
+        "max: as fast as possible; realtime: paced by the positions' times; e.g. \"10x\": ten times faster than real time (N from 0.001 to 1000000).",
+        jsonText: { rate in
+            switch rate {
+            case .max: OptionText.string("max")
+            case .paced(let factor): OptionText.string(factor == 1 ? "realtime" : "\(JSONValue.number(factor).jsonText)x")
+            }
+        },
+        read: { key, reader in
+            guard let text = reader.string(key) else { return nil }
+            if let rate = parseRate(text) { return rate }
+            reader.report(key, "expected \"max\", \"realtime\" or a multiplier such as \"10x\", got \"\(text)\"")
+            return nil
+        })
+    public static let loop = Option("loop", default: false,
+        "Start again at the end of the file (ids get a pass number so they stay unique).")
+    public static let requireChecksum = Option("require_checksum", default: true,
+        "NMEA only: reject sentences without a *HH checksum.")
+    public static let progress = Option("progress", default: true,
+        "Show progress: on a terminal, a line redrawn on stderr (rate max, files over 1 MiB); otherwise an info log line every 10 s with bytes read, % and positions/s.")
+
     public static let info = PluginInfo(
         type: "file", kind: .source,
         summary: "Replays a receiver log (NMEA, gpsd-style with # lines), locgate JSON Lines, or a GPX 1.0/1.1 track.",
@@ -10,11 +31,11 @@ public enum FileReplayPlugin: SourcePlugin {
         options: [
             OptionSpec("path", "path", required: true, "File to replay; relative paths are resolved against the config file's directory."),
             OptionSpec("format", "nmea | jsonl | gpx", default: "from the extension", "Input format: .jsonl/.json → jsonl, .gpx → gpx, anything else → nmea."),
-            OptionSpec("rate", "\"max\" | \"realtime\" | \"<N>x\"", default: "\"max\"", "max: as fast as possible; realtime: paced by the positions' times; e.g. \"10x\": ten times faster than real time (N from 0.001 to 1000000)."),
-            OptionSpec("loop", "boolean", default: "false", "Start again at the end of the file (ids get a pass number so they stay unique)."),
+            rate.spec,
+            loop.spec,
             OptionSpec("device", "string", default: "none", "Device id given to every position."),
-            OptionSpec("require_checksum", "boolean", default: "true", "NMEA only: reject sentences without a *HH checksum."),
-            OptionSpec("progress", "boolean", default: "true", "Show progress: on a terminal, a line redrawn on stderr (rate max, files over 1 MiB); otherwise an info log line every 10 s with bytes read, % and positions/s."),
+            requireChecksum.spec,
+            progress.spec,
         ],
         sample: #"{ "type": "file", "path": "drive.nmea", "rate": "10x", "loop": false, "device": "test-receiver" }"#
     )
@@ -28,15 +49,11 @@ public enum FileReplayPlugin: SourcePlugin {
         } else {
             c.format = FileReplayConfiguration.Format(forPath: c.path)
         }
-        if let r = options.string("rate") {
-            if let rate = parseRate(r) { c.rate = rate } else {
-                options.report("rate", "expected \"max\", \"realtime\" or a multiplier such as \"10x\", got \"\(r)\"")
-            }
-        }
-        c.loop = options.bool("loop", default: false)
+        c.rate = options.read(rate)
+        c.loop = options.read(loop)
         c.device = options.string("device")
-        c.requireChecksum = options.bool("require_checksum", default: true)
-        c.progress = options.bool("progress", default: true)
+        c.requireChecksum = options.read(requireChecksum)
+        c.progress = options.read(progress)
         return c
     }
 

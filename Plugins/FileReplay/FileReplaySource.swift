@@ -15,11 +15,11 @@ public struct FileReplayConfiguration: Sendable {
     }
     public var path = ""
     public var format: Format = .nmea
-    public var rate: Rate = .max
-    public var loop = false
+    public var rate = FileReplayPlugin.rate.defaultValue
+    public var loop = FileReplayPlugin.loop.defaultValue
     public var device: String?
-    public var requireChecksum = true
-    public var progress = true
+    public var requireChecksum = FileReplayPlugin.requireChecksum.defaultValue
+    public var progress = FileReplayPlugin.progress.defaultValue
 
     /// The defaults, reading `path` in the format its extension implies.
     public init(path: String = "") {

@@ -4,15 +4,16 @@ import Geodesy
 /// Options of the `distance_filter` transform.
 public struct DistanceFilterConfiguration: Sendable, Hashable {
     /// Metres a position must be from the last passed one (geodesic distance on WGS84).
-    public var minDistance: Double = 10
+    public var minDistance = DistanceFilterPlugin.minDistance.defaultValue
     /// Pass one position every this long while stationary; nil = never.
     public var heartbeat: Duration?
     /// A position this long after the device's previous one starts afresh and always passes.
-    public var gap: Duration = .seconds(60)
+    public var gap = DistanceFilterPlugin.gap.defaultValue
     /// Positions older than the device's newest: passed on marked or dropped, never a reference.
     public var late = LateFixes()
 
-    public init(minDistance: Double = 10, heartbeat: Duration? = nil, gap: Duration = .seconds(60), late: LateFixes = LateFixes()) {
+    public init(minDistance: Double = DistanceFilterPlugin.minDistance.defaultValue, heartbeat: Duration? = nil,
+                gap: Duration = DistanceFilterPlugin.gap.defaultValue, late: LateFixes = LateFixes()) {
         self.minDistance = minDistance
         self.heartbeat = heartbeat
         self.gap = gap
@@ -22,24 +23,28 @@ public struct DistanceFilterConfiguration: Sendable, Hashable {
 
 /// The `distance_filter` transform: passes a position only when it moved, with a heartbeat.
 public enum DistanceFilterPlugin: TransformPlugin {
+    public static let minDistance = Option("min_distance_m", default: 10.0, in: 0...1e7,
+        "Metres (geodesic, WGS84) a position must be from the device's last passed position to pass.")
+    /// Zero is off: ``DistanceFilterConfiguration/heartbeat`` is nil then.
+    public static let heartbeat = Option("heartbeat", default: Duration.zero, note: "off",
+        "While stationary, still pass one position when this long (by the positions' times) has passed since the last one passed.")
+    public static let gap = Option("gap", default: Duration.seconds(60), minimum: .milliseconds(1),
+        "A position at least this long after the device's previous position (passed or not) always passes: the first fix after an outage.")
+
     public static let info = PluginInfo(
         type: "distance_filter", kind: .transform,
         summary: "Passes a position only when it moved at least min_distance_m from the last one passed (per device), with a heartbeat while stationary.",
         folder: "Filters",
-        options: [
-            OptionSpec("min_distance_m", "number", default: "10", "Metres (geodesic, WGS84) a position must be from the device's last passed position to pass."),
-            OptionSpec("heartbeat", "duration", default: "\"0s\" (off)", "While stationary, still pass one position when this long (by the positions' times) has passed since the last one passed."),
-            OptionSpec("gap", "duration", default: "\"60s\"", "A position at least this long after the device's previous position (passed or not) always passes: the first fix after an outage."),
-        ] + LateFixes.options,
+        options: [minDistance.spec, heartbeat.spec, gap.spec] + LateFixes.options,
         sample: #"{ "type": "distance_filter", "inputs": ["receiver"], "min_distance_m": 10, "heartbeat": "60s", "gap": "60s" }"#
     )
 
     public static func configure(_ options: inout OptionReader) -> DistanceFilterConfiguration {
         var c = DistanceFilterConfiguration()
-        c.minDistance = options.double("min_distance_m", default: 10, in: 0...1e7)
-        let heartbeat = options.duration("heartbeat", default: .zero)
-        c.heartbeat = heartbeat > .zero ? heartbeat : nil
-        c.gap = options.duration("gap", default: .seconds(60), minimum: .milliseconds(1))
+        c.minDistance = options.read(minDistance)
+        let beat = options.read(heartbeat)
+        c.heartbeat = beat > .zero ? beat : nil
+        c.gap = options.read(gap)
         c.late = LateFixes(options: &options)
         return c
     }

@@ -4,13 +4,13 @@ import Geodesy
 /// Options of the `jump_filter` transform.
 public struct JumpFilterConfiguration: Sendable, Hashable {
     /// Metres per second: a position implying more from the last good one is a jump.
-    public var maxSpeed: Double = 70
+    public var maxSpeed = JumpFilterPlugin.maxSpeed.defaultValue
     /// After this many consecutive rejects the filter starts afresh.
-    public var resetAfter: Int = 5
+    public var resetAfter = JumpFilterPlugin.resetAfter.defaultValue
     /// Positions older than the device's newest: passed on marked or dropped, never judged.
     public var late = LateFixes()
 
-    public init(maxSpeed: Double = 70, resetAfter: Int = 5, late: LateFixes = LateFixes()) {
+    public init(maxSpeed: Double = JumpFilterPlugin.maxSpeed.defaultValue, resetAfter: Int = JumpFilterPlugin.resetAfter.defaultValue, late: LateFixes = LateFixes()) {
         self.maxSpeed = maxSpeed
         self.resetAfter = resetAfter
         self.late = late
@@ -19,21 +19,23 @@ public struct JumpFilterConfiguration: Sendable, Hashable {
 
 /// The `jump_filter` transform: drops multipath jumps by implied speed.
 public enum JumpFilterPlugin: TransformPlugin {
+    public static let maxSpeed = Option("max_speed", default: 70.0, in: 0.001...1e6,
+        "Metres per second: the highest plausible speed from the last good position (geodesic distance over the positions' time difference).")
+    public static let resetAfter = Option("reset_after", default: 5, in: 1...1_000_000,
+        "After this many consecutive rejects the last good position is forgotten and the next position is accepted as a new start (a real relocation).")
+
     public static let info = PluginInfo(
         type: "jump_filter", kind: .transform,
         summary: "Drops a position implying a speed above max_speed from the device's last good one; resets after reset_after consecutive rejects.",
         folder: "Filters",
-        options: [
-            OptionSpec("max_speed", "number", default: "70", "Metres per second: the highest plausible speed from the last good position (geodesic distance over the positions' time difference)."),
-            OptionSpec("reset_after", "integer", default: "5", "After this many consecutive rejects the last good position is forgotten and the next position is accepted as a new start (a real relocation)."),
-        ] + LateFixes.options,
+        options: [maxSpeed.spec, resetAfter.spec] + LateFixes.options,
         sample: #"{ "type": "jump_filter", "inputs": ["receiver"], "max_speed": 50, "reset_after": 5 }"#
     )
 
     public static func configure(_ options: inout OptionReader) -> JumpFilterConfiguration {
         var c = JumpFilterConfiguration()
-        c.maxSpeed = options.double("max_speed", default: 70, in: 0.001...1e6)
-        c.resetAfter = options.int("reset_after", default: 5, in: 1...1_000_000)
+        c.maxSpeed = options.read(maxSpeed)
+        c.resetAfter = options.read(resetAfter)
         c.late = LateFixes(options: &options)
         return c
     }

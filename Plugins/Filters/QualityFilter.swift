@@ -2,14 +2,15 @@ import GatewayCore
 
 /// Options of the `quality_filter` transform; nil limits are not checked.
 public struct QualityFilterConfiguration: Sendable, Hashable {
-    public var minMode: FixMode = .twoD
+    public var minMode = QualityFilterPlugin.minMode.defaultValue
     public var maxHDOP: Double?
     public var minSatellites: Int?
     /// Metres, 1-sigma.
     public var maxHorizontalError: Double?
-    public var requireTime: Bool = true
+    public var requireTime = QualityFilterPlugin.requireTime.defaultValue
 
-    public init(minMode: FixMode = .twoD, maxHDOP: Double? = nil, minSatellites: Int? = nil, maxHorizontalError: Double? = nil, requireTime: Bool = true) {
+    public init(minMode: FixMode = QualityFilterPlugin.minMode.defaultValue, maxHDOP: Double? = nil, minSatellites: Int? = nil,
+                maxHorizontalError: Double? = nil, requireTime: Bool = QualityFilterPlugin.requireTime.defaultValue) {
         self.minMode = minMode
         self.maxHDOP = maxHDOP
         self.minSatellites = minSatellites
@@ -20,28 +21,31 @@ public struct QualityFilterConfiguration: Sendable, Hashable {
 
 /// The `quality_filter` transform: drops fixes below a quality bar, counting why.
 public enum QualityFilterPlugin: TransformPlugin {
+    public static let minMode = Option("min_mode", default: FixMode.twoD,
+        "Minimum fix mode; a position below it (or without coordinates, unless \"none\") is dropped as dropped.mode.")
+    public static let requireTime = Option("require_time", default: true, "Drop positions without a time (dropped.no_time).")
+
     public static let info = PluginInfo(
         type: "quality_filter", kind: .transform,
         summary: "Drops positions below a quality bar (fix mode, HDOP, satellites, horizontal error, time) and counts each reason.",
         folder: "Filters",
         options: [
-            OptionSpec("min_mode", "none | 2d | 3d", default: "\"2d\"", "Minimum fix mode; a position below it (or without coordinates, unless \"none\") is dropped as dropped.mode."),
+            minMode.spec,
             OptionSpec("max_hdop", "number", default: "none (not checked)", "Maximum horizontal dilution of precision; dropped.hdop. A position without HDOP is not judged on it."),
             OptionSpec("min_satellites", "integer", default: "none (not checked)", "Minimum satellites used in the fix; dropped.satellites. A position without a count is not judged on it."),
             OptionSpec("max_horizontal_error", "number", default: "none (not checked)", "Maximum 1-sigma horizontal error in metres; dropped.horizontal_error. A position without one is not judged on it."),
-            OptionSpec("require_time", "boolean", default: "true", "Drop positions without a time (dropped.no_time)."),
+            requireTime.spec,
         ],
         sample: #"{ "type": "quality_filter", "inputs": ["receiver"], "min_mode": "3d", "max_hdop": 5, "min_satellites": 5, "max_horizontal_error": 25, "require_time": true }"#
     )
 
     public static func configure(_ options: inout OptionReader) -> QualityFilterConfiguration {
         var c = QualityFilterConfiguration()
-        let mode = options.choice("min_mode", ["none", "2d", "3d"], default: "2d")
-        c.minMode = FixMode(configName: mode) ?? .twoD
+        c.minMode = options.read(minMode)
         c.maxHDOP = options.optionalDouble("max_hdop", in: 0...100)
         c.minSatellites = options.optionalInt("min_satellites", in: 0...255)
         c.maxHorizontalError = options.optionalDouble("max_horizontal_error", in: 0...1e7)
-        c.requireTime = options.bool("require_time", default: true)
+        c.requireTime = options.read(requireTime)
         return c
     }
 

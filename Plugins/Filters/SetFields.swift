@@ -7,9 +7,9 @@ public struct SetConfiguration: Sendable, Hashable {
     /// Device id set on every position.
     public var device: String?
     /// Replace values the position already has (true) or only fill in missing ones.
-    public var overwrite: Bool = true
+    public var overwrite = SetPlugin.overwrite.defaultValue
 
-    public init(attributes: [String: String] = [:], device: String? = nil, overwrite: Bool = true) {
+    public init(attributes: [String: String] = [:], device: String? = nil, overwrite: Bool = SetPlugin.overwrite.defaultValue) {
         self.attributes = attributes
         self.device = device
         self.overwrite = overwrite
@@ -18,6 +18,9 @@ public struct SetConfiguration: Sendable, Hashable {
 
 /// The `set` transform: static attributes and a device id (values may use `${ENV}`).
 public enum SetPlugin: TransformPlugin {
+    public static let overwrite = Option("overwrite", default: true,
+        "Replace a device id or attribute the position already has; false only fills in missing ones.")
+
     public static let info = PluginInfo(
         type: "set", kind: .transform,
         summary: "Sets static attributes and the device id on every position; values may use ${ENV}.",
@@ -25,7 +28,7 @@ public enum SetPlugin: TransformPlugin {
         options: [
             OptionSpec("attributes", "object", default: "{}", "Attributes to add, name → value (strings; numbers and booleans are written as text; ${NAME} is substituted)."),
             OptionSpec("device", "string", default: "none (unchanged)", "Device id to set, e.g. \"${DEVICE_ID}\" — the upload payload's device/vip id."),
-            OptionSpec("overwrite", "boolean", default: "true", "Replace a device id or attribute the position already has; false only fills in missing ones."),
+            overwrite.spec,
         ],
         sample: #"{ "type": "set", "inputs": ["receiver"], "device": "${DEVICE_ID:-unit-1}", "attributes": { "fleet": "north", "vip": "${VIP_ID:-0}" } }"#
     )
@@ -35,7 +38,7 @@ public enum SetPlugin: TransformPlugin {
         c.attributes = options.stringMap("attributes") ?? [:]
         c.device = options.string("device")
         if c.device?.isEmpty == true { options.report("device", "must not be empty") }
-        c.overwrite = options.bool("overwrite", default: true)
+        c.overwrite = options.read(overwrite)
         if c.attributes.isEmpty && c.device == nil {
             options.report("", "set needs \"attributes\" or \"device\" (it would change nothing)")
         }

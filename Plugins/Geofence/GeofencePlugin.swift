@@ -25,13 +25,13 @@ public struct GeofenceConfiguration: Sendable {
     /// The fence file or inline fences.
     public var source: Source = .inline([])
     /// Feature property holding the fence id.
-    public var idProperty = "id"
+    public var idProperty = GeofencePlugin.idProperty.defaultValue
     /// Feature property holding the fence name.
-    public var nameProperty = "name"
+    public var nameProperty = GeofencePlugin.nameProperty.defaultValue
     /// Datum of the fence coordinates; positions are converted into it.
-    public var fenceDatum: ChinaDatums.Datum = .wgs84
+    public var fenceDatum = GeofencePlugin.fenceDatum.defaultValue
     /// Gate or annotate.
-    public var action: GeofenceAction = .annotate
+    public var action = GeofencePlugin.action.defaultValue
     /// Fence ids that count; nil for all.
     public var only: Set<String>?
     /// Event kinds to emit; empty keeps no device state.
@@ -39,11 +39,11 @@ public struct GeofenceConfiguration: Sendable {
     /// Hysteresis and dwell settings.
     public var rule = FenceRule()
     /// Border margin in metres for hysteresis.
-    public var borderMeters: Double = 0
+    public var borderMeters = GeofencePlugin.borderMeters.defaultValue
     /// Positions with a larger horizontal error (metres) trigger no transitions; nil for no limit.
     public var maxHorizontalError: Double?
     /// How often the fence file's modification time is checked; nil for never.
-    public var reload: Duration? = .seconds(5)
+    public var reload: Duration? = GeofencePlugin.reload.defaultValue
     /// Positions older than the device's newest (with `events`): annotated and gated, but they
     /// change no fence state; passed on marked or dropped.
     public var late = LateFixes()
@@ -54,32 +54,45 @@ public struct GeofenceConfiguration: Sendable {
 
 /// The `geofence` transform plugin.
 public enum GeofencePlugin: TransformPlugin {
+    public static let idProperty = Option("id_property", default: "id",
+        "Feature property holding the fence id (falls back to the feature's GeoJSON \"id\"); ids must be unique.")
+    public static let nameProperty = Option("name_property", default: "name",
+        "Feature property holding the fence name (optional per fence).")
+    public static let fenceDatum = Option("fence_datum", default: ChinaDatums.Datum.wgs84,
+        "Datum of the fence coordinates; positions in any of the three are converted into it before testing.")
+    public static let action = Option("action", default: GeofenceAction.annotate,
+        "keep_inside: pass positions inside any counted fence; keep_outside: pass positions inside none; annotate: pass all and add the fences / fence_names attributes.")
+    public static let borderMeters = Option("border_m", default: 0.0, in: 0...100_000,
+        "Hysteresis margin in metres: positions closer than this to a fence's boundary are evidence neither way.")
+    public static let reload = Option("reload", default: Duration.seconds(5),
+        "How often (wall clock) the fence file's modification time and size are checked; a change reloads it, keeping device state. 0 disables.")
+
     public static let info = PluginInfo(
         type: "geofence", kind: .transform,
         summary: "Gates or annotates positions by GeoJSON fences (polygons with holes, multipolygons, circles) and emits enter/exit/dwell events.",
         folder: "Geofence",
         options: [
             OptionSpec("fences", "path | object", required: true, "GeoJSON FeatureCollection of Polygon, MultiPolygon, and Point features with a \"radius\" property in metres: a file path (relative to the config file) or the object inline."),
-            OptionSpec("id_property", "string", default: "\"id\"", "Feature property holding the fence id (falls back to the feature's GeoJSON \"id\"); ids must be unique."),
-            OptionSpec("name_property", "string", default: "\"name\"", "Feature property holding the fence name (optional per fence)."),
-            OptionSpec("fence_datum", "wgs84 | gcj02 | bd09", default: "\"wgs84\"", "Datum of the fence coordinates; positions in any of the three are converted into it before testing."),
-            OptionSpec("action", "keep_inside | keep_outside | annotate", default: "\"annotate\"", "keep_inside: pass positions inside any counted fence; keep_outside: pass positions inside none; annotate: pass all and add the fences / fence_names attributes."),
+            idProperty.spec,
+            nameProperty.spec,
+            fenceDatum.spec,
+            action.spec,
             OptionSpec("only", "array", default: "all fences", "Fence ids that count; other fences in the file are ignored."),
             OptionSpec("events", "array", default: "[]", "Transition events to emit: any of \"enter\", \"exit\", \"dwell\"."),
             OptionSpec("min_inside", "integer | duration", default: "1", "Confirmation before an enter: a number of consecutive inside positions, or a duration string (\"30s\") of position time inside."),
             OptionSpec("min_outside", "integer | duration", default: "1", "Confirmation before an exit: a number of consecutive outside positions, or a duration string of position time outside."),
-            OptionSpec("border_m", "number", default: "0", "Hysteresis margin in metres: positions closer than this to a fence's boundary are evidence neither way."),
+            borderMeters.spec,
             OptionSpec("loiter", "duration", default: "none", "Time inside (position time) after which a dwell event is emitted, once per stay; required for \"dwell\"."),
             OptionSpec("max_horizontal_error", "number", default: "none", "Positions whose horizontal error (eph, metres) exceeds this trigger no transitions (they are still gated and annotated)."),
-            OptionSpec("reload", "duration", default: "\"5s\"", "How often (wall clock) the fence file's modification time and size are checked; a change reloads it, keeping device state. 0 disables."),
+            reload.spec,
         ] + LateFixes.options,
         sample: #"{ "type": "geofence", "inputs": ["receiver"], "fences": "depots.geojson", "fence_datum": "wgs84", "action": "keep_inside", "events": ["enter", "exit", "dwell"], "min_inside": 2, "min_outside": "10s", "border_m": 15, "loiter": "5m", "max_horizontal_error": 50 }"#
     )
 
     public static func configure(_ options: inout OptionReader) -> GeofenceConfiguration {
         var c = GeofenceConfiguration()
-        c.idProperty = options.string("id_property", default: "id")
-        c.nameProperty = options.string("name_property", default: "name")
+        c.idProperty = options.read(idProperty)
+        c.nameProperty = options.read(nameProperty)
         switch options.value("fences") {
         case .string?:
             c.source = .file(options.filePath("fences") ?? "")
@@ -96,12 +109,8 @@ public enum GeofencePlugin: TransformPlugin {
         case let other?:
             options.report("fences", "expected a file path or a GeoJSON object, got \(other.kindName)")
         }
-        switch options.choice("fence_datum", ["wgs84", "gcj02", "bd09"], default: "wgs84") {
-        case "gcj02": c.fenceDatum = .gcj02
-        case "bd09": c.fenceDatum = .bd09
-        default: c.fenceDatum = .wgs84
-        }
-        c.action = GeofenceAction(rawValue: options.choice("action", GeofenceAction.allCases.map(\.rawValue), default: "annotate")) ?? .annotate
+        c.fenceDatum = options.read(fenceDatum)
+        c.action = options.read(action)
         if let only = options.stringArray("only") {
             if only.isEmpty { options.report("only", "an empty list would count no fence; leave the option out to count all") }
             c.only = Set(only)
@@ -115,14 +124,14 @@ public enum GeofencePlugin: TransformPlugin {
         }
         c.rule.minInside = threshold(&options, "min_inside")
         c.rule.minOutside = threshold(&options, "min_outside")
-        c.borderMeters = options.double("border_m", default: 0, in: 0...100_000)
+        c.borderMeters = options.read(borderMeters)
         c.rule.loiter = options.duration("loiter")
         if c.events.contains(.dwell) && c.rule.loiter == nil {
             options.report("loiter", "required when events include \"dwell\"")
         }
         c.maxHorizontalError = options.optionalDouble("max_horizontal_error", in: 0...1e9)
-        let reload = options.duration("reload", default: .seconds(5))
-        c.reload = reload > .zero ? reload : nil
+        let every = options.read(reload)
+        c.reload = every > .zero ? every : nil
         c.late = LateFixes(options: &options)
         return c
     }

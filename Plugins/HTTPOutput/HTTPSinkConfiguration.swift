@@ -3,43 +3,43 @@ import Outbox
 
 /// Configuration of the `http` sink (see the README for every option with its default).
 public struct HTTPSinkConfiguration: Sendable {
-    public enum Method: String, Sendable { case post = "POST", put = "PUT" }
+    public enum Method: String, Sendable, CaseIterable { case post = "POST", put = "PUT" }
 
     /// What to do when a 2xx answer fails the `success.json` predicate.
-    public enum OnMismatch: String, Sendable { case retry, deadLetter = "dead_letter" }
+    public enum OnMismatch: String, Sendable, CaseIterable { case retry, deadLetter = "dead_letter" }
 
     public var url: String = ""
-    public var method: Method = .post
+    public var method = HTTPSinkPlugin.method.defaultValue
     /// Header values after `${ENV}` substitution.
     public var headers: [(name: String, value: String)] = []
     /// Full `Authorization` header value (`Bearer …` or `Basic …`), if configured.
     public var authorization: String?
-    public var timeout: Duration = .seconds(30)
-    public var connectTimeout: Duration = .seconds(10)
+    public var timeout = HTTPSinkPlugin.timeout.defaultValue
+    public var connectTimeout = HTTPSinkPlugin.connectTimeout.defaultValue
     /// PEM file of the CAs that sign the server's certificate (instead of the system store).
     public var caFile: String?
     /// Client certificate and key (PEM), for servers that require mutual TLS.
     public var certFile: String?
     public var keyFile: String?
     /// false accepts any server certificate (logged as a warning at start).
-    public var tlsVerify = true
+    public var tlsVerify = HTTPSinkPlugin.tlsVerify.defaultValue
     /// Proxy URL; nil lets libcurl read the standard proxy variables, "" uses no proxy at all.
     public var proxy: String?
-    public var gzip = false
+    public var gzip = HTTPSinkPlugin.gzip.defaultValue
 
-    public var maxPositions = 500
-    public var maxBytes = 1_000_000
-    public var interval: Duration = .seconds(10)
+    public var maxPositions = HTTPSinkPlugin.maxPositions.defaultValue
+    public var maxBytes = HTTPSinkPlugin.maxBytes.defaultValue
+    public var interval = HTTPSinkPlugin.interval.defaultValue
 
     public var body: BodyFormat = .jsonArray
 
     public var successPredicate: ResponsePredicate?
-    public var onMismatch: OnMismatch = .retry
+    public var onMismatch = HTTPSinkPlugin.onMismatch.defaultValue
 
-    public var retryInitial: Duration = .seconds(1)
-    public var retryMax: Duration = .seconds(60)
+    public var retryInitial = HTTPSinkPlugin.retryInitial.defaultValue
+    public var retryMax = HTTPSinkPlugin.retryMax.defaultValue
     /// 0 retries forever.
-    public var retryMaxAttempts = 0
+    public var retryMaxAttempts = HTTPSinkPlugin.retryMaxAttempts.defaultValue
 
     /// Where undelivered positions wait (the `queue` options every delivering sink shares).
     public var queue: OutboxMode = .memory(maxRecords: OutboxOptions.memoryCapacity)

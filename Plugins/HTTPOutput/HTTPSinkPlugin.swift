@@ -6,34 +6,61 @@ import SystemIO
 
 /// The `http` sink: batches positions to an HTTP endpoint from a durable (SQLite) or memory queue.
 public enum HTTPSinkPlugin: SinkPlugin {
+    public static let method = Option("method", default: HTTPSinkConfiguration.Method.post,
+        "Request method.")
+    public static let timeout = Option("timeout", default: Duration.seconds(30), minimum: .milliseconds(100),
+        "Per-request timeout, connection included; a timeout is retried.")
+    public static let connectTimeout = Option("connect_timeout", default: Duration.seconds(10), minimum: .milliseconds(100),
+        "Longest wait for a connection (TCP, proxy and TLS handshake); retried.")
+    public static let tlsVerify = Option("tls.verify", default: true,
+        "Check the server's certificate and name; false accepts any server (logged as a warning at start).")
+    public static let gzip = Option("gzip", default: false,
+        "Compress bodies with gzip (Content-Encoding: gzip).")
+    public static let maxPositions = Option("batch.max_positions", default: 500, in: 1...1_000_000,
+        "Send when this many positions are queued (and never more per request).")
+    public static let maxBytes = Option("batch.max_bytes", default: 1_000_000, in: 1024...1_000_000_000,
+        "Send when the queued JSON reaches this many bytes; no body exceeds it (before gzip) unless one position alone does.")
+    public static let interval = Option("batch.interval", default: Duration.seconds(10), minimum: .milliseconds(10),
+        "Send what is queued this long after the first unsent position arrived, even if the batch is not full.")
+    public static let bodyFormat = Option("body.format", choices: ["json_array", "jsonl", "geojson", "template"], default: "json_array",
+        "Body encoding; template uses body.template and body.fields.")
+    public static let onMismatch = Option("success.on_mismatch", default: HTTPSinkConfiguration.OnMismatch.retry,
+        "What a 2xx answer failing success.json means.")
+    public static let retryInitial = Option("retry.initial", default: Duration.seconds(1), minimum: .milliseconds(1),
+        "First retry delay; doubles per attempt (±20% jitter). Retry-After is honoured when longer.")
+    public static let retryMax = Option("retry.max", default: Duration.seconds(60), minimum: .milliseconds(1),
+        "Longest retry delay.")
+    public static let retryMaxAttempts = Option("retry.max_attempts", default: 0, in: 0...1_000_000,
+        "Attempts before a batch goes to the dead letters; 0 retries forever.")
+
     public static let info = PluginInfo(
         type: "http", kind: .sink,
         summary: "Uploads positions in batches over HTTP(S) from a durable SQLite queue; deletes them only after the server accepted them.",
         folder: "HTTPOutput",
         options: [
             OptionSpec("url", "string", required: true, "Endpoint (http:// or https://); ${ENV} allowed."),
-            OptionSpec("method", "POST | PUT", default: "\"POST\"", "Request method."),
+            method.spec,
             OptionSpec("headers", "object", default: "{}", "Extra request headers; values may use ${ENV}."),
             OptionSpec("auth", "object", default: "none", "{\"bearer\": TOKEN} or {\"user\": U, \"password\": P} (basic); values may use ${ENV}."),
-            OptionSpec("timeout", "duration", default: "\"30s\"", "Per-request timeout, connection included; a timeout is retried."),
-            OptionSpec("connect_timeout", "duration", default: "\"10s\"", "Longest wait for a connection (TCP, proxy and TLS handshake); retried."),
+            timeout.spec,
+            connectTimeout.spec,
             OptionSpec("tls.ca_file", "path", default: "system store", "PEM file of the CA certificates that sign the server's certificate (a private CA)."),
             OptionSpec("tls.cert_file", "path", default: "none", "Client certificate (PEM) for servers that require mutual TLS; with tls.key_file."),
             OptionSpec("tls.key_file", "path", default: "none", "Private key (PEM, unencrypted) of tls.cert_file."),
-            OptionSpec("tls.verify", "boolean", default: "true", "Check the server's certificate and name; false accepts any server (logged as a warning at start)."),
+            tlsVerify.spec,
             OptionSpec("proxy", "string", default: "from the environment", "Proxy URL (http://, https://, socks5://, socks5h://, with user:password@ if needed); by default libcurl reads https_proxy, http_proxy, all_proxy and no_proxy; \"\" uses no proxy."),
-            OptionSpec("gzip", "boolean", default: "false", "Compress bodies with gzip (Content-Encoding: gzip)."),
-            OptionSpec("batch.max_positions", "integer", default: "500", "Send when this many positions are queued (and never more per request)."),
-            OptionSpec("batch.max_bytes", "integer", default: "1000000", "Send when the queued JSON reaches this many bytes; no body exceeds it (before gzip) unless one position alone does."),
-            OptionSpec("batch.interval", "duration", default: "\"10s\"", "Send what is queued this long after the first unsent position arrived, even if the batch is not full."),
-            OptionSpec("body.format", "json_array | jsonl | geojson | template", default: "\"json_array\"", "Body encoding; template uses body.template and body.fields."),
+            gzip.spec,
+            maxPositions.spec,
+            maxBytes.spec,
+            interval.spec,
+            bodyFormat.spec,
             OptionSpec("body.template", "JSON", default: "\"$positions\"", "template: the JSON document sent; the string \"$positions\" marks where the array of records goes. Strings may use ${ENV}."),
             OptionSpec("body.fields", "object", default: "whole position objects", "template: output field name → source field (\"lat\") or {\"from\", \"time_format\", \"zone\", \"scale\", \"decimals\"} or {\"value\": constant}. Fields not listed are dropped."),
             OptionSpec("success.json", "object", default: "none", "Predicate a 2xx answer's JSON must pass: {\"path\": \"code\", \"equals\" | \"not_equals\" | \"greater_than\" | \"less_than\": value}."),
-            OptionSpec("success.on_mismatch", "retry | dead_letter", default: "\"retry\"", "What a 2xx answer failing success.json means."),
-            OptionSpec("retry.initial", "duration", default: "\"1s\"", "First retry delay; doubles per attempt (±20% jitter). Retry-After is honoured when longer."),
-            OptionSpec("retry.max", "duration", default: "\"60s\"", "Longest retry delay."),
-            OptionSpec("retry.max_attempts", "integer", default: "0", "Attempts before a batch goes to the dead letters; 0 retries forever."),
+            onMismatch.spec,
+            retryInitial.spec,
+            retryMax.spec,
+            retryMaxAttempts.spec,
         ] + OutboxOptions.specs,
         sample: #"{ "type": "http", "inputs": ["receiver"], "url": "https://example.org/api/track", "headers": { "X-Device": "${DEVICE_ID:-gw1}" }, "auth": { "bearer": "${TRACK_TOKEN:-secret}" }, "batch": { "max_positions": 500, "interval": "20s" }, "queue": { "path": "upload.sqlite" } }"#
     )
@@ -48,7 +75,7 @@ public enum HTTPSinkPlugin: SinkPlugin {
                 options.report("url", "expected an http:// or https:// URL, got \"\(c.url)\"")
             }
         }
-        c.method = HTTPSinkConfiguration.Method(rawValue: options.choice("method", ["POST", "PUT"], default: "POST")) ?? .post
+        c.method = options.read(method)
         if let headers = options.stringMap("headers") {
             c.headers = headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
             for (name, value) in c.headers where Redaction.isSecretName(name) { Redaction.register(value) }
@@ -68,13 +95,13 @@ public enum HTTPSinkPlugin: SinkPlugin {
             }
             auth.finish()
         }
-        c.timeout = options.duration("timeout", default: .seconds(30), minimum: .milliseconds(100))
-        c.connectTimeout = options.duration("connect_timeout", default: .seconds(10), minimum: .milliseconds(100))
+        c.timeout = options.read(timeout)
+        c.connectTimeout = options.read(connectTimeout)
         if var tls = options.object("tls") {
             c.caFile = tls.filePath("ca_file")
             c.certFile = tls.filePath("cert_file")
             c.keyFile = tls.filePath("key_file")
-            c.tlsVerify = tls.bool("verify", default: true)
+            c.tlsVerify = tls.read(tlsVerify)
             if c.certFile != nil && c.keyFile == nil { tls.report("key_file", "required with cert_file") }
             if c.keyFile != nil && c.certFile == nil { tls.report("cert_file", "required with key_file") }
             tls.finish()
@@ -87,12 +114,12 @@ public enum HTTPSinkPlugin: SinkPlugin {
             }
             c.proxy = proxy
         }
-        c.gzip = options.bool("gzip", default: false)
+        c.gzip = options.read(gzip)
 
         if var batch = options.object("batch") {
-            c.maxPositions = batch.int("max_positions", default: 500, in: 1...1_000_000)
-            c.maxBytes = batch.int("max_bytes", default: 1_000_000, in: 1024...1_000_000_000)
-            c.interval = batch.duration("interval", default: .seconds(10), minimum: .milliseconds(10))
+            c.maxPositions = batch.read(maxPositions)
+            c.maxBytes = batch.read(maxBytes)
+            c.interval = batch.read(interval)
             batch.finish()
         }
 
@@ -106,14 +133,14 @@ public enum HTTPSinkPlugin: SinkPlugin {
                 c.successPredicate = readPredicate(&json)
                 json.finish()
             }
-            c.onMismatch = HTTPSinkConfiguration.OnMismatch(rawValue: success.choice("on_mismatch", ["retry", "dead_letter"], default: "retry")) ?? .retry
+            c.onMismatch = success.read(onMismatch)
             success.finish()
         }
 
         if var retry = options.object("retry") {
-            c.retryInitial = retry.duration("initial", default: .seconds(1), minimum: .milliseconds(1))
-            c.retryMax = retry.duration("max", default: .seconds(60), minimum: .milliseconds(1))
-            c.retryMaxAttempts = retry.int("max_attempts", default: 0, in: 0...1_000_000)
+            c.retryInitial = retry.read(retryInitial)
+            c.retryMax = retry.read(retryMax)
+            c.retryMaxAttempts = retry.read(retryMaxAttempts)
             if c.retryMax < c.retryInitial { retry.report("max", "must be at least retry.initial (\(DurationText.format(c.retryInitial)))") }
             retry.finish()
         }
@@ -123,7 +150,7 @@ public enum HTTPSinkPlugin: SinkPlugin {
     }
 
     static func readBody(_ body: inout OptionReader) -> BodyFormat {
-        let format = body.choice("format", ["json_array", "jsonl", "geojson", "template"], default: "json_array")
+        let format = body.read(bodyFormat)
         if format != "template" { BodyTemplate.reportUnused(&body, format: "template") }
         switch format {
         case "jsonl": return .jsonl

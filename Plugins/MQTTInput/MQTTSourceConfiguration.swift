@@ -17,11 +17,11 @@ public struct MQTTSourceConfiguration: Sendable {
     public var broker = MQTTBrokerConfiguration()
     /// Topic filters, subscribed at QoS 1.
     public var topics: [String] = []
-    public var format: Format = .auto
+    public var format = MQTTSourcePlugin.format.defaultValue
     /// nil: the topic's last two levels (`owntracks/<user>/<device>` → `<user>/<device>`).
     public var device: MQTTDeviceTemplate?
-    public var maxUnacked = 1
-    public var maxMessageBytes = 65_536
+    public var maxUnacked = MQTTSourcePlugin.maxUnacked.defaultValue
+    public var maxMessageBytes = MQTTSourcePlugin.maxMessageBytes.defaultValue
 
     public init() {}
 }

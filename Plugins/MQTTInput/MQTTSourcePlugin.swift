@@ -4,16 +4,23 @@ import SystemIO
 
 /// The `mqtt` source: topic filters at QoS 1 in a persistent session, OwnTracks or locgate JSON.
 public enum MQTTSourcePlugin: SourcePlugin {
+    public static let format = Option("format", default: MQTTSourceConfiguration.Format.auto,
+        "json: a locgate position object (gpsd TPV names); owntracks: OwnTracks messages, _type location becomes a position, other types are skipped; auto: owntracks when the object has a _type, else json.")
+    public static let maxUnacked = Option("max_unacked", default: 1, in: 1...100_000,
+        "Positions emitted and not yet handled by every sink. 1: no message is acknowledged to the broker before its position is handled; N: up to N − 1 acknowledged messages may still be in the pipeline (lost if locgate crashes), for throughput.")
+    public static let maxMessageBytes = Option("max_message_bytes", default: 65_536, in: 1024...268_435_455,
+        "Larger messages are counted (mqtt.skipped.too_large) and skipped.")
+
     public static let info = PluginInfo(
         type: "mqtt", kind: .source,
         summary: "Subscribes to MQTT topic filters at QoS 1 in a persistent session; reads OwnTracks locations or locgate JSON positions, one per message.",
         folder: "MQTTInput",
         options: MQTTBrokerConfiguration.sessionSpecs(component: "source", protocolNote: "With 5, retained messages are sent only for a subscription the session did not have yet.") + [
             OptionSpec("topics", "array of strings", required: true, "Topic filters (+ and # wildcards), subscribed at QoS 1, e.g. [\"owntracks/+/+\"]."),
-            OptionSpec("format", "json | owntracks | auto", default: "\"auto\"", "json: a locgate position object (gpsd TPV names); owntracks: OwnTracks messages, _type location becomes a position, other types are skipped; auto: owntracks when the object has a _type, else json."),
+            format.spec,
             OptionSpec("device", "string", default: "the topic's last two levels", "Device id template over the topic: {1}, {2} … levels from the start, {-1}, {-2} … from the end; replaces a json position's own device."),
-            OptionSpec("max_unacked", "integer", default: "1", "Positions emitted and not yet handled by every sink. 1: no message is acknowledged to the broker before its position is handled; N: up to N − 1 acknowledged messages may still be in the pipeline (lost if locgate crashes), for throughput."),
-            OptionSpec("max_message_bytes", "integer", default: "65536", "Larger messages are counted (mqtt.skipped.too_large) and skipped."),
+            maxUnacked.spec,
+            maxMessageBytes.spec,
         ] + MQTTBrokerConfiguration.securitySpecs + [MQTTBrokerConfiguration.reconnectSpec],
         sample: #"{ "type": "mqtt", "url": "mqtts://broker.example.org:8883", "client_id": "locgate-fleet", "topics": ["owntracks/+/+"], "format": "owntracks", "username": "locgate", "password": "${MQTT_PASSWORD:-secret}" }"#
     )
@@ -30,14 +37,14 @@ public enum MQTTSourcePlugin: SourcePlugin {
         } else if !options.has("topics") {
             options.report("topics", "missing (a list of topic filters such as [\"owntracks/+/+\"])")
         }
-        c.format = MQTTSourceConfiguration.Format(rawValue: options.choice("format", MQTTSourceConfiguration.Format.allCases.map(\.rawValue), default: "auto")) ?? .auto
+        c.format = options.read(format)
         if let template = options.string("device") {
             let (compiled, problems) = MQTTDeviceTemplate.compile(template)
             for p in problems { options.report("device", p) }
             c.device = compiled
         }
-        c.maxUnacked = options.int("max_unacked", default: 1, in: 1...100_000)
-        c.maxMessageBytes = options.int("max_message_bytes", default: 65_536, in: 1024...268_435_455)
+        c.maxUnacked = options.read(maxUnacked)
+        c.maxMessageBytes = options.read(maxMessageBytes)
         c.broker.readSecurity(&options)
         c.broker.readReconnect(&options)
         return c

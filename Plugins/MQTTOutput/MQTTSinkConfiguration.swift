@@ -21,12 +21,12 @@ public struct MQTTSinkConfiguration: Sendable {
 
     /// Broker, session, credentials, TLS, keepalive, reconnection (shared with the mqtt source).
     public var broker = MQTTBrokerConfiguration()
-    public var qos = 1
+    public var qos = MQTTSinkPlugin.qos.defaultValue
     public var topic = MQTTTopic.compile("locgate/{device}").topic ?? MQTTTopic(parts: [.literal("locgate")])
     public var retain: Retain = .never
     public var format: MQTTPayloadFormat = .json
     public var status: Status?
-    public var maxInflight = 100
+    public var maxInflight = MQTTSinkPlugin.maxInflight.defaultValue
     public var queue: OutboxMode = .memory(maxRecords: 100_000)
 
     public init() {}

@@ -6,22 +6,31 @@ import SystemIO
 
 /// The `mqtt` sink: one MQTT message per position from a durable outbox, deleted on the broker's acknowledgement.
 public enum MQTTSinkPlugin: SinkPlugin {
+    public static let qos = Option("qos", default: 1, in: 0...2, typeName: "0 | 1 | 2",
+        "1: a position is deleted on PUBACK; 2: on PUBCOMP; 0: once written to the socket (lossy: a broker or network fault loses it).")
+    public static let statusOnline = Option("status.online", default: "online",
+        "Payload published (retained) on connect.")
+    public static let statusOffline = Option("status.offline", default: "offline",
+        "Payload of the will, and published before a clean disconnect.")
+    public static let maxInflight = Option("max_inflight", default: 100, in: 1...65_535,
+        "Messages published and not yet acknowledged on the wire (the broker's receive maximum may lower it); up to 2000 more wait, in queue order, in the client library.")
+
     public static let info = PluginInfo(
         type: "mqtt", kind: .sink,
         summary: "Publishes one MQTT message per position (JSON or OwnTracks) from a durable queue; deletes each on the broker's PUBACK/PUBCOMP.",
         folder: "MQTTOutput",
         options: MQTTBrokerConfiguration.sessionSpecs(component: "sink", protocolNote: "With 5, a broker's refusal of a message (reason code ≥ 0x80, such as not authorised) dead-letters it; 3.1.1 brokers acknowledge refused messages silently.") + [
-            OptionSpec("qos", "0 | 1 | 2", default: "1", "1: a position is deleted on PUBACK; 2: on PUBCOMP; 0: once written to the socket (lossy: a broker or network fault loses it)."),
+            qos.spec,
             OptionSpec("topic", "string", default: "\"locgate/{device}\"", "Topic template: {device} (device id, else source id), {source}, {event} (enter, exit, dwell, or position); / + # and control characters in values become _."),
             OptionSpec("retain", "false | true | \"last\"", default: "false", "Retain flag; \"last\" retains only the newest queued position per topic, so a late subscriber gets the current fix, never an older one."),
             OptionSpec("body.format", "json | owntracks | template", default: "\"json\"", "json: the position object (gpsd TPV names, with id); owntracks: OwnTracks location/transition messages; template: body.template with the one position at \"$positions\"."),
             OptionSpec("body.template", "JSON", default: "\"$positions\"", "template: the JSON document published; the string \"$positions\" stands for the message's one position (an object, not an array). Strings may use ${ENV}."),
             OptionSpec("body.fields", "object", default: "whole position object", "template: output field name → source field (\"lat\") or {\"from\", \"time_format\", \"zone\", \"scale\", \"decimals\"} or {\"value\": constant}, as in the http sink."),
             OptionSpec("status.topic", "string", required: true, "With status: topic of a retained online message published on every connect, and of the will (offline) the broker publishes when the connection dies."),
-            OptionSpec("status.online", "string", default: "\"online\"", "Payload published (retained) on connect."),
-            OptionSpec("status.offline", "string", default: "\"offline\"", "Payload of the will, and published before a clean disconnect."),
+            statusOnline.spec,
+            statusOffline.spec,
         ] + MQTTBrokerConfiguration.securitySpecs + [
-            OptionSpec("max_inflight", "integer", default: "100", "Messages published and not yet acknowledged on the wire (the broker's receive maximum may lower it); up to 2000 more wait, in queue order, in the client library."),
+            maxInflight.spec,
             MQTTBrokerConfiguration.reconnectSpec,
         ] + OutboxOptions.specs,
         sample: #"{ "type": "mqtt", "inputs": ["receiver"], "url": "mqtts://broker.example.org:8883", "topic": "owntracks/fleet/{device}", "retain": "last", "body": { "format": "owntracks" }, "status": { "topic": "locgate/gw1/status" }, "username": "gw1", "password": "${MQTT_PASSWORD:-secret}", "queue": { "path": "mqtt.sqlite" } }"#
@@ -30,7 +39,7 @@ public enum MQTTSinkPlugin: SinkPlugin {
     public static func configure(_ options: inout OptionReader) -> MQTTSinkConfiguration {
         var c = MQTTSinkConfiguration()
         c.broker.readSession(&options)
-        c.qos = options.int("qos", default: 1, in: 0...2)
+        c.qos = options.read(qos)
         if let template = options.string("topic") {
             let (topic, problems) = MQTTTopic.compile(template)
             for p in problems { options.report("topic", p) }
@@ -60,13 +69,13 @@ public enum MQTTSinkPlugin: SinkPlugin {
                     status.report("topic", "is one fixed topic: {…} placeholders have no position to take values from")
                 }
             }
-            let online = status.string("online", default: "online")
-            let offline = status.string("offline", default: "offline")
+            let online = status.read(statusOnline)
+            let offline = status.read(statusOffline)
             c.status = .init(topic: topic, online: online, offline: offline)
             status.finish()
         }
         c.broker.readSecurity(&options)
-        c.maxInflight = options.int("max_inflight", default: 100, in: 1...65_535)
+        c.maxInflight = options.read(maxInflight)
         c.broker.readReconnect(&options)
         c.queue = OutboxOptions.read(&options)
         return c

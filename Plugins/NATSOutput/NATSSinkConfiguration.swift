@@ -5,22 +5,22 @@ import Outbox
 /// Configuration of the `nats` sink (see the README for every option with its default).
 public struct NATSSinkConfiguration: Sendable {
     /// The message body.
-    public enum Format: String, Sendable { case json }
+    public enum Format: String, Sendable, CaseIterable { case json }
 
     public var connection = NATSConnectionOptions()
     public var subject: SubjectTemplate = NATSSinkConfiguration.defaultSubject
     /// True: JetStream publish, a record is deleted on its PubAck. False: core NATS, deleted once
     /// a flush confirmed the server read it (lost when no subscriber listens: documented lossy).
-    public var jetstream = true
+    public var jetstream = NATSSinkPlugin.jetstream.defaultValue
     /// The stream that must capture the subject: checked at start, and sent with every message.
     public var expectStream: String?
     /// A stream to create when missing (never altered when it exists).
     public var stream: NATSStreamConfig?
     /// Most messages waiting for their PubAck (or flush): the outbox window.
-    public var maxPending = 1000
+    public var maxPending = NATSSinkPlugin.maxPending.defaultValue
     /// How long to wait for a PubAck (or a flush) before sending the message again.
-    public var ackTimeout: Duration = .seconds(5)
-    public var format: Format = .json
+    public var ackTimeout = NATSSinkPlugin.ackTimeout.defaultValue
+    public var format = NATSSinkPlugin.format.defaultValue
     public var queue: OutboxMode = .memory(maxRecords: 100_000)
 
     public static let defaultSubject: SubjectTemplate = {

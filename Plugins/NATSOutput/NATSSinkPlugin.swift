@@ -5,23 +5,38 @@ import SystemIO
 
 /// The `nats` sink: publishes positions to NATS JetStream (or core NATS) from a durable outbox.
 public enum NATSSinkPlugin: SinkPlugin {
+    public static let jetstream = Option("jetstream", default: true,
+        "true: publish to JetStream, delete a position only on its PubAck. false: core NATS, deleted once a flush confirmed the server read it (lossy: nobody stores it).")
+    public static let replicas = Option("stream.replicas", default: 1, in: 1...5,
+        "Copies in the cluster (1 to 5; 3 survives the loss of one node).")
+    public static let duplicateWindow = Option("stream.duplicate_window", default: Duration.seconds(120), minimum: .milliseconds(100),
+        "How long the stream remembers message ids to drop re-sends; longer than a restart after a crash.")
+    public static let storage = Option("stream.storage", choices: ["file", "memory"], default: "file",
+        "Where the stream keeps messages.")
+    public static let maxPending = Option("max_pending", default: 1000, in: 1...100_000,
+        "Most messages published and not yet acknowledged (the window that gives throughput).")
+    public static let ackTimeout = Option("ack_timeout", default: Duration.seconds(5), minimum: .milliseconds(10),
+        "How long to wait for a PubAck (or flush) before sending the message again with the same id.")
+    public static let format = Option("format", default: NATSSinkConfiguration.Format.json,
+        "Message body: one position in locgate JSON (gpsd TPV names).")
+
     public static let info = PluginInfo(
         type: "nats", kind: .sink,
         summary: "Publishes positions to NATS JetStream with Nats-Msg-Id = position id from a durable outbox; deletes each only on its PubAck.",
         folder: "NATSOutput",
         options: NATSConnectionOptions.specs + [
             OptionSpec("subject", "string", default: "\"locgate.positions.{device}\"", "Subject template; {device} (device id, else source id), {source}, {event} (enter, exit, dwell, or position) are each cleaned into one token (. * > and spaces become _)."),
-            OptionSpec("jetstream", "boolean", default: "true", "true: publish to JetStream, delete a position only on its PubAck. false: core NATS, deleted once a flush confirmed the server read it (lossy: nobody stores it)."),
+            jetstream.spec,
             OptionSpec("expect_stream", "string", default: "stream.name, else none", "Stream that must capture the subject: checked at start (an error when it does not exist or does not capture the subject) and sent with every message, so the server refuses any other stream."),
             OptionSpec("stream", "object", default: "none", "Create this stream at start when it does not exist; an existing stream is never altered."),
             OptionSpec("stream.name", "string", required: true, "Stream name."),
             OptionSpec("stream.subjects", "array", default: "the subject with * for each placeholder token", "Subjects the stream captures."),
-            OptionSpec("stream.replicas", "integer", default: "1", "Copies in the cluster (1 to 5; 3 survives the loss of one node)."),
-            OptionSpec("stream.duplicate_window", "duration", default: "\"2m\"", "How long the stream remembers message ids to drop re-sends; longer than a restart after a crash."),
-            OptionSpec("stream.storage", "file | memory", default: "\"file\"", "Where the stream keeps messages."),
-            OptionSpec("max_pending", "integer", default: "1000", "Most messages published and not yet acknowledged (the window that gives throughput)."),
-            OptionSpec("ack_timeout", "duration", default: "\"5s\"", "How long to wait for a PubAck (or flush) before sending the message again with the same id."),
-            OptionSpec("format", "json", default: "\"json\"", "Message body: one position in locgate JSON (gpsd TPV names)."),
+            replicas.spec,
+            duplicateWindow.spec,
+            storage.spec,
+            maxPending.spec,
+            ackTimeout.spec,
+            format.spec,
         ] + OutboxOptions.specs,
         sample: #"{ "type": "nats", "inputs": ["receiver"], "servers": ["nats://127.0.0.1:4222"], "subject": "locgate.positions.{device}", "expect_stream": "LOCGATE", "queue": { "path": "nats-outbox.sqlite" } }"#
     )
@@ -36,7 +51,7 @@ public enum NATSSinkPlugin: SinkPlugin {
                 options.report("subject", error.message)
             }
         }
-        c.jetstream = options.bool("jetstream", default: true)
+        c.jetstream = options.read(jetstream)
         if let name = options.string("expect_stream") {
             if let problem = streamNameProblem(name) { options.report("expect_stream", problem) }
             c.expectStream = name
@@ -52,20 +67,20 @@ public enum NATSSinkPlugin: SinkPlugin {
                 }
                 subjects = list
             }
-            let replicas = stream.int("replicas", default: 1, in: 1...5)
-            let window = stream.duration("duplicate_window", default: .seconds(120), minimum: .milliseconds(100))
-            let storage = stream.choice("storage", ["file", "memory"], default: "file")
+            let copies = stream.read(replicas)
+            let window = stream.read(duplicateWindow)
+            let keptIn = stream.read(storage)
             stream.finish()
-            c.stream = NATSStreamConfig(name: name, subjects: subjects, replicas: replicas, duplicateWindow: window, fileStorage: storage == "file")
+            c.stream = NATSStreamConfig(name: name, subjects: subjects, replicas: copies, duplicateWindow: window, fileStorage: keptIn == "file")
             if c.expectStream == nil { c.expectStream = name }
         }
         if !c.jetstream {
             if options.has("expect_stream") { options.report("expect_stream", "only used with \"jetstream\": true") }
             if options.has("stream") { options.report("stream", "only used with \"jetstream\": true") }
         }
-        c.maxPending = options.int("max_pending", default: 1000, in: 1...100_000)
-        c.ackTimeout = options.duration("ack_timeout", default: .seconds(5), minimum: .milliseconds(10))
-        c.format = NATSSinkConfiguration.Format(rawValue: options.choice("format", ["json"], default: "json")) ?? .json
+        c.maxPending = options.read(maxPending)
+        c.ackTimeout = options.read(ackTimeout)
+        c.format = options.read(format)
         c.queue = OutboxOptions.read(&options)
         return c
     }

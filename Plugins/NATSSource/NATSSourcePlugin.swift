@@ -5,48 +5,63 @@ import SystemIO
 /// Configuration of the `nats` source (see the README for every option with its default).
 public struct NATSSourceConfiguration: Sendable {
     /// The message body.
-    public enum Format: String, Sendable { case json }
+    public enum Format: String, Sendable, CaseIterable { case json }
 
     public var connection = NATSConnectionOptions()
     /// True: a durable JetStream pull consumer, each message acknowledged once the pipeline took
     /// it over. False: a core NATS subscription to `subject` (lossy: nothing is acknowledged).
-    public var jetstream = true
+    public var jetstream = NATSSourcePlugin.jetstream.defaultValue
     public var stream = ""
     public var consumer = ""
     public var filterSubject: String?
     public var deliver: NATSDeliverPolicy = .all
-    public var maxAckPending = 2000
-    public var ackWait: Duration = .seconds(30)
+    public var maxAckPending = NATSSourcePlugin.maxAckPending.defaultValue
+    public var ackWait = NATSSourcePlugin.ackWait.defaultValue
     /// Core NATS: the subject (wildcards allowed) subscribed to.
     public var subject = ""
     /// Most messages asked for in one fetch (JetStream) or taken in one batch (core).
-    public var batch = 100
+    public var batch = NATSSourcePlugin.batch.defaultValue
     /// Most positions emitted and not yet acknowledged by the pipeline.
-    public var maxUnacked = 1000
-    public var format: Format = .json
+    public var maxUnacked = NATSSourcePlugin.maxUnacked.defaultValue
+    public var format = NATSSourcePlugin.format.defaultValue
 
     public init() {}
 }
 
 /// The `nats` source: positions from a JetStream durable pull consumer (or a core subscription).
 public enum NATSSourcePlugin: SourcePlugin {
+    public static let jetstream = Option("jetstream", default: true,
+        "true: a durable JetStream pull consumer, each message acknowledged only once the pipeline took it over (at-least-once). false: a core NATS subscription to subject (lossy: what arrives while locgate is down or slow is lost).")
+    public static let deliver = Option("deliver", choices: ["all", "new", "by_start_time"], default: "all",
+        "Where a new consumer starts: the first message of the stream, messages stored after it was created, or those stored at or after start_time.")
+    public static let maxAckPending = Option("max_ack_pending", default: 2000, in: 1...1_000_000,
+        "Most messages the server delivers to the consumer unacknowledged; keep it above max_unacked.")
+    public static let ackWait = Option("ack_wait", default: Duration.seconds(30), minimum: .seconds(1),
+        "How long the server waits for an acknowledgement before delivering a message again; longer than the pipeline needs to take max_unacked positions over.")
+    public static let batch = Option("batch", default: 100, in: 1...10_000,
+        "Most messages asked for in one fetch (1 to 10000).")
+    public static let maxUnacked = Option("max_unacked", default: 1000, in: 1...1_000_000,
+        "Most positions emitted and not yet taken over by every sink; fetching waits while they are outstanding.")
+    public static let format = Option("format", default: NATSSourceConfiguration.Format.json,
+        "Message body: one position in locgate JSON (gpsd TPV names), as the nats sink writes it. Without a device, the device is the subject's last token.")
+
     public static let info = PluginInfo(
         type: "nats", kind: .source,
         summary: "Reads positions from a NATS JetStream durable pull consumer and acknowledges each message only once every sink took it over; or from a core NATS subject (lossy).",
         folder: "NATSSource",
         options: NATSConnectionOptions.specs + [
-            OptionSpec("jetstream", "boolean", default: "true", "true: a durable JetStream pull consumer, each message acknowledged only once the pipeline took it over (at-least-once). false: a core NATS subscription to subject (lossy: what arrives while locgate is down or slow is lost)."),
+            jetstream.spec,
             OptionSpec("stream", "string", default: "required with jetstream", "Stream to consume; it must exist (the nats sink can create it). Waited for, with backoff, while it does not."),
             OptionSpec("consumer", "string", default: "required with jetstream", "Durable consumer name; created when missing (pull, explicit acks, with filter_subject, deliver, max_ack_pending and ack_wait), used unchanged when it exists."),
             OptionSpec("filter_subject", "string", default: "none (the whole stream)", "Only messages on subjects matching this filter, e.g. locgate.part.0.> for one partition."),
-            OptionSpec("deliver", "all | new | by_start_time", default: "\"all\"", "Where a new consumer starts: the first message of the stream, messages stored after it was created, or those stored at or after start_time."),
+            deliver.spec,
             OptionSpec("start_time", "string", default: "required with by_start_time", "ISO 8601 UTC time, e.g. \"2024-05-01T00:00:00Z\"."),
-            OptionSpec("max_ack_pending", "integer", default: "2000", "Most messages the server delivers to the consumer unacknowledged; keep it above max_unacked."),
-            OptionSpec("ack_wait", "duration", default: "\"30s\"", "How long the server waits for an acknowledgement before delivering a message again; longer than the pipeline needs to take max_unacked positions over."),
+            maxAckPending.spec,
+            ackWait.spec,
             OptionSpec("subject", "string", default: "required without jetstream", "Core NATS: the subject to subscribe to (wildcards allowed), e.g. locgate.positions.>."),
-            OptionSpec("batch", "integer", default: "100", "Most messages asked for in one fetch (1 to 10000)."),
-            OptionSpec("max_unacked", "integer", default: "1000", "Most positions emitted and not yet taken over by every sink; fetching waits while they are outstanding."),
-            OptionSpec("format", "json", default: "\"json\"", "Message body: one position in locgate JSON (gpsd TPV names), as the nats sink writes it. Without a device, the device is the subject's last token."),
+            batch.spec,
+            maxUnacked.spec,
+            format.spec,
         ],
         sample: #"{ "type": "nats", "servers": ["nats://127.0.0.1:4222"], "stream": "LOCGATE", "consumer": "aggregator-0", "filter_subject": "locgate.part.0.>" }"#
     )
@@ -54,7 +69,7 @@ public enum NATSSourcePlugin: SourcePlugin {
     public static func configure(_ options: inout OptionReader) -> NATSSourceConfiguration {
         var c = NATSSourceConfiguration()
         c.connection = NATSConnectionOptions.read(&options)
-        c.jetstream = options.bool("jetstream", default: true)
+        c.jetstream = options.read(jetstream)
         let jetstreamOnly = ["stream", "consumer", "filter_subject", "deliver", "start_time", "max_ack_pending", "ack_wait"]
         if c.jetstream {
             if let stream = options.string("stream") {
@@ -73,9 +88,9 @@ public enum NATSSourcePlugin: SourcePlugin {
                 if let problem = NATSSubject.problem(filter, wildcards: true) { options.report("filter_subject", problem) }
                 c.filterSubject = filter
             }
-            let deliver = options.choice("deliver", ["all", "new", "by_start_time"], default: "all")
+            let from = options.read(deliver)
             let start = options.string("start_time")
-            switch deliver {
+            switch from {
             case "new": c.deliver = .new
             case "by_start_time":
                 if let start {
@@ -87,9 +102,9 @@ public enum NATSSourcePlugin: SourcePlugin {
                 }
             default: c.deliver = .all
             }
-            if start != nil && deliver != "by_start_time" { options.report("start_time", "only used with \"deliver\": \"by_start_time\"") }
-            c.maxAckPending = options.int("max_ack_pending", default: 2000, in: 1...1_000_000)
-            c.ackWait = options.duration("ack_wait", default: .seconds(30), minimum: .seconds(1))
+            if start != nil && from != "by_start_time" { options.report("start_time", "only used with \"deliver\": \"by_start_time\"") }
+            c.maxAckPending = options.read(maxAckPending)
+            c.ackWait = options.read(ackWait)
             if options.has("subject") { options.report("subject", "only used with \"jetstream\": false (a JetStream consumer reads its stream; narrow it with filter_subject)") }
         } else {
             for key in jetstreamOnly where options.has(key) { options.report(key, "only used with \"jetstream\": true") }
@@ -100,12 +115,12 @@ public enum NATSSourcePlugin: SourcePlugin {
                 options.report("subject", "required with \"jetstream\": false: the subject to subscribe to, e.g. \"locgate.positions.>\"")
             }
         }
-        c.batch = options.int("batch", default: 100, in: 1...10_000)
-        c.maxUnacked = options.int("max_unacked", default: 1000, in: 1...1_000_000)
+        c.batch = options.read(batch)
+        c.maxUnacked = options.read(maxUnacked)
         if c.jetstream && c.maxAckPending < min(c.batch, c.maxUnacked) {
             options.report("max_ack_pending", "must be at least batch or max_unacked (\(min(c.batch, c.maxUnacked))), or fetches come back short")
         }
-        c.format = NATSSourceConfiguration.Format(rawValue: options.choice("format", ["json"], default: "json")) ?? .json
+        c.format = options.read(format)
         return c
     }
 

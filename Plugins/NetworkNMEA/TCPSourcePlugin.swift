@@ -10,12 +10,12 @@ public struct TCPNMEAConfiguration: Sendable {
     public var port = 0
     /// Device id of every position; default `host:port`.
     public var device = ""
-    public var requireChecksum = true
+    public var requireChecksum = TCPNMEAPlugin.requireChecksum.defaultValue
     /// No bytes for this long: drop the connection and reconnect.
-    public var stallTimeout: Duration = .seconds(30)
-    public var connectTimeout: Duration = .seconds(5)
-    public var reconnectInitial: Duration = .milliseconds(500)
-    public var reconnectMax: Duration = .seconds(30)
+    public var stallTimeout = TCPNMEAPlugin.stallTimeout.defaultValue
+    public var connectTimeout = TCPNMEAPlugin.connectTimeout.defaultValue
+    public var reconnectInitial = TCPNMEAPlugin.reconnectInitial.defaultValue
+    public var reconnectMax = TCPNMEAPlugin.reconnectMax.defaultValue
     /// Health events; nil for none.
     public var health: HealthConfiguration?
     /// Listen mode (`listen`): devices and apps connect to locgate and push NMEA; nil for the
@@ -30,6 +30,17 @@ public struct TCPNMEAConfiguration: Sendable {
 
 /// The `tcp` source: NMEA 0183 from a TCP server (multiplexers, phone apps, gpsd raw ports, socat bridges).
 public enum TCPNMEAPlugin: SourcePlugin {
+    public static let requireChecksum = Option("require_checksum", default: true,
+        "Reject sentences without a *HH checksum.")
+    public static let stallTimeout = Option("stall_timeout", default: Duration.seconds(30), minimum: .milliseconds(100),
+        "Reconnect when no bytes arrived for this long (at least 100ms).")
+    public static let connectTimeout = Option("connect_timeout", default: Duration.seconds(5), minimum: .milliseconds(100),
+        "Give up one connection attempt after this long.")
+    public static let reconnectInitial = Option("reconnect_initial", default: Duration.milliseconds(500), minimum: .milliseconds(10),
+        "First wait before reconnecting; doubles after each failure (with 20% jitter).")
+    public static let reconnectMax = Option("reconnect_max", default: Duration.seconds(30), minimum: .milliseconds(10),
+        "Longest wait between reconnection attempts.")
+
     public static let info = PluginInfo(
         type: "tcp", kind: .source,
         summary: "Reads NMEA 0183 from a TCP server (marine multiplexer, phone app, gpsd raw port, socat bridge), reconnecting with backoff; or, with listen, from devices and apps that connect to locgate.",
@@ -38,11 +49,11 @@ public enum TCPNMEAPlugin: SourcePlugin {
             OptionSpec("host", "string", required: true, "Server name or address (client mode; not with listen)."),
             OptionSpec("port", "integer", required: true, "Server TCP port (1–65535) (client mode; not with listen)."),
             OptionSpec("device", "string", default: "\"<host>:<port>\"", "Device id given to every position."),
-            OptionSpec("require_checksum", "boolean", default: "true", "Reject sentences without a *HH checksum."),
-            OptionSpec("stall_timeout", "duration", default: "\"30s\"", "Reconnect when no bytes arrived for this long (at least 100ms)."),
-            OptionSpec("connect_timeout", "duration", default: "\"5s\"", "Give up one connection attempt after this long."),
-            OptionSpec("reconnect_initial", "duration", default: "\"500ms\"", "First wait before reconnecting; doubles after each failure (with 20% jitter)."),
-            OptionSpec("reconnect_max", "duration", default: "\"30s\"", "Longest wait between reconnection attempts."),
+            requireChecksum.spec,
+            stallTimeout.spec,
+            connectTimeout.spec,
+            reconnectInitial.spec,
+            reconnectMax.spec,
         ] + HealthConfiguration.optionSpecs + [
             OptionSpec("device_from", "\"peer\" | \"hello\"", default: "\"peer\"", "Listen mode: a connection's device is its peer's IP address, or the first line it sends (a hello line such as \"boat-7\")."),
         ] + ListenerConfiguration.optionSpecs(defaultListen: TCPNMEAPlugin.defaultListen, maxFrameBytes: 256, handshake: true).map(TCPNMEAPlugin.listenOnly)
@@ -83,11 +94,11 @@ public enum TCPNMEAPlugin: SourcePlugin {
         if port == nil && !options.has("port") { options.report("port", "required option is missing") }
         c.port = port ?? 0
         c.device = options.string("device") ?? "\(c.host):\(c.port)"
-        c.requireChecksum = options.bool("require_checksum", default: true)
-        c.stallTimeout = options.duration("stall_timeout", default: .seconds(30), minimum: .milliseconds(100))
-        c.connectTimeout = options.duration("connect_timeout", default: .seconds(5), minimum: .milliseconds(100))
-        c.reconnectInitial = options.duration("reconnect_initial", default: .milliseconds(500), minimum: .milliseconds(10))
-        c.reconnectMax = options.duration("reconnect_max", default: .seconds(30), minimum: .milliseconds(10))
+        c.requireChecksum = options.read(requireChecksum)
+        c.stallTimeout = options.read(stallTimeout)
+        c.connectTimeout = options.read(connectTimeout)
+        c.reconnectInitial = options.read(reconnectInitial)
+        c.reconnectMax = options.read(reconnectMax)
         c.health = HealthConfiguration.read(&options)
         if c.reconnectMax < c.reconnectInitial {
             options.report("reconnect_max", "must be at least reconnect_initial (\(DurationText.format(c.reconnectInitial)))")
@@ -103,7 +114,7 @@ public enum TCPNMEAPlugin: SourcePlugin {
         }
         c.listener = ListenerConfiguration.read(&options, defaultListen: defaultListen, maxFrameBytes: 256)
         c.helloLine = options.choice("device_from", ["peer", "hello"], default: "peer") == "hello"
-        c.requireChecksum = options.bool("require_checksum", default: true)
+        c.requireChecksum = options.read(requireChecksum)
         let listed = options.has("devices")
         c.directory = DeviceDirectoryConfiguration.read(&options, required: false)
         if !listed {

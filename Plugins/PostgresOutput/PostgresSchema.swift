@@ -2,10 +2,10 @@ import GatewayCore
 
 /// Where the sink writes: a schema and the names of its three tables.
 public struct PostgresTables: Sendable, Equatable {
-    public var schema = "public"
-    public var positions = "positions"
-    public var latest = "latest"
-    public var events = "events"
+    public var schema = PostgresSinkPlugin.schema.defaultValue
+    public var positions = PostgresSinkPlugin.positionsTable.defaultValue
+    public var latest = PostgresSinkPlugin.latestTable.defaultValue
+    public var events = PostgresSinkPlugin.eventsTable.defaultValue
 
     public init() {}
 

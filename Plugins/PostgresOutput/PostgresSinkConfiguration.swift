@@ -11,18 +11,18 @@ public struct PostgresSinkConfiguration: Sendable {
     public var password: String?
     public var sslMode: String?
     public var sslRootCert: String?
-    public var connectTimeout: Duration = .seconds(10)
-    public var statementTimeout: Duration = .seconds(30)
+    public var connectTimeout = PostgresSinkPlugin.connectTimeout.defaultValue
+    public var statementTimeout = PostgresSinkPlugin.statementTimeout.defaultValue
     public var tables = PostgresTables()
-    public var createTables = true
+    public var createTables = PostgresSinkPlugin.createTables.defaultValue
     /// Where GCJ-02 applies when converting back to WGS84 (as the `coordinates` transform's option).
-    public var chinaBounds: ChinaBounds = .box
+    public var chinaBounds = PostgresSinkPlugin.chinaBounds.defaultValue
 
-    public var maxPositions = 1000
-    public var interval: Duration = .seconds(1)
+    public var maxPositions = PostgresSinkPlugin.maxPositions.defaultValue
+    public var interval = PostgresSinkPlugin.interval.defaultValue
 
-    public var retryInitial: Duration = .milliseconds(500)
-    public var retryMax: Duration = .seconds(30)
+    public var retryInitial = PostgresSinkPlugin.retryInitial.defaultValue
+    public var retryMax = PostgresSinkPlugin.retryMax.defaultValue
 
     /// Where undelivered positions wait (the `queue` options every delivering sink shares).
     public var queue: OutboxMode = .memory(maxRecords: OutboxOptions.memoryCapacity)

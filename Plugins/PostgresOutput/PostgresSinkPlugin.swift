@@ -5,6 +5,31 @@ import SystemIO
 
 /// The `postgres` sink: writes positions into PostGIS tables from a durable (SQLite) or memory queue.
 public enum PostgresSinkPlugin: SinkPlugin {
+    public static let connectTimeout = Option("connect_timeout", default: Duration.seconds(10), minimum: .milliseconds(100),
+        "Longest wait for a connection (TCP, TLS and login); then retried with backoff.")
+    public static let statementTimeout = Option("statement_timeout", default: Duration.seconds(30), minimum: .milliseconds(100),
+        "PostgreSQL's statement_timeout for the sink's session; a batch that takes longer is rolled back and retried.")
+    public static let schema = Option("schema", default: "public",
+        "Schema of the three tables (created with them when missing).")
+    public static let positionsTable = Option("tables.positions", default: "positions",
+        "Table of every position, one row per id.")
+    public static let latestTable = Option("tables.latest", default: "latest",
+        "Table of each device's newest fix, one row per device.")
+    public static let eventsTable = Option("tables.events", default: "events",
+        "Table of geofence and receiver-health events.")
+    public static let createTables = Option("create_tables", default: true,
+        "Create missing tables (and their indexes, the schema, and the postgis extension when the user may); false only checks them. Existing tables are checked either way and never altered.")
+    public static let chinaBounds = Option("china_bounds", default: ChinaBounds.box,
+        "Where GCJ-02 applies when GCJ-02 and BD-09 positions are converted back to WGS84 for geom; match the coordinates transform's china_bounds.")
+    public static let maxPositions = Option("batch.max_positions", default: 1000, in: 1...100_000,
+        "Write when this many positions are queued (and never more per transaction).")
+    public static let interval = Option("batch.interval", default: Duration.seconds(1), minimum: .milliseconds(10),
+        "Write what is queued this long after the first unwritten position arrived, even if the batch is not full.")
+    public static let retryInitial = Option("retry.initial", default: Duration.milliseconds(500), minimum: .milliseconds(1),
+        "First delay after a failed connection or transaction; doubles per attempt (±20% jitter).")
+    public static let retryMax = Option("retry.max", default: Duration.seconds(30), minimum: .milliseconds(1),
+        "Longest retry delay.")
+
     static let sslModes = ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"]
 
     public static let info = PluginInfo(
@@ -16,18 +41,18 @@ public enum PostgresSinkPlugin: SinkPlugin {
             OptionSpec("password", "string", default: "none", "Password (use ${secret:NAME}); overrides one in url, PGPASSWORD and ~/.pgpass. Never logged."),
             OptionSpec("sslmode", "disable | allow | prefer | require | verify-ca | verify-full", default: "from url or PGSSLMODE, else prefer", "TLS to the server; verify-full checks the certificate and the host name."),
             OptionSpec("sslrootcert", "path", default: "from url, else ~/.postgresql/root.crt", "PEM file of the CA certificates that sign the server's certificate (for verify-ca / verify-full)."),
-            OptionSpec("connect_timeout", "duration", default: "\"10s\"", "Longest wait for a connection (TCP, TLS and login); then retried with backoff."),
-            OptionSpec("statement_timeout", "duration", default: "\"30s\"", "PostgreSQL's statement_timeout for the sink's session; a batch that takes longer is rolled back and retried."),
-            OptionSpec("schema", "string", default: "\"public\"", "Schema of the three tables (created with them when missing)."),
-            OptionSpec("tables.positions", "string", default: "\"positions\"", "Table of every position, one row per id."),
-            OptionSpec("tables.latest", "string", default: "\"latest\"", "Table of each device's newest fix, one row per device."),
-            OptionSpec("tables.events", "string", default: "\"events\"", "Table of geofence and receiver-health events."),
-            OptionSpec("create_tables", "boolean", default: "true", "Create missing tables (and their indexes, the schema, and the postgis extension when the user may); false only checks them. Existing tables are checked either way and never altered."),
-            OptionSpec("china_bounds", "box | none", default: "\"box\"", "Where GCJ-02 applies when GCJ-02 and BD-09 positions are converted back to WGS84 for geom; match the coordinates transform's china_bounds."),
-            OptionSpec("batch.max_positions", "integer", default: "1000", "Write when this many positions are queued (and never more per transaction)."),
-            OptionSpec("batch.interval", "duration", default: "\"1s\"", "Write what is queued this long after the first unwritten position arrived, even if the batch is not full."),
-            OptionSpec("retry.initial", "duration", default: "\"500ms\"", "First delay after a failed connection or transaction; doubles per attempt (±20% jitter)."),
-            OptionSpec("retry.max", "duration", default: "\"30s\"", "Longest retry delay."),
+            connectTimeout.spec,
+            statementTimeout.spec,
+            schema.spec,
+            positionsTable.spec,
+            latestTable.spec,
+            eventsTable.spec,
+            createTables.spec,
+            chinaBounds.spec,
+            maxPositions.spec,
+            interval.spec,
+            retryInitial.spec,
+            retryMax.spec,
         ] + OutboxOptions.specs,
         sample: #"{ "type": "postgres", "inputs": ["receiver"], "url": "postgresql://locgate@127.0.0.1:5432/tracks?sslmode=prefer", "password": "${secret:TRACKS_PASSWORD:-}", "queue": { "path": "postgres-outbox.sqlite" } }"#
     )
@@ -51,44 +76,44 @@ public enum PostgresSinkPlugin: SinkPlugin {
         c.password = options.secretString("password")
         if options.has("sslmode") { c.sslMode = options.choice("sslmode", sslModes, default: "prefer") }
         c.sslRootCert = options.filePath("sslrootcert")
-        c.connectTimeout = options.duration("connect_timeout", default: .seconds(10), minimum: .milliseconds(100))
-        c.statementTimeout = options.duration("statement_timeout", default: .seconds(30), minimum: .milliseconds(100))
+        c.connectTimeout = options.read(connectTimeout)
+        c.statementTimeout = options.read(statementTimeout)
 
-        func identifier(_ reader: inout OptionReader, _ key: String, default value: String) -> String {
-            let name = reader.string(key, default: value)
+        func identifier(_ reader: inout OptionReader, _ option: Option<String>) -> String {
+            let name = reader.read(option)
             if name.isEmpty {
-                reader.report(key, "must not be empty")
-                return value
+                reader.report(option.key, "must not be empty")
+                return option.defaultValue
             }
             // PostgreSQL cuts longer names silently: the checks would look for a table that never exists.
             if name.utf8.count > 63 {
-                reader.report(key, "PostgreSQL names are at most 63 bytes, got \(name.utf8.count)")
-                return value
+                reader.report(option.key, "PostgreSQL names are at most 63 bytes, got \(name.utf8.count)")
+                return option.defaultValue
             }
             return name
         }
-        c.tables.schema = identifier(&options, "schema", default: "public")
+        c.tables.schema = identifier(&options, schema)
         if var tables = options.object("tables") {
-            c.tables.positions = identifier(&tables, "positions", default: "positions")
-            c.tables.latest = identifier(&tables, "latest", default: "latest")
-            c.tables.events = identifier(&tables, "events", default: "events")
+            c.tables.positions = identifier(&tables, positionsTable)
+            c.tables.latest = identifier(&tables, latestTable)
+            c.tables.events = identifier(&tables, eventsTable)
             let names = TableRole.allCases.map { c.tables.name($0) }
             if Set(names).count < names.count {
                 tables.report("", "the three tables need three names, got \(names.joined(separator: ", "))")
             }
             tables.finish()
         }
-        c.createTables = options.bool("create_tables", default: true)
-        c.chinaBounds = options.choice("china_bounds", ["box", "none"], default: "box") == "none" ? .none : .box
+        c.createTables = options.read(createTables)
+        c.chinaBounds = options.read(chinaBounds)
 
         if var batch = options.object("batch") {
-            c.maxPositions = batch.int("max_positions", default: 1000, in: 1...100_000)
-            c.interval = batch.duration("interval", default: .seconds(1), minimum: .milliseconds(10))
+            c.maxPositions = batch.read(maxPositions)
+            c.interval = batch.read(interval)
             batch.finish()
         }
         if var retry = options.object("retry") {
-            c.retryInitial = retry.duration("initial", default: .milliseconds(500), minimum: .milliseconds(1))
-            c.retryMax = retry.duration("max", default: .seconds(30), minimum: .milliseconds(1))
+            c.retryInitial = retry.read(retryInitial)
+            c.retryMax = retry.read(retryMax)
             if c.retryMax < c.retryInitial { retry.report("max", "must be at least retry.initial (\(DurationText.format(c.retryInitial)))") }
             retry.finish()
         }

@@ -13,11 +13,12 @@ struct SerialLineSettings: Sendable, Equatable {
     enum Parity: String, Sendable, CaseIterable { case none, odd, even, mark, space }
     enum FlowControl: String, Sendable, CaseIterable { case none, xonxoff, rtscts, dtrdsr }
 
-    var baud = 9600
-    var dataBits = 8
-    var parity: Parity = .none
-    var stopBits = 1
-    var flowControl: FlowControl = .none
+    /// The line's speed; `"auto"` tries several before a port is opened for good.
+    var baud = SerialSourcePlugin.baud.defaultValue ?? 9600
+    var dataBits = SerialSourcePlugin.dataBits.defaultValue
+    var parity = SerialSourcePlugin.parity.defaultValue
+    var stopBits = SerialSourcePlugin.stopBits.defaultValue
+    var flowControl = SerialSourcePlugin.flowControl.defaultValue
 }
 
 /// An open serial port. Not thread-safe: one caller at a time (the source's run loop).

@@ -16,21 +16,21 @@ public struct SerialSourceConfiguration: Sendable {
     /// `port` or `match`.
     public var selector: Selector = .path("")
     /// A fixed rate, or nil to detect it among ``SerialSourceConfiguration/autoBaudRates``.
-    public var baud: Int? = 9600
+    public var baud = SerialSourcePlugin.baud.defaultValue
     /// Baud (when fixed), data bits, parity, stop bits, flow control.
     var line = SerialLineSettings()
     /// Lines written after opening, each ending in CR LF.
     public var initLines: [String] = []
     /// Turn each init line's body into `$BODY*HH` with its checksum.
-    public var initChecksum = false
+    public var initChecksum = SerialSourcePlugin.initChecksum.defaultValue
     /// No bytes for this long closes the port and reconnects.
-    public var stallTimeout: Duration = .seconds(5)
+    public var stallTimeout = SerialSourcePlugin.stallTimeout.defaultValue
     /// Longest wait between reconnection attempts.
-    public var backoffCap: Duration = .seconds(5)
+    public var backoffCap = SerialSourcePlugin.backoffCap.defaultValue
     /// Device id for positions; nil: the USB serial number when known, else the port path.
     public var device: String?
     /// Reject sentences without a `*HH` checksum.
-    public var requireChecksum = true
+    public var requireChecksum = SerialSourcePlugin.requireChecksum.defaultValue
     /// Health events; nil for none.
     public var health: HealthConfiguration?
     /// Sleep the receiver between windows; nil keeps it on.
@@ -103,6 +103,37 @@ public struct SerialPortMatch: Sendable, Equatable {
 
 /// The `serial` source: NMEA from a receiver on a serial port (USB, UART, Bluetooth), via libserialport.
 public enum SerialSourcePlugin: SourcePlugin {
+    /// nil is `"auto"`.
+    public static let baud = Option<Int?>("baud", default: 9600, typeName: "integer | \"auto\"",
+        "Bits per second; \"auto\" tries 4800, 9600, 19200, 38400, 57600, 115200 and keeps the first that yields checksum-valid sentences.",
+        jsonText: { $0.map(String.init) ?? OptionText.string("auto") },
+        read: { key, reader in
+            switch reader.value(key) {
+            case nil: return nil
+            case .string("auto")?: return .some(nil)
+            case .number?: return reader.optionalInt(key, in: 50...4_000_000).map { .some($0) }
+            case let other?:
+                reader.report(key, "expected a number of bits per second or \"auto\", got \(other.jsonText)")
+                return nil
+            }
+        })
+    static let dataBits = Option("data_bits", default: 8, in: 5...8,
+        "Data bits, 5 to 8.")
+    static let parity = Option("parity", default: SerialLineSettings.Parity.none,
+        "Parity.")
+    static let stopBits = Option("stop_bits", default: 1, in: 1...2,
+        "Stop bits, 1 or 2.")
+    static let flowControl = Option("flow_control", default: SerialLineSettings.FlowControl.none,
+        "Flow control.")
+    public static let initChecksum = Option("init_checksum", default: false,
+        "Treat init lines as sentence bodies (\"PMTK220,100\") and write them as $BODY*HH with the checksum computed.")
+    public static let stallTimeout = Option("stall_timeout", default: Duration.seconds(5), minimum: .milliseconds(500),
+        "No bytes for this long counts as a fault: close and reconnect.")
+    public static let backoffCap = Option("backoff_cap", default: Duration.seconds(5), minimum: .milliseconds(200),
+        "Longest wait between reconnection attempts (exponential backoff from 200ms).")
+    public static let requireChecksum = Option("require_checksum", default: true,
+        "Reject sentences without a *HH checksum.")
+
     public static let info = PluginInfo(
         type: "serial", kind: .source,
         summary: "Reads NMEA 0183 from a GNSS receiver on a serial port (USB, UART, Bluetooth) via libserialport, with hot-plug and stall recovery.",
@@ -110,17 +141,17 @@ public enum SerialSourcePlugin: SourcePlugin {
         options: [
             OptionSpec("port", "path", default: "none", "Device path (/dev/ttyACM0, /dev/serial/by-id/…). Exactly one of port and match is required."),
             OptionSpec("match", "object", default: "none", "Pick the port by enumeration: { \"vid\": \"1546\", \"pid\": \"01a7\", \"serial\": \"…\", \"description\": \"u-blox\" } (ids hex; description is a case-insensitive substring of description, manufacturer or product). Re-enumerated on every reconnect."),
-            OptionSpec("baud", "integer | \"auto\"", default: "9600", "Bits per second; \"auto\" tries 4800, 9600, 19200, 38400, 57600, 115200 and keeps the first that yields checksum-valid sentences."),
-            OptionSpec("data_bits", "integer", default: "8", "Data bits, 5 to 8."),
-            OptionSpec("parity", "none | odd | even | mark | space", default: "\"none\"", "Parity."),
-            OptionSpec("stop_bits", "integer", default: "1", "Stop bits, 1 or 2."),
-            OptionSpec("flow_control", "none | xonxoff | rtscts | dtrdsr", default: "\"none\"", "Flow control."),
+            baud.spec,
+            dataBits.spec,
+            parity.spec,
+            stopBits.spec,
+            flowControl.spec,
             OptionSpec("init", "array", default: "[]", "Lines written to the receiver after every open (e.g. \"$PMTK220,100*2F\"); CR LF is added."),
-            OptionSpec("init_checksum", "boolean", default: "false", "Treat init lines as sentence bodies (\"PMTK220,100\") and write them as $BODY*HH with the checksum computed."),
-            OptionSpec("stall_timeout", "duration", default: "\"5s\"", "No bytes for this long counts as a fault: close and reconnect."),
-            OptionSpec("backoff_cap", "duration", default: "\"5s\"", "Longest wait between reconnection attempts (exponential backoff from 200ms)."),
+            initChecksum.spec,
+            stallTimeout.spec,
+            backoffCap.spec,
             OptionSpec("device", "string", default: "USB serial number, else the port path", "Device id given to every position."),
-            OptionSpec("require_checksum", "boolean", default: "true", "Reject sentences without a *HH checksum."),
+            requireChecksum.spec,
         ] + HealthConfiguration.optionSpecs + DutyCycleConfiguration.optionSpecs(methods: true, summary: "Wakes the receiver for a window of on every every and puts it to sleep in between (see Docs/Power-and-health.md); positions outside the windows are dropped (duty.outside_window)."),
         sample: #"{ "type": "serial", "port": "/dev/ttyACM0", "baud": 9600, "init": ["PMTK220,1000"], "init_checksum": true, "stall_timeout": "5s" }"#
     )
@@ -138,28 +169,22 @@ public enum SerialSourcePlugin: SourcePlugin {
         case (nil, nil):
             if !options.has("match") { options.report("port", "required option is missing (or give match)") }
         }
-        if let v = options.value("baud") {
-            switch v {
-            case .string("auto"): c.baud = nil
-            case .number: c.baud = options.int("baud", default: 9600, in: 50...4_000_000)
-            default: options.report("baud", "expected a number of bits per second or \"auto\", got \(v.jsonText)")
-            }
-        }
-        c.line.dataBits = options.int("data_bits", default: 8, in: 5...8)
-        c.line.parity = SerialLineSettings.Parity(rawValue: options.choice("parity", SerialLineSettings.Parity.allCases.map(\.rawValue), default: "none")) ?? .none
-        c.line.stopBits = options.int("stop_bits", default: 1, in: 1...2)
-        c.line.flowControl = SerialLineSettings.FlowControl(rawValue: options.choice("flow_control", SerialLineSettings.FlowControl.allCases.map(\.rawValue), default: "none")) ?? .none
+        c.baud = options.read(baud)
+        c.line.dataBits = options.read(dataBits)
+        c.line.parity = options.read(parity)
+        c.line.stopBits = options.read(stopBits)
+        c.line.flowControl = options.read(flowControl)
         c.initLines = options.stringArray("init") ?? []
-        c.initChecksum = options.bool("init_checksum", default: false)
+        c.initChecksum = options.read(initChecksum)
         if c.initChecksum {
             for (i, line) in c.initLines.enumerated() where line.contains("*") {
                 options.report("init[\(i)]", "already has a *HH checksum while init_checksum is true; give the body only, e.g. \"PMTK220,1000\"")
             }
         }
-        c.stallTimeout = options.duration("stall_timeout", default: .seconds(5), minimum: .milliseconds(500))
-        c.backoffCap = options.duration("backoff_cap", default: .seconds(5), minimum: .milliseconds(200))
+        c.stallTimeout = options.read(stallTimeout)
+        c.backoffCap = options.read(backoffCap)
         c.device = options.string("device")
-        c.requireChecksum = options.bool("require_checksum", default: true)
+        c.requireChecksum = options.read(requireChecksum)
         c.health = HealthConfiguration.read(&options)
         c.dutyCycle = DutyCycleConfiguration.read(&options, methods: true)
         if let b = c.baud { c.line.baud = b }

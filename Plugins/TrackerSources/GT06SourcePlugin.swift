@@ -12,6 +12,9 @@ public struct GT06SourceConfiguration: Sendable, Hashable {
 /// checked); logins answered once the device is accepted, positions once they were handled
 /// end to end, heartbeats at once.
 public enum GT06SourcePlugin: SourcePlugin {
+    public static let timezone = Option("timezone", default: "+00:00",
+        "The time zone the devices' clocks are set to, as an offset from UTC such as \"+08:00\" (most GT06 devices send UTC).")
+
     static let defaultListen = "127.0.0.1:5023"
     static let maxFrameBytes = 2_048
 
@@ -20,14 +23,14 @@ public enum GT06SourcePlugin: SourcePlugin {
         summary: "GT06 / Concox / Jimi trackers that connect to locgate; logins answered once the IMEI is accepted, positions only once every sink took them over, heartbeats at once.",
         folder: "TrackerSources",
         options: TrackerSourceConfiguration.optionSpecs(defaultListen: defaultListen, maxFrameBytes: maxFrameBytes) + [
-            OptionSpec("timezone", "string", default: "\"+00:00\"", "The time zone the devices' clocks are set to, as an offset from UTC such as \"+08:00\" (most GT06 devices send UTC)."),
+            timezone.spec,
         ],
         sample: #"{ "type": "gt06", "listen": "0.0.0.0:5023", "devices": "gt06-devices.json", "timezone": "+00:00" }"#
     )
 
     public static func configure(_ options: inout OptionReader) -> GT06SourceConfiguration {
         var c = GT06SourceConfiguration(common: .read(&options, defaultListen: defaultListen, maxFrameBytes: maxFrameBytes))
-        let zone = options.string("timezone", default: "+00:00")
+        let zone = options.read(timezone)
         if let offset = parseOffset(zone) {
             c.timeZoneOffset = offset
         } else {

@@ -10,6 +10,9 @@ public struct TeltonikaSourceConfiguration: Sendable, Hashable {
 /// 8 Extended and 16; each frame's record count is answered only once all its records were
 /// handled end to end.
 public enum TeltonikaSourcePlugin: SourcePlugin {
+    public static let udp = Option("udp", default: false,
+        "Listen for UDP datagrams (the device's UDP mode) instead of TCP connections; the connection limits then do not apply.")
+
     static let defaultListen = "127.0.0.1:5027"
     static let maxFrameBytes = 16_384
 
@@ -18,14 +21,14 @@ public enum TeltonikaSourcePlugin: SourcePlugin {
         summary: "Teltonika trackers that connect to locgate (Codec 8, 8 Extended, 16; TCP or UDP); a frame's records are acknowledged to the device only once every sink took them over.",
         folder: "TrackerSources",
         options: TrackerSourceConfiguration.optionSpecs(defaultListen: defaultListen, maxFrameBytes: maxFrameBytes) + [
-            OptionSpec("udp", "boolean", default: "false", "Listen for UDP datagrams (the device's UDP mode) instead of TCP connections; the connection limits then do not apply."),
+            udp.spec,
         ],
         sample: #"{ "type": "teltonika", "listen": "0.0.0.0:5027", "devices": { "356307042441013": "truck-7" } }"#
     )
 
     public static func configure(_ options: inout OptionReader) -> TeltonikaSourceConfiguration {
-        let udp = options.bool("udp", default: false)
-        return TeltonikaSourceConfiguration(common: .read(&options, defaultListen: defaultListen, maxFrameBytes: maxFrameBytes, udp: udp))
+        let useUDP = options.read(udp)
+        return TeltonikaSourceConfiguration(common: .read(&options, defaultListen: defaultListen, maxFrameBytes: maxFrameBytes, udp: useUDP))
     }
 
     public static func claims(of configuration: TeltonikaSourceConfiguration) -> [String] { configuration.common.claims }

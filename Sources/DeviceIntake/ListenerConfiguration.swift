@@ -4,39 +4,56 @@ import SystemIO
 /// What every listening TCP source shares: where it listens and the limits that keep hostile or
 /// broken clients from costing more than a bounded share of the machine.
 public struct ListenerConfiguration: Sendable, Hashable {
+    public static let maxConnectionsOption = Option("max_connections", default: 10_000, in: 1...1_000_000,
+        "Connections open at once; more are closed at once and counted (connections.refused.limit).")
+    public static let maxConnectionsPerAddressOption = Option("max_connections_per_address", default: 1_000, in: 0...1_000_000,
+        "Connections open at once from one IP address (0: no limit). Devices behind a carrier's NAT share addresses: raise it for large fleets.")
+    public static let handshakeTimeoutOption = Option("handshake_timeout", default: Duration.seconds(30), minimum: .milliseconds(100),
+        "A connection that has not identified its device within this is closed.")
+    public static let idleTimeoutOption = Option("idle_timeout", default: Duration.seconds(900), minimum: .seconds(1),
+        "A connection without a byte for this long is closed (devices reconnect).")
+    public static let maxUnackedOption = Option("max_unacked", default: 1_000, in: 1...1_000_000,
+        "Positions of one connection waiting for their commit; beyond it the connection is not read (TCP back-pressure), never dropped.")
+
     public var listen: ListenAddress
     /// Connections open at once; more are accepted and closed at once (counted).
-    public var maxConnections = 10_000
+    public var maxConnections = ListenerConfiguration.maxConnectionsOption.defaultValue
     /// Connections open at once from one IP address; 0 for no limit.
-    public var maxConnectionsPerAddress = 1_000
+    public var maxConnectionsPerAddress = ListenerConfiguration.maxConnectionsPerAddressOption.defaultValue
     /// A connection that has not identified its device within this is closed.
-    public var handshakeTimeout: Duration = .seconds(30)
+    public var handshakeTimeout = ListenerConfiguration.handshakeTimeoutOption.defaultValue
     /// A connection without a byte for this long is closed.
-    public var idleTimeout: Duration = .seconds(900)
+    public var idleTimeout = ListenerConfiguration.idleTimeoutOption.defaultValue
     /// A frame longer than this is a bad frame (a length field is never trusted for an allocation).
     public var maxFrameBytes: Int
     /// Positions of one connection waiting for their commit; beyond, the connection is not read.
-    public var maxUnacked = 1_000
+    public var maxUnacked = ListenerConfiguration.maxUnackedOption.defaultValue
 
     public init(listen: ListenAddress, maxFrameBytes: Int) {
         self.listen = listen
         self.maxFrameBytes = maxFrameBytes
     }
 
+    /// `max_frame_bytes`, whose default is the protocol's.
+    static func maxFrameBytesOption(_ protocolDefault: Int) -> Option<Int> {
+        Option("max_frame_bytes", default: protocolDefault, in: 64...(16 << 20),
+               "A frame longer than this is a bad frame (counted, never answered, never allocated).")
+    }
+
     /// The options, with a protocol's default address and frame limit.
     public static func optionSpecs(defaultListen: String, maxFrameBytes: Int, handshake: Bool = true) -> [OptionSpec] {
         var specs = [
             OptionSpec("listen", "string", default: "\"\(defaultListen)\"", "Address and port to listen on; \"0.0.0.0:\(defaultListen.split(separator: ":").last ?? "")\" (or \"[::]:…\") to reach devices on the network."),
-            OptionSpec("max_connections", "integer", default: "10000", "Connections open at once; more are closed at once and counted (connections.refused.limit)."),
-            OptionSpec("max_connections_per_address", "integer", default: "1000", "Connections open at once from one IP address (0: no limit). Devices behind a carrier's NAT share addresses: raise it for large fleets."),
+            maxConnectionsOption.spec,
+            maxConnectionsPerAddressOption.spec,
         ]
         if handshake {
-            specs.append(OptionSpec("handshake_timeout", "duration", default: "\"30s\"", "A connection that has not identified its device within this is closed."))
+            specs.append(handshakeTimeoutOption.spec)
         }
         specs += [
-            OptionSpec("idle_timeout", "duration", default: "\"15m\"", "A connection without a byte for this long is closed (devices reconnect)."),
-            OptionSpec("max_frame_bytes", "integer", default: "\(maxFrameBytes)", "A frame longer than this is a bad frame (counted, never answered, never allocated)."),
-            OptionSpec("max_unacked", "integer", default: "1000", "Positions of one connection waiting for their commit; beyond it the connection is not read (TCP back-pressure), never dropped."),
+            idleTimeoutOption.spec,
+            maxFrameBytesOption(maxFrameBytes).spec,
+            maxUnackedOption.spec,
         ]
         return specs
     }
@@ -50,14 +67,14 @@ public struct ListenerConfiguration: Sendable, Hashable {
         } else {
             options.report("listen", ListenAddress.problem(text, example: defaultListen))
         }
-        c.maxConnections = options.int("max_connections", default: c.maxConnections, in: 1...1_000_000)
-        c.maxConnectionsPerAddress = options.int("max_connections_per_address", default: c.maxConnectionsPerAddress, in: 0...1_000_000)
+        c.maxConnections = options.read(maxConnectionsOption)
+        c.maxConnectionsPerAddress = options.read(maxConnectionsPerAddressOption)
         if handshake {
-            c.handshakeTimeout = options.duration("handshake_timeout", default: c.handshakeTimeout, minimum: .milliseconds(100))
+            c.handshakeTimeout = options.read(handshakeTimeoutOption)
         }
-        c.idleTimeout = options.duration("idle_timeout", default: c.idleTimeout, minimum: .seconds(1))
-        c.maxFrameBytes = options.int("max_frame_bytes", default: maxFrameBytes, in: 64...(16 << 20))
-        c.maxUnacked = options.int("max_unacked", default: c.maxUnacked, in: 1...1_000_000)
+        c.idleTimeout = options.read(idleTimeoutOption)
+        c.maxFrameBytes = options.read(maxFrameBytesOption(maxFrameBytes))
+        c.maxUnacked = options.read(maxUnackedOption)
         return c
     }
 

@@ -103,6 +103,11 @@ extension DeviceStateStore {
 
 /// `settings.state`: where per-device state is kept.
 public struct StateSettings: Sendable, Hashable {
+    public static let intervalOption = Option("state.interval", default: Duration.zero,
+        "Gather state writes for up to this long into one transaction; acknowledgements upstream wait for them. 0: written as soon as each batch is acknowledged.")
+    public static let maxAgeOption = Option("state.max_age", default: Duration.seconds(30 * 86_400), minimum: .seconds(1),
+        "A device's state not written for this long is forgotten (at start and hourly; with state.nats, the bucket's TTL when locgate creates it).")
+
     /// The SQLite file; nil: beside the first durable queue, or in memory only when there is none.
     public var path: String?
     /// Another place than an SQLite file (`"nats": {…}`: a JetStream Key-Value bucket shared by
@@ -110,15 +115,16 @@ public struct StateSettings: Sendable, Hashable {
     public var backend: PreparedStateBackend?
     /// Writes wait up to this long to be gathered into one transaction (and the acknowledgements
     /// upstream with them); zero: each batch's changes are written as soon as it is acknowledged.
-    public var interval: Duration = .zero
+    public var interval = StateSettings.intervalOption.defaultValue
     /// State not written for this long is forgotten.
-    public var maxAge: Duration = StateSettings.defaultMaxAge
+    public var maxAge = StateSettings.defaultMaxAge
     /// `max_age`'s default: 30 days.
-    public static let defaultMaxAge: Duration = .seconds(30 * 86_400)
+    public static var defaultMaxAge: Duration { maxAgeOption.defaultValue }
     /// `"state": null`: in memory only, whatever the queues.
     public var disabled = false
 
-    public init(path: String? = nil, interval: Duration = .zero, maxAge: Duration = StateSettings.defaultMaxAge, disabled: Bool = false) {
+    public init(path: String? = nil, interval: Duration = StateSettings.intervalOption.defaultValue, maxAge: Duration = StateSettings.defaultMaxAge,
+                disabled: Bool = false) {
         self.path = path
         self.interval = interval
         self.maxAge = maxAge
@@ -131,8 +137,8 @@ public struct StateSettings: Sendable, Hashable {
         OptionSpec("state", "object | null", default: "{} (beside the first durable queue)", "Where stateful transforms (geofence events, distance_filter, throttle, dedupe, jump_filter) keep per-device state across restarts; null: in memory only."),
         OptionSpec("state.path", "path", default: "state-<queue file> beside the first durable queue", "SQLite file of the state store; without it and without a durable queue, state is kept in memory only (logged at start)."),
         OptionSpec("state.nats", "object", default: "none", "Keep the state in a NATS JetStream Key-Value bucket instead of a file, shared by partitioned aggregators so a partition moved to another aggregator takes its devices' state along (options below); exclusive with state.path."),
-        OptionSpec("state.interval", "duration", default: "\"0s\"", "Gather state writes for up to this long into one transaction; acknowledgements upstream wait for them. 0: written as soon as each batch is acknowledged."),
-        OptionSpec("state.max_age", "duration", default: "\"30d\"", "A device's state not written for this long is forgotten (at start and hourly; with state.nats, the bucket's TTL when locgate creates it)."),
+        intervalOption.spec,
+        maxAgeOption.spec,
     ]
 
     /// Reads `settings.state` (the reader is at `settings`); `registry` knows the backends besides SQLite.
@@ -158,8 +164,8 @@ public struct StateSettings: Sendable, Hashable {
             s.report("path", "give either state.path (an SQLite file) or state.\(backend.key), not both")
             s.report(backend.key, "give either state.\(backend.key) or state.path (an SQLite file), not both")
         }
-        result.interval = s.duration("interval", default: .zero)
-        result.maxAge = s.duration("max_age", default: StateSettings.defaultMaxAge, minimum: .seconds(1))
+        result.interval = s.read(intervalOption)
+        result.maxAge = s.read(maxAgeOption)
         s.finish()
         return result
     }

@@ -4,6 +4,11 @@
 /// multiple of `every`, and lasts `on`. Many trackers with the same schedule wake together;
 /// different offsets spread them.
 public struct DutyCycleConfiguration: Sendable, Hashable {
+    public static let offsetOption = Option("duty_cycle.offset", default: Duration.zero,
+        "Shifts the windows (spread many trackers, or align them); shorter than every.")
+    public static let emitOption = Option("duty_cycle.emit", default: Emit.best,
+        "best: one position per window, the first fix meeting max_hdop and max_horizontal_error, else the window's last fix; all: every position of the window.")
+
     /// How the receiver is put to sleep and woken (serial source only).
     public enum Method: String, Sendable, Hashable, CaseIterable {
         /// u-blox: UBX-RXM-PMREQ backup mode until woken, woken by a byte on its RX line.
@@ -26,17 +31,17 @@ public struct DutyCycleConfiguration: Sendable, Hashable {
 
     public var on: Duration
     public var every: Duration
-    public var offset: Duration = .zero
+    public var offset = DutyCycleConfiguration.offsetOption.defaultValue
     /// nil for sources that have no method (gpsd).
     public var method: Method?
     /// Lines written to sleep / wake the receiver with method `commands` (CR LF added).
     public var sleep: [String] = []
     public var wake: [String] = []
-    public var emit: Emit = .best
+    public var emit = DutyCycleConfiguration.emitOption.defaultValue
     public var maxHDOP: Double?
     public var maxHorizontalError: Double?
 
-    public init(on: Duration, every: Duration, offset: Duration = .zero, method: Method? = nil) {
+    public init(on: Duration, every: Duration, offset: Duration = DutyCycleConfiguration.offsetOption.defaultValue, method: Method? = nil) {
         self.on = on
         self.every = every
         self.offset = offset
@@ -49,7 +54,7 @@ public struct DutyCycleConfiguration: Sendable, Hashable {
             OptionSpec("duty_cycle", "object", default: "none (always on)", summary),
             OptionSpec("duty_cycle.on", "duration", required: true, "Length of each window in which the receiver is awake; shorter than every."),
             OptionSpec("duty_cycle.every", "duration", required: true, "Window period; windows start when wall-clock time (UTC, since the epoch) minus offset is a multiple of it."),
-            OptionSpec("duty_cycle.offset", "duration", default: "\"0s\"", "Shifts the windows (spread many trackers, or align them); shorter than every."),
+            offsetOption.spec,
         ]
         if methods {
             specs += [
@@ -59,7 +64,7 @@ public struct DutyCycleConfiguration: Sendable, Hashable {
             ]
         }
         specs += [
-            OptionSpec("duty_cycle.emit", "best | all", default: "\"best\"", "best: one position per window, the first fix meeting max_hdop and max_horizontal_error, else the window's last fix; all: every position of the window."),
+            emitOption.spec,
             OptionSpec("duty_cycle.max_hdop", "number", default: "none", "With emit best: a fix with a higher HDOP is not good enough to end the search."),
             OptionSpec("duty_cycle.max_horizontal_error", "number", default: "none", "With emit best: a fix with a larger 1-sigma horizontal error (metres) is not good enough to end the search."),
         ]
@@ -74,7 +79,7 @@ public struct DutyCycleConfiguration: Sendable, Hashable {
         let every = d.duration("every")
         if on == nil && !d.has("on") { d.report("on", "required option is missing (the length of each window, e.g. \"10s\")"); ok = false }
         if every == nil && !d.has("every") { d.report("every", "required option is missing (the window period, e.g. \"2m\")"); ok = false }
-        let offset = d.duration("offset", default: .zero)
+        let offset = d.read(offsetOption)
         var c = DutyCycleConfiguration(on: on ?? .seconds(1), every: every ?? .seconds(2), offset: offset)
         if let on, let every {
             if on <= .zero { d.report("on", "must be longer than 0s"); ok = false }
@@ -110,7 +115,7 @@ public struct DutyCycleConfiguration: Sendable, Hashable {
                 }
             }
         }
-        c.emit = Emit(rawValue: d.choice("emit", Emit.allCases.map(\.rawValue), default: "best")) ?? .best
+        c.emit = d.read(emitOption)
         c.maxHDOP = d.optionalDouble("max_hdop", in: 0...100)
         c.maxHorizontalError = d.optionalDouble("max_horizontal_error", in: 0...1e7)
         if c.emit == .all {

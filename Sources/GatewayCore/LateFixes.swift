@@ -38,21 +38,24 @@ public struct LateFixes: Sendable, Hashable {
     /// The attribute a passed late position carries.
     public static let attribute = "late"
 
-    /// The options every stateful transform documents, in its `PluginInfo`.
-    public static let options: [OptionSpec] = [
-        OptionSpec("late", "pass | drop", default: "\"pass\"", "A position older than the newest one this transform took for its device is late: it changes no state (no event, no new reference) and is counted as late; pass: passed on with the attribute late = \"true\"; drop: dropped (dropped.late)."),
-        OptionSpec("late_limit", "duration", default: "\"1h\"", "A position more than this older than its device's newest is not late but time starting again (a replay looping, a clock reset) and is taken as before; 0: no limit, every older position is late."),
-    ]
+    public static let actionOption = Option("late", default: Action.pass,
+        "A position older than the newest one this transform took for its device is late: it changes no state (no event, no new reference) and is counted as late; pass: passed on with the attribute late = \"true\"; drop: dropped (dropped.late).")
+    /// Zero is no limit: ``limit`` is nil then.
+    public static let limitOption = Option("late_limit", default: Duration.seconds(3600),
+        "A position more than this older than its device's newest is not late but time starting again (a replay looping, a clock reset) and is taken as before; 0: no limit, every older position is late.")
 
-    public init(action: Action = .pass, limit: Duration? = .seconds(3600)) {
+    /// The options every stateful transform documents, in its `PluginInfo`.
+    public static var options: [OptionSpec] { [actionOption.spec, limitOption.spec] }
+
+    public init(action: Action = actionOption.defaultValue, limit: Duration? = limitOption.defaultValue) {
         self.action = action
         self.limit = limit
     }
 
     /// Reads `late` and `late_limit`.
     public init(options: inout OptionReader) {
-        action = Action(rawValue: options.choice("late", Action.allCases.map(\.rawValue), default: "pass")) ?? .pass
-        let limit = options.duration("late_limit", default: .seconds(3600))
+        action = options.read(Self.actionOption)
+        let limit = options.read(Self.limitOption)
         self.limit = limit > .zero ? limit : nil
     }
 

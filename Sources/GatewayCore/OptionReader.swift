@@ -145,10 +145,15 @@ public struct OptionReader {
 
     /// One of a fixed set of spellings.
     public mutating func choice(_ key: String, _ allowed: [String], default value: String) -> String {
-        guard let s = string(key) else { return value }
+        optionalChoice(key, allowed) ?? value
+    }
+
+    /// One of a fixed set of spellings, or nil when absent or not one of them (reported).
+    public mutating func optionalChoice(_ key: String, _ allowed: [String]) -> String? {
+        guard let s = string(key) else { return nil }
         guard allowed.contains(s) else {
             report(key, "expected one of \(allowed.map { "\"\($0)\"" }.joined(separator: ", ")), got \"\(s)\"\(Suggestion.hint(for: s, among: allowed))")
-            return value
+            return nil
         }
         return s
     }
@@ -214,12 +219,7 @@ public struct OptionReader {
     }
 
     public mutating func double(_ key: String, default value: Double, in range: ClosedRange<Double>? = nil) -> Double {
-        guard let n = double(key) else { return value }
-        if let r = range, !r.contains(n) {
-            report(key, "must be between \(JSONValue.number(r.lowerBound).jsonText) and \(JSONValue.number(r.upperBound).jsonText), got \(JSONValue.number(n).jsonText)")
-            return value
-        }
-        return n
+        (range.map { optionalDouble(key, in: $0) } ?? double(key)) ?? value
     }
 
     public mutating func optionalDouble(_ key: String, in range: ClosedRange<Double>) -> Double? {
@@ -241,12 +241,7 @@ public struct OptionReader {
     }
 
     public mutating func int(_ key: String, default value: Int, in range: ClosedRange<Int>? = nil) -> Int {
-        guard let n = int(key) else { return value }
-        if let r = range, !r.contains(n) {
-            report(key, "must be between \(r.lowerBound) and \(r.upperBound), got \(n)")
-            return value
-        }
-        return n
+        (range.map { optionalInt(key, in: $0) } ?? int(key)) ?? value
     }
 
     public mutating func optionalInt(_ key: String, in range: ClosedRange<Int>) -> Int? {
@@ -259,10 +254,15 @@ public struct OptionReader {
     }
 
     public mutating func bool(_ key: String, default value: Bool) -> Bool {
-        guard let v = fetch(key) else { return value }
+        optionalBool(key) ?? value
+    }
+
+    /// A boolean, or nil when absent or not a boolean (reported).
+    public mutating func optionalBool(_ key: String) -> Bool? {
+        guard let v = fetch(key) else { return nil }
         guard case .bool(let b) = v else {
             report(key, "expected true or false, got \(v.kindName)")
-            return value
+            return nil
         }
         return b
     }
@@ -284,10 +284,15 @@ public struct OptionReader {
     }
 
     public mutating func duration(_ key: String, default value: Duration, minimum: Duration = .zero) -> Duration {
-        guard let d = duration(key) else { return value }
+        optionalDuration(key, minimum: minimum) ?? value
+    }
+
+    /// A duration of at least `minimum`, or nil when absent or wrong (reported).
+    public mutating func optionalDuration(_ key: String, minimum: Duration) -> Duration? {
+        guard let d = duration(key) else { return nil }
         if d < minimum {
             report(key, "must be at least \(DurationText.format(minimum)), got \(DurationText.format(d))")
-            return value
+            return nil
         }
         return d
     }

@@ -131,6 +131,15 @@ public enum FixMode: Int, Sendable, Hashable, Comparable, CaseIterable {
     public static func < (a: FixMode, b: FixMode) -> Bool { a.rawValue < b.rawValue }
 
     /// Config spelling: `none`, `2d`, `3d`.
+    public var configName: String {
+        switch self {
+        case .unknown, .noFix: "none"
+        case .twoD: "2d"
+        case .threeD: "3d"
+        }
+    }
+
+    /// Config spelling: `none`, `2d`, `3d`.
     public init?(configName: String) {
         switch configName.lowercased() {
         case "none", "nofix", "no_fix": self = .noFix

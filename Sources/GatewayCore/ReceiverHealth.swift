@@ -5,12 +5,18 @@ public enum AntennaStatus: String, Sendable, Hashable, CaseIterable {
 
 /// The `health` option of a live source: which health events it emits, and when.
 public struct HealthConfiguration: Sendable, Hashable {
-    /// No position with a fix for this long emits `fix_lost`.
-    public var fixTimeout: Duration = .seconds(30)
-    /// No valid data for this long emits `no_data`.
-    public var dataTimeout: Duration = .seconds(10)
+    public static let fixTimeoutOption = Option("health.fix_timeout", default: Duration.seconds(30), minimum: .milliseconds(100),
+        "No position with a 2D/3D fix for this long (while the device is watched) emits fix_lost; the next fix emits fix_regained.")
+    public static let dataTimeoutOption = Option("health.data_timeout", default: Duration.seconds(10), minimum: .milliseconds(100),
+        "No valid data from the device for this long (unplugged, powered off, wrong baud rate) emits no_data; the next valid data emits data_resumed.")
 
-    public init(fixTimeout: Duration = .seconds(30), dataTimeout: Duration = .seconds(10)) {
+    /// No position with a fix for this long emits `fix_lost`.
+    public var fixTimeout = HealthConfiguration.fixTimeoutOption.defaultValue
+    /// No valid data for this long emits `no_data`.
+    public var dataTimeout = HealthConfiguration.dataTimeoutOption.defaultValue
+
+    public init(fixTimeout: Duration = HealthConfiguration.fixTimeoutOption.defaultValue,
+                dataTimeout: Duration = HealthConfiguration.dataTimeoutOption.defaultValue) {
         self.fixTimeout = fixTimeout
         self.dataTimeout = dataTimeout
     }
@@ -18,16 +24,16 @@ public struct HealthConfiguration: Sendable, Hashable {
     /// The option specs of `health`, for a source's `PluginInfo`.
     public static let optionSpecs: [OptionSpec] = [
         OptionSpec("health", "object", default: "none (no health events)", "Turns on health events (fix_lost, fix_regained, no_data, data_resumed, antenna): positions carrying an event, delivered in order with the fixes; see Docs/Power-and-health.md. {} uses the defaults below."),
-        OptionSpec("health.fix_timeout", "duration", default: "\"30s\"", "No position with a 2D/3D fix for this long (while the device is watched) emits fix_lost; the next fix emits fix_regained."),
-        OptionSpec("health.data_timeout", "duration", default: "\"10s\"", "No valid data from the device for this long (unplugged, powered off, wrong baud rate) emits no_data; the next valid data emits data_resumed."),
+        fixTimeoutOption.spec,
+        dataTimeoutOption.spec,
     ]
 
     /// Reads the `health` object of a source; nil when absent (health events off).
     public static func read(_ options: inout OptionReader) -> HealthConfiguration? {
         guard var h = options.object("health") else { return nil }
         var c = HealthConfiguration()
-        c.fixTimeout = h.duration("fix_timeout", default: c.fixTimeout, minimum: .milliseconds(100))
-        c.dataTimeout = h.duration("data_timeout", default: c.dataTimeout, minimum: .milliseconds(100))
+        c.fixTimeout = h.read(fixTimeoutOption)
+        c.dataTimeout = h.read(dataTimeoutOption)
         h.finish()
         return c
     }

@@ -6,7 +6,7 @@
 /// so parts of neighbouring countries inside it (South Korea, Mongolia, much of Vietnam…)
 /// are shifted too, as they are by those libraries and by the map services that use GCJ-02.
 /// wandergis/coordtransform uses the narrower 73.66…135.05 E, 3.86…53.55 N (strict).
-public enum ChinaBounds: Sendable, Hashable {
+public enum ChinaBounds: String, Sendable, Hashable, CaseIterable {
     /// Shift only inside the rectangle 72.004…137.8347 E, 0.8293…55.8271 N (inclusive).
     case box
     /// Shift everywhere (the caller knows its data is in China, or wants the raw formula).

@@ -20,7 +20,7 @@ import Foundation
 /// the box is returned unchanged, so within ~700 m of the box edge a round trip may not close.
 public enum ChinaDatums {
     /// A datum this enum converts between.
-    public enum Datum: Sendable, Hashable, CaseIterable {
+    public enum Datum: String, Sendable, Hashable, CaseIterable {
         /// WGS84, the datum GNSS receivers report.
         case wgs84
         /// GCJ-02, the obfuscated datum of Chinese map services (AMap, Tencent).

@@ -7,12 +7,21 @@ import Glibc
 /// credentials, TLS, keepalive, reconnection. Read from configuration by ``read(_:)``, turned
 /// into ``MQTTConnectionOptions`` by ``connectionOptions(componentID:)``.
 public struct MQTTBrokerConfiguration: Sendable, Equatable {
+    public static let reconnectMaxOption = Option("reconnect_max", default: Duration.seconds(10), minimum: .milliseconds(200),
+        "Longest wait between connection attempts (backoff from 200ms, doubling, ±20% jitter).")
+    public static let cleanSessionOption = Option("clean_session", default: false,
+        "Start a new session on every connect; false keeps it (MQTT 5: session expiry set to the maximum).")
+    public static let tlsVerifyOption = Option("tls.verify", default: true,
+        "Verify the broker's certificate and host name; false accepts any (testing only).")
+    public static let keepaliveOption = Option("keepalive", default: Duration.seconds(60), minimum: .seconds(5),
+        "MQTT keepalive: a dead connection is noticed within 1.5 times this.")
+
     public var host = "127.0.0.1"
     public var port = 1883
     public var useTLS = false
     /// nil: `locgate-<host name>-<component id>`.
     public var clientID: String?
-    public var cleanSession = false
+    public var cleanSession = MQTTBrokerConfiguration.cleanSessionOption.defaultValue
     /// `"5"` or `"3.1.1"`.
     public var protocolVersion = "5"
     public var username: String?
@@ -20,9 +29,9 @@ public struct MQTTBrokerConfiguration: Sendable, Equatable {
     public var caFile: String?
     public var certFile: String?
     public var keyFile: String?
-    public var verify = true
-    public var keepalive: Duration = .seconds(60)
-    public var reconnectMax: Duration = .seconds(10)
+    public var verify = MQTTBrokerConfiguration.tlsVerifyOption.defaultValue
+    public var keepalive = MQTTBrokerConfiguration.keepaliveOption.defaultValue
+    public var reconnectMax = MQTTBrokerConfiguration.reconnectMaxOption.defaultValue
 
     public init() {}
 
@@ -31,7 +40,7 @@ public struct MQTTBrokerConfiguration: Sendable, Equatable {
         [
             OptionSpec("url", "string", required: true, "Broker: mqtt://host[:port] (default port 1883) or mqtts://host[:port] (TLS, default port 8883)."),
             OptionSpec("client_id", "string", default: "\"locgate-<host name>-<\(component) id>\"", "MQTT client id; stable across restarts so the broker keeps the session."),
-            OptionSpec("clean_session", "boolean", default: "false", "Start a new session on every connect; false keeps it (MQTT 5: session expiry set to the maximum)."),
+            cleanSessionOption.spec,
             OptionSpec("protocol", "\"5\" | \"3.1.1\"", default: "\"5\"", "MQTT version. \(protocolNote)"),
         ]
     }
@@ -43,11 +52,11 @@ public struct MQTTBrokerConfiguration: Sendable, Equatable {
         OptionSpec("tls.ca_file", "path", default: "system CAs", "PEM file of the CA(s) that signed the broker's certificate."),
         OptionSpec("tls.cert_file", "path", default: "none", "PEM client certificate (with tls.key_file)."),
         OptionSpec("tls.key_file", "path", default: "none", "PEM private key of tls.cert_file (unencrypted)."),
-        OptionSpec("tls.verify", "boolean", default: "true", "Verify the broker's certificate and host name; false accepts any (testing only)."),
-        OptionSpec("keepalive", "duration", default: "\"60s\"", "MQTT keepalive: a dead connection is noticed within 1.5 times this."),
+        tlsVerifyOption.spec,
+        keepaliveOption.spec,
     ]
 
-    public static let reconnectSpec = OptionSpec("reconnect_max", "duration", default: "\"10s\"", "Longest wait between connection attempts (backoff from 200ms, doubling, ±20% jitter).")
+    public static var reconnectSpec: OptionSpec { reconnectMaxOption.spec }
 
     /// Reads the ``sessionSpecs(component:protocolNote:)`` options.
     public mutating func readSession(_ options: inout OptionReader) {
@@ -63,7 +72,7 @@ public struct MQTTBrokerConfiguration: Sendable, Equatable {
             if id.isEmpty || id.utf8.count > 65_535 { options.report("client_id", "must be 1 to 65535 bytes") }
             clientID = id
         }
-        cleanSession = options.bool("clean_session", default: false)
+        cleanSession = options.read(Self.cleanSessionOption)
         protocolVersion = options.choice("protocol", ["5", "3.1.1"], default: "5")
     }
 
@@ -76,20 +85,20 @@ public struct MQTTBrokerConfiguration: Sendable, Equatable {
             caFile = MQTTBrokerConfiguration.readableFile(&tls, "ca_file")
             certFile = MQTTBrokerConfiguration.readableFile(&tls, "cert_file")
             keyFile = MQTTBrokerConfiguration.readableFile(&tls, "key_file")
-            verify = tls.bool("verify", default: true)
+            verify = tls.read(Self.tlsVerifyOption)
             if tls.has("cert_file") != tls.has("key_file") {
                 tls.report(tls.has("cert_file") ? "key_file" : "cert_file", "tls.cert_file and tls.key_file go together")
             }
             if !useTLS { tls.report("", "only used with an mqtts:// url") }
             tls.finish()
         }
-        keepalive = options.duration("keepalive", default: .seconds(60), minimum: .seconds(5))
+        keepalive = options.read(Self.keepaliveOption)
         if keepalive > .seconds(65_535) { options.report("keepalive", "must be at most 65535s (an MQTT limit)") }
     }
 
     /// Reads ``reconnectSpec``.
     public mutating func readReconnect(_ options: inout OptionReader) {
-        reconnectMax = options.duration("reconnect_max", default: .seconds(10), minimum: .milliseconds(200))
+        reconnectMax = options.read(Self.reconnectMaxOption)
     }
 
     /// `mqtt://host:port` or `mqtts://…`, for log lines.

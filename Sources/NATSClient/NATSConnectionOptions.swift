@@ -6,6 +6,15 @@ import Glibc
 /// How to reach a NATS cluster: the options every NATS component (the `nats` sink, and the
 /// `nats` source of a later change) reads the same way, with the same names and defaults.
 public struct NATSConnectionOptions: Sendable, Hashable {
+    public static let tlsVerifyOption = Option("tls.verify", default: true,
+        "Check the server certificate; false accepts any (tests only).")
+    public static let connectTimeoutOption = Option("connect_timeout", default: Duration.seconds(5), minimum: .milliseconds(10),
+        "Timeout of one connection attempt to one server.")
+    public static let reconnectInitialOption = Option("reconnect.initial", default: Duration.milliseconds(200), minimum: .milliseconds(1),
+        "Wait after the first round over all servers failed; doubles per round.")
+    public static let reconnectMaxOption = Option("reconnect.max", default: Duration.seconds(5), minimum: .milliseconds(1),
+        "Longest wait between reconnection rounds (retried forever).")
+
     /// How the client proves who it is; at most one method.
     public enum Credentials: Sendable, Hashable {
         case none
@@ -22,7 +31,7 @@ public struct NATSConnectionOptions: Sendable, Hashable {
         public var caFile: String?
         public var certFile: String?
         public var keyFile: String?
-        public var verify = true
+        public var verify = NATSConnectionOptions.tlsVerifyOption.defaultValue
 
         public init(caFile: String? = nil, certFile: String? = nil, keyFile: String? = nil, verify: Bool = true) {
             self.caFile = caFile; self.certFile = certFile; self.keyFile = keyFile; self.verify = verify
@@ -33,10 +42,10 @@ public struct NATSConnectionOptions: Sendable, Hashable {
     public var servers: [String] = []
     public var credentials: Credentials = .none
     public var tls: TLS?
-    public var connectTimeout: Duration = .seconds(5)
+    public var connectTimeout = NATSConnectionOptions.connectTimeoutOption.defaultValue
     /// Reconnect delay after a whole round over the servers failed: starts here, doubles up to `reconnectMax`.
-    public var reconnectInitial: Duration = .milliseconds(200)
-    public var reconnectMax: Duration = .seconds(5)
+    public var reconnectInitial = NATSConnectionOptions.reconnectInitialOption.defaultValue
+    public var reconnectMax = NATSConnectionOptions.reconnectMaxOption.defaultValue
     /// Shown by the server (`/connz`) so an operator can tell gateways apart.
     public var name: String = "locgate"
 
@@ -55,10 +64,10 @@ public struct NATSConnectionOptions: Sendable, Hashable {
         OptionSpec("tls.ca_file", "path", default: "system roots", "PEM file of the CA(s) that signed the server certificates."),
         OptionSpec("tls.cert_file", "path", default: "none", "PEM client certificate (chain); needs tls.key_file."),
         OptionSpec("tls.key_file", "path", default: "none", "PEM private key of tls.cert_file."),
-        OptionSpec("tls.verify", "boolean", default: "true", "Check the server certificate; false accepts any (tests only)."),
-        OptionSpec("connect_timeout", "duration", default: "\"5s\"", "Timeout of one connection attempt to one server."),
-        OptionSpec("reconnect.initial", "duration", default: "\"200ms\"", "Wait after the first round over all servers failed; doubles per round."),
-        OptionSpec("reconnect.max", "duration", default: "\"5s\"", "Longest wait between reconnection rounds (retried forever)."),
+        tlsVerifyOption.spec,
+        connectTimeoutOption.spec,
+        reconnectInitialOption.spec,
+        reconnectMaxOption.spec,
     ]
 
     /// Reads the connection options of a component, reporting each problem at its path.
@@ -117,7 +126,7 @@ public struct NATSConnectionOptions: Sendable, Hashable {
             t.caFile = readableFile(&tls, "ca_file")
             t.certFile = readableFile(&tls, "cert_file")
             t.keyFile = readableFile(&tls, "key_file")
-            t.verify = tls.bool("verify", default: true)
+            t.verify = tls.read(tlsVerifyOption)
             if tls.has("cert_file") != tls.has("key_file") {
                 tls.report(tls.has("cert_file") ? "key_file" : "cert_file", "cert_file and key_file go together")
             }
@@ -127,10 +136,10 @@ public struct NATSConnectionOptions: Sendable, Hashable {
             c.tls = TLS()
         }
 
-        c.connectTimeout = options.duration("connect_timeout", default: .seconds(5), minimum: .milliseconds(10))
+        c.connectTimeout = options.read(connectTimeoutOption)
         if var reconnect = options.object("reconnect") {
-            c.reconnectInitial = reconnect.duration("initial", default: .milliseconds(200), minimum: .milliseconds(1))
-            c.reconnectMax = reconnect.duration("max", default: .seconds(5), minimum: .milliseconds(1))
+            c.reconnectInitial = reconnect.read(reconnectInitialOption)
+            c.reconnectMax = reconnect.read(reconnectMaxOption)
             if c.reconnectMax < c.reconnectInitial {
                 reconnect.report("max", "must be at least reconnect.initial (\(DurationText.format(c.reconnectInitial)))")
             }

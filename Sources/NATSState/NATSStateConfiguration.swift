@@ -3,33 +3,38 @@ import NATSClient
 
 /// `settings.state.nats`: per-device state in a NATS JetStream Key-Value bucket.
 public struct NATSStateConfiguration: Sendable, Hashable {
+    public static let bucketOption = Option("bucket", default: "locgate-state",
+        "The Key-Value bucket; created when missing (with replicas and max_age as its TTL), used unchanged when it exists. Letters, digits, - and _.")
+    public static let timeoutOption = Option("timeout", default: Duration.seconds(10), minimum: .milliseconds(100),
+        "How long a start waits for the cluster (the pipeline does not start without its state), and each state read or write for its answer; a write that failed is tried again a second later, holding the acknowledgements upstream.")
+
     /// Servers, credentials and TLS, read like the `nats` source's and sink's.
     public var connection = NATSConnectionOptions()
-    public var bucket = "locgate-state"
+    public var bucket = NATSStateConfiguration.bucketOption.defaultValue
     /// Replicas of a bucket created here; nil: 3, or fewer when the cluster has fewer servers.
     public var replicas: Int?
     /// How long opening waits for the cluster, and each read or write for its answer.
-    public var timeout: Duration = .seconds(10)
+    public var timeout = NATSStateConfiguration.timeoutOption.defaultValue
 
     public init() {}
 
     /// The options of `settings.state.nats`: the connection's, then the bucket's.
     public static let options: [OptionSpec] = NATSConnectionOptions.specs + [
-        OptionSpec("bucket", "string", default: "\"locgate-state\"", "The Key-Value bucket; created when missing (with replicas and max_age as its TTL), used unchanged when it exists. Letters, digits, - and _."),
+        bucketOption.spec,
         OptionSpec("replicas", "integer, 1-5", default: "3, at most the servers of the cluster", "Replicas of the bucket when locgate creates it: a write is acknowledged once a majority stored it, so state survives the loss of a minority of the servers."),
-        OptionSpec("timeout", "duration", default: "\"10s\"", "How long a start waits for the cluster (the pipeline does not start without its state), and each state read or write for its answer; a write that failed is tried again a second later, holding the acknowledgements upstream."),
+        timeoutOption.spec,
     ]
 
     public static func read(_ options: inout OptionReader) -> NATSStateConfiguration {
         var c = NATSStateConfiguration()
         c.connection = NATSConnectionOptions.read(&options)
-        let bucket = options.string("bucket", default: "locgate-state")
+        let bucket = options.read(bucketOption)
         if bucket.isEmpty || !bucket.utf8.allSatisfy({ isAlphanumeric($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") }) {
             options.report("bucket", "a bucket name has only letters, digits, - and _, got \"\(bucket)\"")
         }
         c.bucket = bucket
         c.replicas = options.optionalInt("replicas", in: 1...5)
-        c.timeout = options.duration("timeout", default: .seconds(10), minimum: .milliseconds(100))
+        c.timeout = options.read(timeoutOption)
         return c
     }
 

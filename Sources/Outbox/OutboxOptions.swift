@@ -11,6 +11,11 @@ public enum OutboxMode: Sendable, Equatable {
 
 /// The `queue` options of http, mqtt and nats: documented, read and opened in one place.
 public enum OutboxOptions {
+    public static let maxRecords = Option("queue.max_records", default: 1_000_000, in: 1...1_000_000_000,
+        "Most positions kept; beyond it the oldest are dropped, counted and logged.")
+    public static let synchronous = Option("queue.synchronous", choices: ["full", "normal"], default: "full",
+        "full: each commit survives power loss; normal: survives a crash of the process, faster.")
+
     /// Records the memory-only queue holds before it drops the oldest.
     public static let memoryCapacity = 100_000
 
@@ -18,9 +23,9 @@ public enum OutboxOptions {
     public static let specs: [OptionSpec] = [
         OptionSpec("queue", "object | null", required: true, "The queue; null keeps it in memory only (lossy: lost on exit, crash or after \(memoryCapacity) queued positions)."),
         OptionSpec("queue.path", "path", required: true, "SQLite file of the durable queue (WAL mode), one per sink; created if missing, owner-only (0600)."),
-        OptionSpec("queue.max_records", "integer", default: "1000000", "Most positions kept; beyond it the oldest are dropped, counted and logged."),
+        maxRecords.spec,
         OptionSpec("queue.max_age", "duration", default: "none", "Drop queued positions older than this, counted from the later of their fix time and their commit time (right both on a device whose clock is not set yet and for replays of old logs); counted and logged."),
-        OptionSpec("queue.synchronous", "full | normal", default: "\"full\"", "full: each commit survives power loss; normal: survives a crash of the process, faster."),
+        synchronous.spec,
     ]
 
     /// Reads `queue` (required: an object, or null for the lossy memory queue).
@@ -29,11 +34,11 @@ public enum OutboxOptions {
         if var queue = options.object("queue") {
             let path = queue.filePath("path")
             if path == nil { queue.report("path", "required option is missing") }
-            let maxRecords = queue.int("max_records", default: 1_000_000, in: 1...1_000_000_000)
+            let records = queue.read(maxRecords)
             let maxAge = queue.duration("max_age")
-            let sync = queue.choice("synchronous", ["full", "normal"], default: "full")
+            let sync = queue.read(synchronous)
             queue.finish()
-            return .disk(path: path ?? "", maxRecords: maxRecords, maxAge: maxAge, synchronousFull: sync == "full")
+            return .disk(path: path ?? "", maxRecords: records, maxAge: maxAge, synchronousFull: sync == "full")
         }
         if !hasQueue {
             options.report("queue", "required option is missing: give {\"path\": FILE} for a durable queue, or null for a memory-only queue that loses positions on exit")

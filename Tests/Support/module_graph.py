@@ -71,6 +71,15 @@ for (a, b) in sorted(KNOWN):
     if a in targets and b not in deps(targets[a]):
         problems.append(f"the known edge {a} → {b} is gone: remove it from KNOWN in {os.path.relpath(__file__, root)}")
 
+# The README's Layout names every folder of Sources and Plugins (as `Name`), so a new module is
+# never left out of the map a newcomer reads first.
+readme = open(os.path.join(root, "README.md"), encoding="utf-8").read()
+layout = readme.split("## Layout", 1)[-1].split("\n## ", 1)[0]
+for top in ("Sources", "Plugins"):
+    for folder in sorted(os.listdir(os.path.join(root, top))):
+        if os.path.isdir(os.path.join(root, top, folder)) and f"`{folder}`" not in layout:
+            problems.append(f"README.md's Layout does not name {top}/{folder} (write it as `{folder}`)")
+
 if problems:
     print("module graph:", len(problems), "problem(s)")
     for line in problems:
