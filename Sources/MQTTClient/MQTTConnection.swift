@@ -370,7 +370,9 @@ public final class MQTTConnection: @unchecked Sendable {
 
     /// Hands queued messages to libmosquitto while fewer than `sendLimit` are unacknowledged
     /// (network thread). They are queued in the library, written by the next `mosquitto_loop_write`.
-    private func handOver() {
+    /// Returns how many were handed over.
+    @discardableResult
+    private func handOver() -> Int {
         let room = sendLimit - inFlight.count
         let batch = state.withLock { s -> ArraySlice<Outgoing> in
             s.wakePosted = false
@@ -386,6 +388,7 @@ public final class MQTTConnection: @unchecked Sendable {
             }
             return taken
         }
+        var handed = 0
         for m in batch {
             var mid: Int32 = 0
             let rc = m.payload.withUnsafeBytes { p in
@@ -399,7 +402,9 @@ public final class MQTTConnection: @unchecked Sendable {
                 continue
             }
             inFlight[mid] = m.done
+            handed += 1
         }
+        return handed
     }
 
     // MARK: - The network thread
@@ -487,11 +492,17 @@ public final class MQTTConnection: @unchecked Sendable {
         while !stopping {
             let fd = mosquitto_socket(handle)
             guard fd >= 0 else { return MOSQ_ERR_NO_CONN.rawValue }
-            handOver()
+            let handed = handOver()
             if mosquitto_want_write(handle) {
+                // libmosquitto writes each packet with its own write(2); with the socket corked
+                // for the burst they leave as a few full segments, not one each (on loopback each
+                // segment also runs the broker's receive path on this thread: half its time).
+                let cork = handed > 1
+                if cork { Socket.setCorked(fd, true) }
                 // libmosquitto's loops return after one packet whenever errno is EAGAIN on entry.
                 errno = 0
                 let rc = mosquitto_loop_write(handle, 1)
+                if cork { Socket.setCorked(fd, false) }
                 if rc != MOSQ_ERR_SUCCESS.rawValue { return rc }
             }
             // A socket buffer that was full: wait until it drains, then write the rest.
