@@ -242,7 +242,10 @@ public final class MQTTConnection: @unchecked Sendable {
         sendLimit = max(1, min(options.maxInflight, receiveMaximum ?? Int.max))
         captureLibraryLog(false)
         stats.count("mqtt.connects")
-        logger.info("connected to \(options.displayURL) as \"\(options.clientID)\"\(sessionPresent ? " (session resumed)" : "")")
+        // mosquitto advertises its max_inflight_messages (20 unless configured): worth knowing when
+        // the sink is slower than expected.
+        let lowered = sendLimit < options.maxInflight ? "; the broker's receive maximum \(sendLimit) lowers max_inflight \(options.maxInflight)" : ""
+        logger.info("connected to \(options.displayURL) as \"\(options.clientID)\"\(sessionPresent ? " (session resumed)" : "")\(lowered)")
         if let online = options.online {
             var mid: Int32 = 0
             let rc = online.payload.withUnsafeBytes { p in
