@@ -149,6 +149,8 @@ public final class MQTTConnection: @unchecked Sendable {
 
     private static func describe(_ rc: Int32) -> String {
         if rc == MOSQ_ERR_ERRNO.rawValue { return String(cString: strerror(errno)) }
+        // libmosquitto 2.0 has no text for it ("Unknown error.").
+        if rc == MOSQ_ERR_KEEPALIVE.rawValue { return "the broker did not answer within the keepalive" }
         return String(cString: mosquitto_strerror(rc))
     }
 
@@ -244,7 +246,9 @@ public final class MQTTConnection: @unchecked Sendable {
         stats.count("mqtt.connects")
         // mosquitto advertises its max_inflight_messages (20 unless configured): worth knowing when
         // the sink is slower than expected.
-        let lowered = sendLimit < options.maxInflight ? "; the broker's receive maximum \(sendLimit) lowers max_inflight \(options.maxInflight)" : ""
+        // A subscriber (the source) publishes nothing but its status and has no max_inflight option.
+        let publisher = state.withLock { $0.subscription == nil }
+        let lowered = publisher && sendLimit < options.maxInflight ? "; the broker's receive maximum \(sendLimit) lowers max_inflight \(options.maxInflight)" : ""
         logger.info("connected to \(options.displayURL) as \"\(options.clientID)\"\(sessionPresent ? " (session resumed)" : "")\(lowered)")
         if let online = options.online {
             var mid: Int32 = 0
