@@ -523,6 +523,10 @@ public final class MQTTConnection: @unchecked Sendable {
                 // flight (at least one), stopping early when the socket has no more.
                 let rc = mosquitto_loop_read(handle, 1)
                 if rc != MOSQ_ERR_SUCCESS.rawValue { return rc }
+                // A broker with Nagle on (mosquitto's default) holds its next PUBACKs until our
+                // ACK; a corked burst gives our ACKs fewer segments to ride on, and the delayed-ACK
+                // timer then stalled the window at low load.
+                Socket.acknowledgeQuickly(fd)
             }
             let rc = mosquitto_loop_misc(handle)
             if rc != MOSQ_ERR_SUCCESS.rawValue { return rc }

@@ -41,6 +41,14 @@ public final class Socket: @unchecked Sendable {
         _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_CORK, &value, socklen_t(MemoryLayout<Int32>.size))
     }
 
+    /// Acknowledges received data at once instead of after the delayed-ACK timer (`TCP_QUICKACK`),
+    /// on a socket another library owns. Linux leaves quick-ack mode on its own, so this is
+    /// called again after each read. Errors are ignored.
+    public static func acknowledgeQuickly(_ fd: Int32) {
+        var one: Int32 = 1
+        _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_QUICKACK, &one, socklen_t(MemoryLayout<Int32>.size))
+    }
+
     // MARK: - Opening
 
     /// Connects a TCP client to `host`:`port`, trying every address the name resolves to, each
