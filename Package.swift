@@ -52,7 +52,7 @@ let package = Package(
         // Per-device state in a NATS JetStream Key-Value bucket (settings.state.nats), registered
         // beside the plugins so GatewayRuntime opens it without depending on NATSClient.
         .target(name: "NATSState", dependencies: ["GatewayCore", "NATSClient"], swiftSettings: settings),
-        .target(name: "MQTTClient", dependencies: ["GatewayCore", "CMosquitto"], swiftSettings: settings),
+        .target(name: "MQTTClient", dependencies: ["GatewayCore", "SystemIO", "CMosquitto"], swiftSettings: settings),
         // The HTTP server of the operator API and the http_server source (libmicrohttpd, epoll, suspended requests).
         .target(name: "HTTPServing", dependencies: ["CMicroHTTPD"], swiftSettings: settings),
 

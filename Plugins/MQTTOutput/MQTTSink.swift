@@ -10,7 +10,7 @@ import Outbox
 ///
 /// The payload and the topic are fixed when the position is committed (the topic is the
 /// record's key), so a restart re-sends exactly what was queued. At most `max_inflight`
-/// messages are unacknowledged on the wire (more wait in libmosquitto's queue: ``handoffWindow(_:)``);
+/// messages are unacknowledged on the wire (more wait in the connection's queue: ``handoffWindow(_:)``);
 /// the connection reconnects on its own thread, and libmosquitto
 /// re-sends what was in flight, so a dropped connection does not duplicate messages in the
 /// outbox's order.
@@ -33,9 +33,9 @@ struct MQTTSink: PositionSink {
         outbox = try OutboxOptions.open(configuration.queue, context: context)
     }
 
-    /// Records handed to libmosquitto and not yet acknowledged: `max_inflight` of them are on the
-    /// wire; the rest wait, in order, in the library's own queue, which sends the next one from its
-    /// network thread as each PUBACK arrives. Handing over one record per acknowledgement instead
+    /// Records handed to the connection and not yet acknowledged: `max_inflight` of them are on the
+    /// wire; the rest wait, in order, in the connection's queue, which its network thread hands
+    /// to libmosquitto as PUBACKs arrive. Handing over one record per acknowledgement instead
     /// (a window of `max_inflight`) costs two thread hand-offs per message and caps the rate at
     /// a fraction of what the broker takes (benchmark: Benchmarks/mqtt_sink.sh).
     static func handoffWindow(_ maxInflight: Int) -> Int { max(maxInflight, 2_000) }

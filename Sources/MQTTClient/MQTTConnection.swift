@@ -3,6 +3,7 @@ import CMosquitto
 import Foundation
 import GatewayCore
 import Synchronization
+import SystemIO
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -28,12 +29,29 @@ public struct MQTTError: Error, CustomStringConvertible {
 /// One libmosquitto client with its own network thread.
 ///
 /// Publishing and subscribing both go through it; neither the sink nor the source sees a C type.
-/// The thread connects, runs `mosquitto_loop`, and on any failure waits a capped, jittered
-/// backoff and connects again, forever, until ``close()``. Publishing is allowed from any thread
-/// while connected; each publish's `done` runs once, on the network thread, when the broker
-/// acknowledged it. Messages in flight when a connection drops stay in libmosquitto, which sends
-/// them again (same message id, DUP set) after the next CONNACK, so their `done` still comes — from
-/// the broker's answer to the re-sent message.
+/// The thread connects, and on any failure waits a capped, jittered backoff and connects again,
+/// forever, until ``close()``. Publishing is allowed from any thread while connected; each
+/// publish's `done` runs once, on the network thread, when the broker acknowledged it. Messages in
+/// flight when a connection drops stay in libmosquitto, which sends them again (same message id,
+/// DUP set) after the next CONNACK, so their `done` still comes — from the broker's answer to the
+/// re-sent message.
+///
+/// The network thread drives libmosquitto itself once connected (`mosquitto_loop_read`,
+/// `mosquitto_loop_write`, `mosquitto_loop_misc` around a `poll` of the socket and a ``Wakeup``)
+/// instead of calling `mosquitto_loop`, and it is the only thread that calls into the library:
+///
+///     publish (any thread) ──▶ [outgoing, in order] ──wake once per burst──▶ network thread:
+///         hand over while fewer than max_inflight are unacknowledged (mosquitto_publish, queued)
+///         ──▶ one mosquitto_loop_write for the burst ──▶ poll ──▶ mosquitto_loop_read: every PUBACK
+///         that arrived (each runs its `done`) ──▶ hand over again ...
+///
+/// What that saves per message, against `mosquitto_loop` on its own thread with publishes from
+/// another (strace, Plugins/MQTTOutput/README.md): the `select` and the wake-up byte read per
+/// PUBACK (`mosquitto_loop_read` stops after one packet whenever `errno` is left at `EAGAIN`, which
+/// it nearly always is; we clear it first, so one call reads every PUBACK waiting), and the library's
+/// locks taken from two threads. libmosquitto still writes each packet with its own `write(2)`,
+/// reads each PUBACK with three `read(2)`s, and writes a wake-up byte to its internal socket pair
+/// per packet queued; its API has no way around those.
 ///
 /// Subscribing: ``subscribe(_:qos:handler:)`` before ``start()``; the filters are subscribed after
 /// every CONNACK (a resumed session keeps them anyway; a lost one gets them back). The handler runs
@@ -42,15 +60,31 @@ public struct MQTTError: Error, CustomStringConvertible {
 /// handler returns: a handler that blocks until the message is handled keeps the PUBACK back
 /// until then, and ``MQTTMessageDisposition/dropConnection`` keeps it from ever being written.
 public final class MQTTConnection: @unchecked Sendable {
-    // @unchecked: `handle` is used from the network thread and by `publish` from others, which
-    // libmosquitto allows once `mosquitto_threaded_set` is on; every Swift field is in `state`.
+    // @unchecked: `handle` and `inFlight` are used by the network thread only (and by `close()`
+    // once that thread has ended); every field other threads touch is in `state`.
     private let handle: OpaquePointer
     private let options: MQTTConnectionOptions
     private let logger: Logger
     private let stats: ComponentStats
     /// Connect properties (MQTT 5 session expiry); freed in deinit.
     private var connectProperties: OpaquePointer?
-    private let wake = DispatchSemaphore(value: 0)
+    /// Wakes the network thread: a burst of publishes to hand over, or ``close()``.
+    private let wakeup: Wakeup
+    /// `done` of each message handed to libmosquitto and not yet acknowledged, by message id.
+    /// Network thread only.
+    private var inFlight: [Int32: @Sendable (MQTTPublishOutcome) -> Void] = [:]
+    /// Messages handed to libmosquitto at most, unacknowledged: `max_inflight`, or the broker's
+    /// receive maximum when that is lower (libmosquitto would queue the rest itself). Network thread only.
+    private var sendLimit: Int
+
+    /// A message waiting for the network thread to hand it to libmosquitto.
+    private struct Outgoing {
+        var topic: String
+        var payload: [UInt8]
+        var qos: Int
+        var retain: Bool
+        var done: @Sendable (MQTTPublishOutcome) -> Void
+    }
 
     private struct State {
         var connected = false
@@ -58,16 +92,11 @@ public final class MQTTConnection: @unchecked Sendable {
         var threadDone = false
         var started = false
         var finished: [CheckedContinuation<Void, Never>] = []
-        /// `done` of each publish awaiting its acknowledgement, by message id.
-        var pending: [Int32: @Sendable (MQTTPublishOutcome) -> Void] = [:]
-        /// Acknowledgements that arrived before `publish` stored its `done` (the network thread can
-        /// be faster than the thread that called `mosquitto_publish`).
-        var early: [Int32: MQTTPublishOutcome] = [:]
-        /// Calls of `publish` between `mosquitto_publish` and storing their `done`: only then can an
-        /// acknowledgement be early. An ack for an unknown id at any other time is stale (the
-        /// online status, a publish that failed after libmosquitto queued it) and is ignored, so it
-        /// can never be taken for a later message that reuses the id after the 16-bit ids wrap.
-        var publishing = 0
+        /// Published and not yet handed to libmosquitto, in order from `outgoingHead`.
+        var outgoing: [Outgoing] = []
+        var outgoingHead = 0
+        /// A wake-up is on its way to the network thread: publishes in the same burst need not send one.
+        var wakePosted = false
         /// The last error libmosquitto logged (OpenSSL's reason for a failed handshake).
         var lastLibraryError: String?
         /// Why the last CONNACK refused us.
@@ -96,7 +125,9 @@ public final class MQTTConnection: @unchecked Sendable {
         self.options = options
         self.logger = logger
         self.stats = stats
+        sendLimit = max(1, options.maxInflight)
         do {
+            wakeup = try Wakeup()
             try configure()
         } catch {
             mosquitto_destroy(h)
@@ -118,6 +149,8 @@ public final class MQTTConnection: @unchecked Sendable {
 
     private static func describe(_ rc: Int32) -> String {
         if rc == MOSQ_ERR_ERRNO.rawValue { return String(cString: strerror(errno)) }
+        // libmosquitto 2.0 has no text for it ("Unknown error.").
+        if rc == MOSQ_ERR_KEEPALIVE.rawValue { return "the broker did not answer within the keepalive" }
         return String(cString: mosquitto_strerror(rc))
     }
 
@@ -125,7 +158,9 @@ public final class MQTTConnection: @unchecked Sendable {
         let h = handle
         let version = options.protocolVersion == .v5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311
         try check(mosquitto_int_option(h, MOSQ_OPT_PROTOCOL_VERSION, version), "protocol version")
-        // Our own thread runs mosquitto_loop; publishing from other threads needs the library's locks.
+        // Our own thread runs the loop. Threaded mode makes mosquitto_publish queue the packet
+        // instead of writing it at once, so a burst goes out in one mosquitto_loop_write, after
+        // each message's `done` is stored (a QoS 0 message is "acknowledged" by its write).
         try check(mosquitto_threaded_set(h, true), "threaded mode")
         try check(mosquitto_int_option(h, MOSQ_OPT_SEND_MAXIMUM, Int32(clamping: options.maxInflight)), "max_inflight")
         // Positions are small: do not let Nagle hold a PUBLISH back waiting for more bytes.
@@ -157,9 +192,13 @@ public final class MQTTConnection: @unchecked Sendable {
         }
         let me = Unmanaged.passUnretained(self).toOpaque()
         mosquitto_user_data_set(h, me)
-        mosquitto_connect_v5_callback_set(h) { _, obj, rc, flags, _ in
+        mosquitto_connect_v5_callback_set(h) { _, obj, rc, flags, properties in
             guard let obj else { return }
-            Unmanaged<MQTTConnection>.fromOpaque(obj).takeUnretainedValue().didConnect(rc: rc, sessionPresent: flags & 1 != 0)
+            // MQTT 5: the broker may accept fewer unacknowledged messages than max_inflight.
+            var receiveMaximum: UInt16 = 0
+            let limited = properties.map { mosquitto_property_read_int16($0, Int32(MQTT_PROP_RECEIVE_MAXIMUM.rawValue), &receiveMaximum, false) != nil } ?? false
+            Unmanaged<MQTTConnection>.fromOpaque(obj).takeUnretainedValue()
+                .didConnect(rc: rc, sessionPresent: flags & 1 != 0, receiveMaximum: limited ? Int(receiveMaximum) : nil)
         }
         mosquitto_disconnect_v5_callback_set(h) { _, obj, rc, _ in
             guard let obj else { return }
@@ -195,16 +234,22 @@ public final class MQTTConnection: @unchecked Sendable {
 
     // MARK: - Callbacks (network thread)
 
-    private func didConnect(rc: Int32, sessionPresent: Bool) {
+    private func didConnect(rc: Int32, sessionPresent: Bool, receiveMaximum: Int?) {
         guard rc == 0 else {
             let reason = options.protocolVersion == .v5 ? String(cString: mosquitto_reason_string(rc)) : String(cString: mosquitto_connack_string(rc))
             state.withLock { $0.refusal = "the broker refused the connection: \(reason)" }
             return
         }
         state.withLock { $0.connected = true; $0.refusal = nil; $0.lastLibraryError = nil }
+        sendLimit = max(1, min(options.maxInflight, receiveMaximum ?? Int.max))
         captureLibraryLog(false)
         stats.count("mqtt.connects")
-        logger.info("connected to \(options.displayURL) as \"\(options.clientID)\"\(sessionPresent ? " (session resumed)" : "")")
+        // mosquitto advertises its max_inflight_messages (20 unless configured): worth knowing when
+        // the sink is slower than expected.
+        // A subscriber (the source) publishes nothing but its status and has no max_inflight option.
+        let publisher = state.withLock { $0.subscription == nil }
+        let lowered = publisher && sendLimit < options.maxInflight ? "; the broker's receive maximum \(sendLimit) lowers max_inflight \(options.maxInflight)" : ""
+        logger.info("connected to \(options.displayURL) as \"\(options.clientID)\"\(sessionPresent ? " (session resumed)" : "")\(lowered)")
         if let online = options.online {
             var mid: Int32 = 0
             let rc = online.payload.withUnsafeBytes { p in
@@ -266,16 +311,20 @@ public final class MQTTConnection: @unchecked Sendable {
     }
 
     private func didPublish(mid: Int32, reason: Int32) {
-        // MQTT 5 reason codes below 0x80 are successes (0x10: accepted, no subscribers).
-        let outcome: MQTTPublishOutcome = reason < 0x80 ? .accepted
-            : .rejected("the broker refused the message: \(String(cString: mosquitto_reason_string(reason))) (reason code \(reason))")
-        let done = state.withLock { s -> (@Sendable (MQTTPublishOutcome) -> Void)? in
-            if s.offlineMid == mid { s.offlineAcked = true; return nil }
-            if let d = s.pending.removeValue(forKey: mid) { return d }
-            if s.publishing > 0 { s.early[mid] = outcome }
-            return nil
+        // An id we did not hand over is the online or offline status (or stale): ignored, so it can
+        // never be taken for a later message that reuses the id after the 16-bit ids wrap.
+        guard let done = inFlight.removeValue(forKey: mid) else {
+            state.withLock { s in if s.offlineMid == mid { s.offlineAcked = true } }
+            return
         }
-        done?(outcome)
+        // `done` may take locks and wake threads; a syscall failing with EAGAIN there (a futex)
+        // would leave errno at EAGAIN, and the mosquitto_loop_read that called us would stop
+        // after this packet instead of reading every PUBACK waiting.
+        let savedErrno = errno
+        defer { errno = savedErrno }
+        // MQTT 5 reason codes below 0x80 are successes (0x10: accepted, no subscribers).
+        done(reason < 0x80 ? .accepted
+            : .rejected("the broker refused the message: \(String(cString: mosquitto_reason_string(reason))) (reason code \(reason))"))
     }
 
     private func libraryLogged(_ text: String) {
@@ -295,33 +344,74 @@ public final class MQTTConnection: @unchecked Sendable {
     /// True between a CONNACK and the next disconnect.
     public var isConnected: Bool { state.withLock { $0.connected } }
 
-    /// Hands one message to libmosquitto; `done` runs once with the broker's answer.
-    /// Throws when not connected or when the library refuses it now.
+    /// Queues one message for the network thread, which hands it to libmosquitto in order; `done`
+    /// runs once with the broker's answer. Throws when not connected or when the message can never
+    /// be published (``MQTTError/isPermanent``).
     public func publish(topic: String, payload: [UInt8], qos: Int, retain: Bool, done: @escaping @Sendable (MQTTPublishOutcome) -> Void) throws {
-        guard state.withLock({ $0.connected && !$0.stopping }) else { throw MQTTError(description: "not connected to \(options.displayURL)") }
-        var mid: Int32 = 0
-        state.withLock { $0.publishing += 1 }
-        let rc = payload.withUnsafeBytes { p in
-            mosquitto_publish_v5(handle, &mid, topic, Int32(p.count), p.baseAddress, Int32(qos), retain, nil)
+        // The checks mosquitto_publish makes that do not depend on the broker, here, so the caller
+        // learns at once; the others (the broker's maximum QoS and packet size) come as `.rejected`.
+        var rc = MOSQ_ERR_SUCCESS.rawValue
+        if !(0...2).contains(qos) || topic.isEmpty {
+            rc = MOSQ_ERR_INVAL.rawValue
+        } else if payload.count > Int(MQTT_MAX_PAYLOAD) {
+            rc = MOSQ_ERR_PAYLOAD_SIZE.rawValue
+        } else {
+            rc = topic.utf8CString.withUnsafeBufferPointer { t in
+                let length = t.count - 1
+                if mosquitto_validate_utf8(t.baseAddress, Int32(clamping: length)) != MOSQ_ERR_SUCCESS.rawValue { return MOSQ_ERR_MALFORMED_UTF8.rawValue }
+                return mosquitto_pub_topic_check2(t.baseAddress, length)
+            }
         }
         guard rc == MOSQ_ERR_SUCCESS.rawValue else {
-            state.withLock { s in
-                s.publishing -= 1
-                if s.publishing == 0 { s.early.removeAll() }
+            throw MQTTError(description: "publish to \(topic): \(MQTTConnection.describe(rc))", isPermanent: true)
+        }
+        let message = Outgoing(topic: topic, payload: payload, qos: qos, retain: retain, done: done)
+        let wake = try state.withLock { s throws(MQTTError) -> Bool in
+            guard s.connected && !s.stopping else { throw MQTTError(description: "not connected to \(options.displayURL)") }
+            s.outgoing.append(message)
+            defer { s.wakePosted = true }
+            return !s.wakePosted
+        }
+        if wake { wakeup.signal() }
+    }
+
+    /// Hands queued messages to libmosquitto while fewer than `sendLimit` are unacknowledged
+    /// (network thread). They are queued in the library, written by the next `mosquitto_loop_write`.
+    /// Returns how many were handed over.
+    @discardableResult
+    private func handOver() -> Int {
+        let room = sendLimit - inFlight.count
+        let batch = state.withLock { s -> ArraySlice<Outgoing> in
+            s.wakePosted = false
+            let end = s.outgoingHead + min(max(0, room), s.outgoing.count - s.outgoingHead)
+            let taken = s.outgoing[s.outgoingHead..<end]
+            s.outgoingHead = end
+            if s.outgoingHead == s.outgoing.count {
+                s.outgoing.removeAll(keepingCapacity: true)
+                s.outgoingHead = 0
+            } else if s.outgoingHead > 4096 && s.outgoingHead * 2 > s.outgoing.count {
+                s.outgoing.removeFirst(s.outgoingHead)
+                s.outgoingHead = 0
             }
-            let permanent = [MOSQ_ERR_INVAL, MOSQ_ERR_MALFORMED_UTF8, MOSQ_ERR_OVERSIZE_PACKET, MOSQ_ERR_PAYLOAD_SIZE, MOSQ_ERR_QOS_NOT_SUPPORTED]
-                .contains { $0.rawValue == rc }
-            throw MQTTError(description: "publish to \(topic): \(MQTTConnection.describe(rc))", isPermanent: permanent)
+            return taken
         }
-        let early = state.withLock { s -> MQTTPublishOutcome? in
-            s.publishing -= 1
-            let o = s.early.removeValue(forKey: mid)
-            if o == nil { s.pending[mid] = done }
-            // Whatever else is there belongs to no publish in progress: stale.
-            if s.publishing == 0 { s.early.removeAll() }
-            return o
+        var handed = 0
+        for m in batch {
+            var mid: Int32 = 0
+            let rc = m.payload.withUnsafeBytes { p in
+                mosquitto_publish_v5(handle, &mid, m.topic, Int32(p.count), p.baseAddress, Int32(m.qos), m.retain, nil)
+            }
+            guard rc == MOSQ_ERR_SUCCESS.rawValue else {
+                let why = "publish to \(m.topic): \(MQTTConnection.describe(rc))"
+                let permanent = [MOSQ_ERR_INVAL, MOSQ_ERR_MALFORMED_UTF8, MOSQ_ERR_OVERSIZE_PACKET, MOSQ_ERR_PAYLOAD_SIZE, MOSQ_ERR_QOS_NOT_SUPPORTED]
+                    .contains { $0.rawValue == rc }
+                m.done(permanent ? .rejected(why) : .abandoned(why))
+                continue
+            }
+            inFlight[mid] = m.done
+            handed += 1
         }
-        if let early { done(early) }
+        return handed
     }
 
     // MARK: - The network thread
@@ -339,7 +429,7 @@ public final class MQTTConnection: @unchecked Sendable {
     /// Publishes still unacknowledged are abandoned (their rows stay queued for the next run).
     public func close() async {
         let (started, done) = state.withLock { s -> (Bool, Bool) in s.stopping = true; return (s.started, s.threadDone) }
-        wake.signal()
+        wakeup.signal()
         guard started, !done else { abandonPending("the connection was closed"); return }
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let resumeNow = state.withLock { s -> Bool in
@@ -352,12 +442,16 @@ public final class MQTTConnection: @unchecked Sendable {
         abandonPending("the connection was closed")
     }
 
+    /// Runs after the network thread ended (or when it never started): nothing else touches `inFlight`.
     private func abandonPending(_ why: String) {
-        let dones = state.withLock { s -> [@Sendable (MQTTPublishOutcome) -> Void] in
-            defer { s.pending = [:]; s.early = [:] }
-            return Array(s.pending.values)
+        let queued = state.withLock { s -> [Outgoing] in
+            defer { s.outgoing = []; s.outgoingHead = 0 }
+            return Array(s.outgoing[s.outgoingHead...])
         }
-        for d in dones { d(.abandoned(why)) }
+        let handedOver = Array(inFlight.values)
+        inFlight = [:]
+        for d in handedOver { d(.abandoned(why)) }
+        for m in queued { m.done(.abandoned(why)) }
     }
 
     private var stopping: Bool { state.withLock { $0.stopping } }
@@ -369,11 +463,15 @@ public final class MQTTConnection: @unchecked Sendable {
             var rc = mosquitto_connect_bind_v5(handle, options.host, Int32(options.port), Int32(options.keepalive), nil, connectProperties)
             var wasConnected = false
             if rc == MOSQ_ERR_SUCCESS.rawValue {
-                while !stopping {
-                    // 100 ms: a close is noticed within that even with no traffic.
+                // Until the CONNACK, the library's own loop: it drives a non-blocking TLS handshake,
+                // whose state its API does not show. 100 ms: a close is noticed within that.
+                while !stopping && !isConnected {
                     rc = mosquitto_loop(handle, 100, 1)
                     if rc != MOSQ_ERR_SUCCESS.rawValue { break }
-                    if isConnected { wasConnected = true }
+                }
+                if rc == MOSQ_ERR_SUCCESS.rawValue && isConnected {
+                    wasConnected = true
+                    rc = runConnected()
                 }
             }
             if stopping { break }
@@ -381,7 +479,8 @@ public final class MQTTConnection: @unchecked Sendable {
             if wasConnected { backoff.reset() }
             let delay = backoff.next()
             reportFailure(rc: rc, wasConnected: wasConnected, retryIn: delay)
-            _ = wake.wait(timeout: .now() + .milliseconds(Int(delay.milliseconds)))
+            wakeup.clear()
+            if !stopping { _ = wakeup.waitHere([], timeout: delay) }
         }
         shutDown()
         let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
@@ -391,6 +490,48 @@ public final class MQTTConnection: @unchecked Sendable {
             return s.finished
         }
         for w in waiters { w.resume() }
+    }
+
+    /// The loop of a connected client, until the connection fails (its return code) or ``close()``.
+    /// One pass: hand over what was published, write everything queued in one
+    /// `mosquitto_loop_write`, wait for the socket (or a wake-up), read every packet waiting.
+    private func runConnected() -> Int32 {
+        while !stopping {
+            let fd = mosquitto_socket(handle)
+            guard fd >= 0 else { return MOSQ_ERR_NO_CONN.rawValue }
+            let handed = handOver()
+            if mosquitto_want_write(handle) {
+                // libmosquitto writes each packet with its own write(2); with the socket corked
+                // for the burst they leave as a few full segments, not one each (on loopback each
+                // segment also runs the broker's receive path on this thread: half its time).
+                let cork = handed > 1
+                if cork { Socket.setCorked(fd, true) }
+                // libmosquitto's loops return after one packet whenever errno is EAGAIN on entry.
+                errno = 0
+                let rc = mosquitto_loop_write(handle, 1)
+                if cork { Socket.setCorked(fd, false) }
+                if rc != MOSQ_ERR_SUCCESS.rawValue { return rc }
+            }
+            // A socket buffer that was full: wait until it drains, then write the rest.
+            let events = Int16(POLLIN) | (mosquitto_want_write(handle) ? Int16(POLLOUT) : 0)
+            // One second: the keepalive (whole seconds) is checked often enough.
+            let (ready, woken) = wakeup.waitHere([fd], events: events, timeout: .seconds(1))
+            if woken { wakeup.clear() }
+            if let r = ready.first, r.isReadable || r.isHungUp || r.isFailed {
+                errno = 0
+                // max_packets is ignored: the library reads as many packets as it has messages in
+                // flight (at least one), stopping early when the socket has no more.
+                let rc = mosquitto_loop_read(handle, 1)
+                if rc != MOSQ_ERR_SUCCESS.rawValue { return rc }
+                // A broker with Nagle on (mosquitto's default) holds its next PUBACKs until our
+                // ACK; a corked burst gives our ACKs fewer segments to ride on, and the delayed-ACK
+                // timer then stalled the window at low load.
+                Socket.acknowledgeQuickly(fd)
+            }
+            let rc = mosquitto_loop_misc(handle)
+            if rc != MOSQ_ERR_SUCCESS.rawValue { return rc }
+        }
+        return MOSQ_ERR_SUCCESS.rawValue
     }
 
     private func reportFailure(rc: Int32, wasConnected: Bool, retryIn delay: Duration) {

@@ -24,8 +24,12 @@ public final class MosquittoBroker: @unchecked Sendable {
     public var otherCAFile: String { directory + "/other-ca.crt" }
     public var logFile: String { directory + "/mosquitto.log" }
     private var process: Process?
+    /// mosquitto's `max_inflight_messages`, which it also advertises to MQTT 5 clients as its
+    /// receive maximum; 0 is no limit.
+    private let maxInflightMessages: Int
 
-    public init() throws {
+    public init(maxInflightMessages: Int = 0) throws {
+        self.maxInflightMessages = maxInflightMessages
         directory = NSTemporaryDirectory() + "locgate-mqtt-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         port = LoopbackTCPServer.freePort()
@@ -110,7 +114,7 @@ public final class MosquittoBroker: @unchecked Sendable {
             autosave_interval 1
             # The tests publish faster than a subscriber reads: queue without limit rather than drop.
             max_queued_messages 0
-            max_inflight_messages 0
+            max_inflight_messages \(maxInflightMessages)
             log_type error
             log_type warning
             log_type notice

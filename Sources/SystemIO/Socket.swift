@@ -33,6 +33,22 @@ public final class Socket: @unchecked Sendable {
         var type: Int32 { self == .stream ? Int32(SOCK_STREAM.rawValue) : Int32(SOCK_DGRAM.rawValue) }
     }
 
+    /// Holds back (true) or lets go (false) partly filled TCP segments on a socket another library
+    /// owns (libmosquitto's): `TCP_CORK`, so a burst of small writes leaves as a few full segments
+    /// when let go, instead of one segment each. Errors are ignored (not TCP: nothing to gain).
+    public static func setCorked(_ fd: Int32, _ corked: Bool) {
+        var value: Int32 = corked ? 1 : 0
+        _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_CORK, &value, socklen_t(MemoryLayout<Int32>.size))
+    }
+
+    /// Acknowledges received data at once instead of after the delayed-ACK timer (`TCP_QUICKACK`),
+    /// on a socket another library owns. Linux leaves quick-ack mode on its own, so this is
+    /// called again after each read. Errors are ignored.
+    public static func acknowledgeQuickly(_ fd: Int32) {
+        var one: Int32 = 1
+        _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_QUICKACK, &one, socklen_t(MemoryLayout<Int32>.size))
+    }
+
     // MARK: - Opening
 
     /// Connects a TCP client to `host`:`port`, trying every address the name resolves to, each

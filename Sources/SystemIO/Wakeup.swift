@@ -55,6 +55,15 @@ public final class Wakeup: Sendable {
         _ = write(writeFD, &b, 1)
     }
 
+    /// Un-fires the wakeup (drains the pipe), for a thread that waits in a loop and is woken for
+    /// work more than once (the mqtt connection's network thread). A ``signal()`` racing with this
+    /// either is drained (its work is seen by the caller, who looks after clearing) or wakes the
+    /// next wait.
+    public func clear() {
+        var buffer = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        while withUnsafeMutableBytes(of: &buffer, { read(readFD, $0.baseAddress, $0.count) }) > 0 {}
+    }
+
     /// Waits until one of `fds` is ready for `events` (POLLIN or POLLOUT), the wakeup fired, or
     /// `timeout` passed; returns the fds that are ready (errors and hang-ups count as ready), or
     /// none on timeout and cancellation.

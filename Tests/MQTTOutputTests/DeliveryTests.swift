@@ -41,6 +41,25 @@ import Testing
     }
 
     @Test(.timeLimit(.minutes(3)))
+    func aBrokerReceiveMaximumBelowMaxInflightStillGetsEveryID() async throws {
+        // mosquitto advertises max_inflight_messages as its MQTT 5 receive maximum: the connection
+        // hands libmosquitto no more unacknowledged messages than that (max_inflight is 100).
+        let broker = try MosquittoBroker(maxInflightMessages: 3)
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let subscriber = try await Subscriber(broker: broker, topic: "locgate/#")
+        let harness = try Harness(try Self.config(broker, dir, extra: #", "status": { "topic": "gw/status" }"#))
+        let n = 1000
+        try await harness.run { buffer in
+            for start in stride(from: 0, to: n, by: 100) { await buffer.send(positions(start..<(start + 100), devices: 2)) }
+        }
+        #expect(harness.stats.value("queue.depth") == 0)
+        #expect(await Poll.until(timeout: .seconds(30)) { subscriber.messages().count >= n })
+        #expect(Set(subscriber.messages().compactMap { positionID($0.payload) }) == Set((0..<n).map { "t-\($0)" }))
+        #expect(harness.log.entries(level: .info, containing: "the broker's receive maximum 3 lowers max_inflight 100").count >= 1)
+    }
+
+    @Test(.timeLimit(.minutes(3)))
     func brokerStoppedMidRunAndRestartedLosesNothing() async throws {
         let broker = try MosquittoBroker()
         let dir = try makeTemporaryDirectory()
