@@ -152,7 +152,7 @@ fuzz-smoke:
 # caller. A report fails the run. ThreadSanitizer runs to the end and counts its reports: Swift's
 # `Synchronization.Mutex` on Linux locks with futexes TSan does not see, so accesses guarded by a
 # Mutex are reported as races (false ones) — read each report's stacks before believing it.
-TSAN_SUITES ?= GatewayRuntimeTests|OutboxTests|OutboxProofTests|HTTPOutputTests|MQTTOutputTests|MQTTInputTests|NATSOutputTests|NATSSourceTests|SystemIOTests|DeviceIntakeTests|HTTPServingTests
+TSAN_SUITES ?= LockingTests|GatewayRuntimeTests|OutboxTests|OutboxProofTests|HTTPOutputTests|MQTTOutputTests|MQTTInputTests|NATSOutputTests|NATSSourceTests|SystemIOTests|DeviceIntakeTests|HTTPServingTests
 ASAN_SUITES ?= SerialSourceTests|HTTPOutputTests|MQTTOutputTests|MQTTInputTests|NATSOutputTests|NATSSourceTests|HTTPServingTests|HTTPServerSourceTests|SystemIOTests|DeviceIntakeTests|TrackerSourcesTests|PostgresOutputTests|OutboxTests|CoordinatesTests|GeodesyTests
 
 tsan: deps

@@ -1,4 +1,5 @@
 import GatewayCore
+import Locking
 import Outbox
 import Synchronization
 
@@ -65,7 +66,7 @@ public final class Pipeline: Sendable {
         let tickInterval: Duration?
         /// Calls in progress, for the heartbeat's wedge detection (PipelineHeartbeat.swift).
         let activity = ActivityProbe()
-        private let transform: Mutex<any PositionTransform>
+        private let transform: Locked<any PositionTransform>
         private let observer: (any PipelineObserver)?
         /// Saves the per-device state of a stateful transform (TransformStateKeeper.swift).
         let keeper: TransformStateKeeper?
@@ -77,7 +78,7 @@ public final class Pipeline: Sendable {
             self.observer = observer
             self.keeper = keeper
             self.tickInterval = transform.tickInterval
-            self.transform = Mutex(transform)
+            self.transform = Locked(transform)
         }
 
         /// The batch through the transform, and the state it changed (saved by the caller, which
@@ -179,11 +180,11 @@ public final class Pipeline: Sendable {
         case shutdown
     }
 
-    private let topology: Mutex<Topology>
+    private let topology: Locked<Topology>
     private let routing: Routing
     private let commands: AsyncStream<Command>
     private let mailbox: AsyncStream<Command>.Continuation
-    private let settings: Mutex<PipelineConfiguration.Settings>
+    private let settings: Locked<PipelineConfiguration.Settings>
     /// Where the components' tasks run (`settings.threads`; a reload does not change it).
     let threads: PipelineThreads
     let logger: Logger
@@ -207,7 +208,7 @@ public final class Pipeline: Sendable {
     /// The exit status of a `run --drain` whose timeout passed with positions still queued.
     public static let drainTimeoutStatus: Int32 = 3
     /// The handle of the current stats reporter and tick loop (restarted when a reload changes them).
-    private let auxiliary = Mutex<(stats: ShutdownTrigger, ticks: ShutdownTrigger)>((ShutdownTrigger(), ShutdownTrigger()))
+    private let auxiliary = Locked<(stats: ShutdownTrigger, ticks: ShutdownTrigger)>((ShutdownTrigger(), ShutdownTrigger()))
 
     /// Statistics of every running component: sources, transforms (inputs first), sinks.
     public var componentStats: [ComponentStats] {
@@ -221,7 +222,7 @@ public final class Pipeline: Sendable {
     /// Builds every component; throws the first component that cannot be built (exit 1).
     public init(configuration: PipelineConfiguration, logHandler: any LogHandler, clock: any GatewayClock = SystemClock(),
                 drain: Drain = .off, observer: (any PipelineObserver)? = nil) throws {
-        self.settings = Mutex(configuration.settings)
+        self.settings = Locked(configuration.settings)
         self.threads = PipelineThreads(count: configuration.settings.threads)
         self.drain = drain
         self.observer = observer
@@ -257,13 +258,13 @@ public final class Pipeline: Sendable {
         for c in configuration.sources where table.sources[c.id]?.isEmpty ?? true {
             t.sources[c.id]?.logger.warning("feeds nothing: no transform or sink lists it in inputs")
         }
-        self.topology = Mutex(t)
+        self.topology = Locked(t)
         self.routing = Routing(table)
-        self.initialSinks = Mutex(built)
+        self.initialSinks = Locked(built)
     }
 
     /// Sinks built by `init`, handed to their tasks when `run` starts.
-    private let initialSinks: Mutex<[String: any PositionSink]>
+    private let initialSinks: Locked<[String: any PositionSink]>
     /// Where stateful transforms keep per-device state (`settings.state`); nil: in memory only.
     private let stateStore: (any DeviceStateStore)?
 

@@ -2,10 +2,10 @@ import Dispatch
 import Foundation
 import GatewayCore
 import GatewayRuntime
+import Locking
 import OperatorAPI
 import SerialPorts
 import TrackMap
-import Synchronization
 
 /// The `locgate` command line, as a library: the `locgate` executable runs it with the built-in
 /// plugins, and a package of your own can run it with more (see Docs/Plugins.md, "Your own binary").
@@ -399,6 +399,6 @@ extension SignalHandling {
 }
 
 final class SignalCounter: Sendable {
-    private let value = Mutex(0)
+    private let value = Locked(0)
     func increment() -> Int { value.withLock { $0 += 1; return $0 } }
 }

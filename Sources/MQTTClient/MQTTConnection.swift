@@ -2,9 +2,9 @@
 import CMosquitto
 import Foundation
 import GatewayCore
-import Synchronization
 #if canImport(Glibc)
 import Glibc
+import Locking
 #endif
 
 /// How a publish ended, as the broker (or the connection) said.
@@ -77,7 +77,7 @@ public final class MQTTConnection: @unchecked Sendable {
         /// Filters subscribed after every CONNACK, and who gets the messages.
         var subscription: (filters: [String], qos: Int, handler: @Sendable (MQTTMessage) -> MQTTMessageDisposition)?
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// `mosquitto_lib_init` must run once per process, before the first client.
     private static let libraryReady: Bool = {
