@@ -22,12 +22,21 @@ import Darwin
 /// are one atomic compare-exchange each, as Mutex's are, behind a call. Not recursive: locking
 /// it again inside `withLock` deadlocks.
 public struct Locked<State>: ~Copyable, @unchecked Sendable {
+    /// Owns the state and the mutex; the two pointers below point into it while it lives.
     @usableFromInline
     let storage: LockedStorage<State>
+    // Taken once here: ManagedBuffer hands out its header's address through an inout access
+    // to the header, which ThreadSanitizer records as a write, so taking it on every lock,
+    // before locking, raced with the state's accesses under the lock.
+    @usableFromInline
+    let state: UnsafeMutablePointer<State>
+    @usableFromInline
+    let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
     @inlinable
     public init(_ initialState: consuming sending State) {
         storage = LockedStorage.make(initialState)
+        (state, mutex) = storage.withUnsafeMutablePointers { ($0, $1) }
     }
 
     /// Runs `body` with the state while holding the lock, and returns what it returns.
@@ -35,11 +44,18 @@ public struct Locked<State>: ~Copyable, @unchecked Sendable {
     public borrowing func withLock<Result: ~Copyable, E: Error>(
         _ body: (inout sending State) throws(E) -> sending Result
     ) throws(E) -> sending Result {
-        try storage.withLock(body)
+        // The state is reached only under the lock, so `body` may take it as a region of its own,
+        // as Mutex's does. The checker cannot know that of a pointer stored in self; one made
+        // from the address alone starts disconnected (`nonisolated(unsafe)` does not reach the pointee).
+        let guarded = UnsafeMutablePointer<State>(bitPattern: UInt(bitPattern: self.state)).unsafelyUnwrapped
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&guarded.pointee)
     }
 }
 
-/// The object a `Locked` lives in: the state as the buffer's header, the mutex as its one element.
+/// The object a `Locked` lives in: the state as the buffer's header, the mutex as its one element
+/// (one allocation; a pthread mutex must not move).
 @usableFromInline
 final class LockedStorage<State>: ManagedBuffer<State, pthread_mutex_t> {
     @inlinable
@@ -52,21 +68,6 @@ final class LockedStorage<State>: ManagedBuffer<State, pthread_mutex_t> {
             precondition(status == 0, "pthread_mutex_init failed: \(status)")
         }
         return storage
-    }
-
-    @inlinable
-    func withLock<Result: ~Copyable, E: Error>(
-        _ body: (inout sending State) throws(E) -> sending Result
-    ) throws(E) -> sending Result {
-        // Both pointers stay valid while self lives; the caller's borrow of `Locked` keeps it.
-        let (header, mutex) = withUnsafeMutablePointers { ($0, $1) }
-        // The state is reached only under the lock, so `body` may take it as a region of its own,
-        // as Mutex's does. The checker cannot know that of a pointer derived from self; one made
-        // from the address alone starts disconnected (`nonisolated(unsafe)` does not reach the pointee).
-        let state = UnsafeMutablePointer<State>(bitPattern: UInt(bitPattern: header)).unsafelyUnwrapped
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body(&state.pointee)
     }
 
     @inlinable
