@@ -28,33 +28,37 @@ let package = Package(
         .library(name: "GatewayTesting", targets: ["GatewayTesting"]),
     ],
     targets: [
+        // The lock every module guards shared state with: a pthread mutex ThreadSanitizer sees
+        // (Synchronization.Mutex's futex is invisible to it; Sources/Locking/Locked.swift says more).
+        .target(name: "Locking", swiftSettings: settings),
+
         // Core: the data model, plugin protocols and configuration (no I/O, no C).
-        .target(name: "GatewayCore", swiftSettings: settings),
+        .target(name: "GatewayCore", dependencies: ["Locking"], swiftSettings: settings),
 
         // Runtime: runs a configured pipeline (tasks, buffers, routing, reload).
-        .target(name: "GatewayRuntime", dependencies: ["GatewayCore", "Outbox"], swiftSettings: settings),
+        .target(name: "GatewayRuntime", dependencies: ["GatewayCore", "Outbox", "Locking"], swiftSettings: settings),
 
         // Engines: protocol and geometry code the plugins share, each testable on its own.
         .target(name: "NMEA", dependencies: ["GatewayCore"], swiftSettings: settings),
         .target(name: "Geodesy", swiftSettings: settings),
-        .target(name: "PositionEncoding", dependencies: ["GatewayCore"], swiftSettings: settings),
-        .target(name: "Outbox", dependencies: ["GatewayCore", "CSQLite", "SystemIO"], swiftSettings: settings),
+        .target(name: "PositionEncoding", dependencies: ["GatewayCore", "Locking"], swiftSettings: settings),
+        .target(name: "Outbox", dependencies: ["GatewayCore", "CSQLite", "SystemIO", "Locking"], swiftSettings: settings),
         // POSIX I/O for plugins: sockets, resolution, cancellable waits on descriptors, blocking work off the pool.
-        .target(name: "SystemIO", dependencies: ["CUV"], swiftSettings: settings),
+        .target(name: "SystemIO", dependencies: ["CUV", "Locking"], swiftSettings: settings),
         // The machine's serial ports (libserialport's enumeration) for `locgate ports` and the serial source.
         .target(name: "SerialPorts", dependencies: ["CSerialPort"], swiftSettings: settings),
         // Tracker protocols (Teltonika, GT06, H02): framers, decoders and answers on bytes, no sockets.
         .target(name: "TrackerProtocols", dependencies: ["GatewayCore"], swiftSettings: settings),
         // The listening side: devices' connections on the I/O loop, their identity, limits and
         // answers written after commit; used by every source that devices call into.
-        .target(name: "DeviceIntake", dependencies: ["GatewayCore", "SystemIO", "TrackerProtocols"], swiftSettings: settings),
-        .target(name: "NATSClient", dependencies: ["GatewayCore", "CNats"], swiftSettings: settings),
+        .target(name: "DeviceIntake", dependencies: ["GatewayCore", "SystemIO", "TrackerProtocols", "Locking"], swiftSettings: settings),
+        .target(name: "NATSClient", dependencies: ["GatewayCore", "CNats", "Locking"], swiftSettings: settings),
         // Per-device state in a NATS JetStream Key-Value bucket (settings.state.nats), registered
         // beside the plugins so GatewayRuntime opens it without depending on NATSClient.
-        .target(name: "NATSState", dependencies: ["GatewayCore", "NATSClient"], swiftSettings: settings),
-        .target(name: "MQTTClient", dependencies: ["GatewayCore", "SystemIO", "CMosquitto"], swiftSettings: settings),
+        .target(name: "NATSState", dependencies: ["GatewayCore", "NATSClient", "Locking"], swiftSettings: settings),
+        .target(name: "MQTTClient", dependencies: ["GatewayCore", "SystemIO", "CMosquitto", "Locking"], swiftSettings: settings),
         // The HTTP server of the operator API and the http_server source (libmicrohttpd, epoll, suspended requests).
-        .target(name: "HTTPServing", dependencies: ["CMicroHTTPD"], swiftSettings: settings),
+        .target(name: "HTTPServing", dependencies: ["CMicroHTTPD", "Locking"], swiftSettings: settings),
 
         // C libraries from Debian, one system library target each; only one Swift file per library talks to it.
         .systemLibrary(name: "CSerialPort", path: "Sources/CSerialPort", pkgConfig: "libserialport", providers: [.apt(["libserialport-dev"])]),
@@ -73,71 +77,72 @@ let package = Package(
         plugin("FileReplay", dependencies: ["GatewayCore", "SystemIO", "NMEA"]),
         plugin("SerialSource", dependencies: ["GatewayCore", "SystemIO", "NMEA", "CSerialPort", "SerialPorts"]),
         plugin("GpsdSource", dependencies: ["GatewayCore", "SystemIO", "NMEA"]),
-        plugin("NetworkNMEA", dependencies: ["GatewayCore", "SystemIO", "NMEA", "DeviceIntake", "TrackerProtocols"]),
-        plugin("HTTPServerSource", dependencies: ["GatewayCore", "DeviceIntake", "HTTPServing", "PositionEncoding", "SystemIO"]),
+        plugin("NetworkNMEA", dependencies: ["GatewayCore", "SystemIO", "NMEA", "DeviceIntake", "TrackerProtocols", "Locking"]),
+        plugin("HTTPServerSource", dependencies: ["GatewayCore", "DeviceIntake", "HTTPServing", "PositionEncoding", "SystemIO", "Locking"]),
         plugin("TrackerSources", dependencies: ["GatewayCore", "DeviceIntake", "TrackerProtocols", "SystemIO"]),
-        plugin("ExecSource", dependencies: ["GatewayCore", "NMEA", "SystemIO"]),
-        plugin("NATSSource", dependencies: ["GatewayCore", "SystemIO", "NATSClient"]),
-        plugin("MQTTInput", dependencies: ["GatewayCore", "SystemIO", "MQTTClient", "PositionEncoding"]),
+        plugin("ExecSource", dependencies: ["GatewayCore", "NMEA", "SystemIO", "Locking"]),
+        plugin("NATSSource", dependencies: ["GatewayCore", "SystemIO", "NATSClient", "Locking"]),
+        plugin("MQTTInput", dependencies: ["GatewayCore", "SystemIO", "MQTTClient", "PositionEncoding", "Locking"]),
         plugin("Coordinates", dependencies: ["GatewayCore", "Geodesy", "CProj"]),
         plugin("Filters", dependencies: ["GatewayCore", "Geodesy"]),
         plugin("Geofence", dependencies: ["GatewayCore", "SystemIO", "Geodesy"]),
         plugin("FileOutput", dependencies: ["GatewayCore", "SystemIO"]),
         plugin("ConsoleOutput", dependencies: ["GatewayCore", "SystemIO"]),
-        plugin("HTTPOutput", dependencies: ["GatewayCore", "SystemIO", "Outbox", "CZlib", "CCurl", "PositionEncoding"]),
-        plugin("NATSOutput", dependencies: ["GatewayCore", "SystemIO", "Outbox", "NATSClient"]),
+        plugin("HTTPOutput", dependencies: ["GatewayCore", "SystemIO", "Outbox", "CZlib", "CCurl", "PositionEncoding", "Locking"]),
+        plugin("NATSOutput", dependencies: ["GatewayCore", "SystemIO", "Outbox", "NATSClient", "Locking"]),
         plugin("MQTTOutput", dependencies: ["GatewayCore", "SystemIO", "Outbox", "MQTTClient", "PositionEncoding"]),
         plugin("PostgresOutput", dependencies: ["GatewayCore", "SystemIO", "Outbox", "Geodesy", "CPostgres"]),
         .target(name: "BuiltinPlugins", dependencies: ["GatewayCore", "FileReplay", "FileOutput", "ConsoleOutput", "NetworkNMEA", "ExecSource", "Coordinates", "Filters", "Geofence", "SerialSource", "GpsdSource", "HTTPOutput", "NATSOutput", "NATSSource", "MQTTOutput", "MQTTInput", "TrackerSources", "HTTPServerSource", "PostgresOutput", "NATSState"], swiftSettings: settings),
 
         // The command line and the service around it: operator API, maps, the `locgate` executable.
-        .target(name: "OperatorAPI", dependencies: ["GatewayCore", "GatewayRuntime", "HTTPServing", "MapRendering", "Geodesy"], swiftSettings: settings),
+        .target(name: "OperatorAPI", dependencies: ["GatewayCore", "GatewayRuntime", "HTTPServing", "MapRendering", "Geodesy", "Locking"], swiftSettings: settings),
         // The map page (Leaflet from Debian's libjs-leaflet, inlined) and `locgate map`, which fills it from recorded files.
         .target(name: "MapRendering", dependencies: ["GatewayCore", "Geodesy"], swiftSettings: settings),
         .target(name: "TrackMap", dependencies: ["GatewayCore", "Geodesy", "FileReplay", "Geofence", "MapRendering"], swiftSettings: settings),
         // A pipeline run as a service: signals, reload from its file, the operator API, systemd.
-        .target(name: "GatewayProcess", dependencies: ["GatewayCore", "GatewayRuntime", "OperatorAPI", "CSystemd"], swiftSettings: settings),
-        .target(name: "LocgateCLI", dependencies: ["GatewayCore", "GatewayRuntime", "GatewayProcess", "Outbox", "SerialPorts", "TrackMap"],
+        .target(name: "GatewayProcess", dependencies: ["GatewayCore", "GatewayRuntime", "OperatorAPI", "CSystemd", "Locking"], swiftSettings: settings),
+        .target(name: "LocgateCLI", dependencies: ["GatewayCore", "GatewayRuntime", "GatewayProcess", "Outbox", "SerialPorts", "TrackMap", "Locking"],
                 resources: [.embedInCode("Resources/demo-bundg_zeus_9.nmea")], swiftSettings: settings),
         .executableTarget(name: "locgate", dependencies: ["LocgateCLI", "BuiltinPlugins"], swiftSettings: settings),
 
         // Test support shipped as libraries (peers, fakes, clocks) for this package and plugin authors.
-        .target(name: "GatewayTesting", dependencies: ["GatewayCore", "GatewayRuntime", "CSQLite"], swiftSettings: settings),
+        .target(name: "GatewayTesting", dependencies: ["GatewayCore", "GatewayRuntime", "CSQLite", "Locking"], swiftSettings: settings),
         .target(name: "NATSTesting", dependencies: ["NATSClient", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .target(name: "MQTTTesting", dependencies: ["GatewayTesting"], swiftSettings: settings),
 
         // Tests: one target per library or plugin, plus LocgateTests for the binary end to end.
+        .testTarget(name: "LockingTests", dependencies: ["Locking"], swiftSettings: settings),
         .testTarget(name: "BuiltinPluginsTests", dependencies: ["BuiltinPlugins", "GatewayCore"], swiftSettings: settings),
-        .testTarget(name: "ConsoleOutputTests", dependencies: ["ConsoleOutput", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
-        .testTarget(name: "CoordinatesTests", dependencies: ["Coordinates", "GatewayCore", "Geodesy"], swiftSettings: settings),
+        .testTarget(name: "ConsoleOutputTests", dependencies: ["ConsoleOutput", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
+        .testTarget(name: "CoordinatesTests", dependencies: ["Coordinates", "GatewayCore", "Geodesy", "Locking"], swiftSettings: settings),
         .testTarget(name: "DeviceIntakeTests", dependencies: ["DeviceIntake", "TrackerProtocols", "SystemIO", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "ExecSourceTests", dependencies: ["ExecSource", "GatewayTesting", "GatewayCore", "GatewayRuntime", "BuiltinPlugins"], swiftSettings: settings),
         .testTarget(name: "FileOutputTests", dependencies: ["FileOutput", "GatewayCore", "GatewayRuntime", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "FileReplayTests", dependencies: ["FileReplay", "GatewayCore", "GatewayTesting", "SystemIO"], exclude: ["Fixtures"], swiftSettings: settings),
         .testTarget(name: "FiltersTests", dependencies: ["Filters", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore", "GatewayTesting"], swiftSettings: settings),
-        .testTarget(name: "GatewayRuntimeTests", dependencies: ["GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], swiftSettings: settings),
+        .testTarget(name: "GatewayRuntimeTests", dependencies: ["GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins", "Locking"], swiftSettings: settings),
         .testTarget(name: "GatewayTestingTests", dependencies: ["GatewayTesting", "GatewayCore", "GatewayRuntime"], swiftSettings: settings),
         .testTarget(name: "GeodesyTests", dependencies: ["Geodesy", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .testTarget(name: "GeofenceTests", dependencies: ["Geofence", "Geodesy", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
-        .testTarget(name: "GpsdSourceTests", dependencies: ["GpsdSource", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
-        .testTarget(name: "HTTPServingTests", dependencies: ["HTTPServing", "GatewayTesting"], swiftSettings: settings),
+        .testTarget(name: "GpsdSourceTests", dependencies: ["GpsdSource", "GatewayCore", "GatewayTesting", "Locking"], resources: [.copy("Fixtures")], swiftSettings: settings),
+        .testTarget(name: "HTTPServingTests", dependencies: ["HTTPServing", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "HTTPOutputTests", dependencies: ["HTTPOutput", "Outbox", "GatewayCore", "GatewayRuntime", "GatewayTesting"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "LocgateTests", dependencies: ["Geodesy", "GatewayTesting"], swiftSettings: settings),
-        .testTarget(name: "MQTTInputTests", dependencies: ["MQTTInput", "MQTTTesting", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
-        .testTarget(name: "MQTTOutputTests", dependencies: ["MQTTOutput", "MQTTClient", "MQTTTesting", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], swiftSettings: settings),
+        .testTarget(name: "MQTTInputTests", dependencies: ["MQTTInput", "MQTTTesting", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
+        .testTarget(name: "MQTTOutputTests", dependencies: ["MQTTOutput", "MQTTClient", "MQTTTesting", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins", "Locking"], swiftSettings: settings),
         .testTarget(name: "NATSOutputTests", dependencies: ["NATSOutput", "NATSClient", "NATSTesting", "Outbox", "GatewayCore", "GatewayRuntime", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "NATSStateTests", dependencies: ["NATSState", "NATSClient", "NATSTesting", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
-        .testTarget(name: "NATSSourceTests", dependencies: ["NATSSource", "NATSClient", "NATSTesting", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
+        .testTarget(name: "NATSSourceTests", dependencies: ["NATSSource", "NATSClient", "NATSTesting", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "PostgresOutputTests", dependencies: ["PostgresOutput", "Outbox", "Geodesy", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins"], swiftSettings: settings),
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .testTarget(name: "NetworkNMEATests", dependencies: ["NetworkNMEA", "GatewayTesting", "GatewayCore"], swiftSettings: settings),
-        .testTarget(name: "OperatorAPITests", dependencies: ["OperatorAPI", "HTTPServing", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins", "Geodesy", "MapRendering"], exclude: ["Support"], swiftSettings: settings),
-        .testTarget(name: "OutboxTests", dependencies: ["Outbox", "GatewayCore", "GatewayRuntime", "GatewayTesting"], swiftSettings: settings),
+        .testTarget(name: "OperatorAPITests", dependencies: ["OperatorAPI", "HTTPServing", "GatewayCore", "GatewayRuntime", "GatewayTesting", "BuiltinPlugins", "Geodesy", "MapRendering", "Locking"], exclude: ["Support"], swiftSettings: settings),
+        .testTarget(name: "OutboxTests", dependencies: ["Outbox", "GatewayCore", "GatewayRuntime", "GatewayTesting", "Locking"], swiftSettings: settings),
         // Model-based and power-cut proofs of the outbox (`make proof` runs them larger).
-        .testTarget(name: "OutboxProofTests", dependencies: ["Outbox", "CSQLite", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
+        .testTarget(name: "OutboxProofTests", dependencies: ["Outbox", "CSQLite", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "SerialSourceTests", dependencies: ["SerialSource", "SerialPorts", "GatewayCore", "GatewayTesting", "NMEA"], exclude: ["Support"], swiftSettings: settings),
-        .testTarget(name: "SystemIOTests", dependencies: ["SystemIO", "GatewayTesting"], swiftSettings: settings),
+        .testTarget(name: "SystemIOTests", dependencies: ["SystemIO", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "HTTPServerSourceTests", dependencies: ["HTTPServerSource", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "TrackerSourcesTests", dependencies: ["TrackerSources", "DeviceIntake", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "TrackerProtocolsTests", dependencies: ["TrackerProtocols", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),

@@ -1,6 +1,6 @@
 // The one file of this plugin that talks to the C library (posix_spawn, pipes, signals, waitpid).
+import Locking
 import SystemIO
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -34,7 +34,7 @@ enum ChildExit: CustomStringConvertible, Sendable {
 /// zombies); deinit only closes the pipes.
 final class ChildProcess: @unchecked Sendable {
     /// Serialises pipe creation and spawning across every exec source (see `init`).
-    private static let spawnLock = Mutex(())
+    private static let spawnLock = Locked(())
 
     // @unchecked: used by one task at a time (the exec source's run loop); pid and fds never change.
     let pid: pid_t

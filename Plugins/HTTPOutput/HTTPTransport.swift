@@ -1,5 +1,6 @@
 import CCurl
 import Foundation
+import Locking
 import Synchronization
 
 /// One HTTP request as the sink builds it.
@@ -105,7 +106,7 @@ final class HTTPTransport: Sendable {
 private final class CurlJob: Sendable {
     let request: HTTPRequest
     let cancelled = Atomic<Bool>(false)
-    let continuation = Mutex<CheckedContinuation<HTTPAnswer, any Error>?>(nil)
+    let continuation = Locked<CheckedContinuation<HTTPAnswer, any Error>?>(nil)
 
     init(request: HTTPRequest) { self.request = request }
 

@@ -2,7 +2,7 @@ import DeviceIntake
 import Foundation
 import GatewayCore
 import HTTPServing
-import Synchronization
+import Locking
 
 /// Serves phone apps and gateways that post positions.
 ///
@@ -77,7 +77,7 @@ final class RequestHandler: Sendable {
     private let users: [String: String]
     private let tokens: [String: String]
     private let template: TemplateReader?
-    private let logLimit = Mutex(LogRateLimit())
+    private let logLimit = Locked(LogRateLimit())
 
     init(configuration: HTTPServerSourceConfiguration, context: ComponentContext) throws {
         self.configuration = configuration

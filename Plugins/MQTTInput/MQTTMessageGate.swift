@@ -1,7 +1,7 @@
 import Dispatch
 import GatewayCore
+import Locking
 import MQTTClient
-import Synchronization
 
 /// Hands messages from libmosquitto's network thread to the source's task, and holds the network
 /// thread until the pipeline has handled enough of them.
@@ -26,7 +26,7 @@ final class MQTTMessageGate: Sendable {
         var closed = false
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let wake = DispatchSemaphore(value: 0)
     let window: UnacknowledgedWindow
 

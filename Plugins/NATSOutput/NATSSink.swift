@@ -1,7 +1,7 @@
 import GatewayCore
+import Locking
 import NATSClient
 import Outbox
-import Synchronization
 
 /// Publishes positions to NATS from an outbox that keeps each until the server acknowledged it.
 ///
@@ -189,9 +189,9 @@ final class NATSTransport: OutboxTransport {
     private let context: ComponentContext
     /// The connection to publish on, once `prepare` passed: nothing is published before the
     /// stream was checked, nor while the supervisor replaces a closed connection.
-    private let current = Mutex<(connection: NATSConnection?, ready: Bool)>((nil, false))
+    private let current = Locked<(connection: NATSConnection?, ready: Bool)>((nil, false))
     /// Core NATS: published records waiting for the flush that confirms them.
-    private let flushing = Mutex<FlushState>(FlushState())
+    private let flushing = Locked<FlushState>(FlushState())
 
     struct FlushState {
         var waiting: [@Sendable (OutboxAck) -> Void] = []

@@ -1,4 +1,5 @@
 import GatewayCore
+import Locking
 import NATSClient
 import Synchronization
 
@@ -248,7 +249,7 @@ struct NATSPositionSource: PositionSource {
 /// The connection acknowledgements go through: the newest one. Completions run on other tasks,
 /// possibly after a reconnect replaced the connection or after the source ended.
 final class CurrentConnection: Sendable {
-    private let connection = Mutex<NATSConnection?>(nil)
+    private let connection = Locked<NATSConnection?>(nil)
     private let retired = Atomic<Bool>(false)
 
     func set(_ c: NATSConnection?) {

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// The ids of the positions handled most recently, bounded: a message JetStream delivers again
 /// (its ack was lost, or came after `ack_wait`) whose position was already taken over is
@@ -11,7 +11,7 @@ final class RecentIDs: Sendable {
     }
 
     let capacity: Int
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(capacity: Int) { self.capacity = max(1, capacity) }
 

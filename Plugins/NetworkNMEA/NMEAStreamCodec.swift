@@ -1,6 +1,6 @@
 import GatewayCore
+import Locking
 import NMEA
-import Synchronization
 import TrackerProtocols
 
 /// NMEA pushed by a device over a connection it opened, read as the listening sources read
@@ -74,7 +74,7 @@ struct NMEAStreamCodec: TrackerCodec {
 
 /// The `nmea.*` counters of every connection of one source, added up.
 final class NMEACounters: Sendable {
-    private let totals = Mutex(NMEAStatistics())
+    private let totals = Locked(NMEAStatistics())
     private let stats: ComponentStats
 
     init(stats: ComponentStats) { self.stats = stats }

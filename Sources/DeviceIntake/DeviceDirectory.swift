@@ -1,6 +1,6 @@
 import Foundation
 import GatewayCore
-import Synchronization
+import Locking
 import SystemIO
 
 /// One device a listening source knows: the name its positions carry and static attributes.
@@ -164,7 +164,7 @@ public final class DeviceDirectory: Sendable {
     }
 
     public let configuration: DeviceDirectoryConfiguration
-    private let state: Mutex<State>
+    private let state: Locked<State>
     private let logger: Logger
 
     /// Loads the file, if any (a file that fails here fails the source's start).
@@ -173,9 +173,9 @@ public final class DeviceDirectory: Sendable {
         self.logger = logger
         if let file = configuration.file {
             let modified = DeviceDirectory.version(file)
-            state = Mutex(State(entries: try DeviceDirectoryConfiguration.load(file: file), modified: modified))
+            state = Locked(State(entries: try DeviceDirectoryConfiguration.load(file: file), modified: modified))
         } else {
-            state = Mutex(State(entries: configuration.entries, modified: nil))
+            state = Locked(State(entries: configuration.entries, modified: nil))
         }
     }
 

@@ -1,5 +1,5 @@
 import GatewayCore
-import Synchronization
+import Locking
 
 /// Positions a listening source decoded on the I/O thread, waiting for its task to emit them.
 ///
@@ -30,7 +30,7 @@ public final class DeviceInbox: Sendable {
 
     /// Past this many waiting positions, producers hold back.
     public let softLimit: Int
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public init(softLimit: Int = 10_000) { self.softLimit = softLimit }
 

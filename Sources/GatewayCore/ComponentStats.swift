@@ -1,3 +1,4 @@
+import Locking
 import Synchronization
 
 /// Counters of one component, read by the periodic stats line and by tests.
@@ -16,8 +17,8 @@ public final class ComponentStats: Sendable {
     private let receivedCount = Atomic<Int>(0)
     private let emittedCount = Atomic<Int>(0)
     private let droppedCount = Atomic<Int>(0)
-    private let named = Mutex<[(name: String, value: Int, kind: Kind)]>([])
-    private let gauges = Mutex<[(name: String, read: @Sendable () -> Int)]>([])
+    private let named = Locked<[(name: String, value: Int, kind: Kind)]>([])
+    private let gauges = Locked<[(name: String, read: @Sendable () -> Int)]>([])
 
     public init(id: String) { self.id = id }
 

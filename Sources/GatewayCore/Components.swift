@@ -1,3 +1,4 @@
+import Locking
 import Synchronization
 
 /// The three kinds of pipeline component.
@@ -97,7 +98,7 @@ public final class BatchAcknowledgement: Sendable {
     public typealias Step = @Sendable (_ done: @escaping @Sendable () -> Void) -> Void
     private let pending = Atomic<Int>(1)
     private let whenHandled: @Sendable () -> Void
-    private let steps = Mutex<[Step]>([])
+    private let steps = Locked<[Step]>([])
 
     /// An acknowledgement held once (by its creator, who releases it after handing it on).
     public init(_ whenHandled: @escaping @Sendable () -> Void) {
@@ -152,7 +153,7 @@ public final class UnacknowledgedWindow: Sendable {
     }
 
     public let limit: Int
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public init(limit: Int) { self.limit = max(1, limit) }
 

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// Keeps secrets out of every output channel: log lines, error messages, `validate` output, and
 /// whatever else an output path passes through ``redact(_:)``.
@@ -19,7 +19,7 @@ public enum Redaction {
     /// Shorter registered values are ignored (see the type's documentation).
     public static let minimumLength = 4
 
-    private static let secrets = Mutex<[String]>([])
+    private static let secrets = Locked<[String]>([])
 
     /// Adds a secret value to redact from now on (process-wide: secrets only ever accumulate).
     public static func register(_ secret: String) {

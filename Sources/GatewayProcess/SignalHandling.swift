@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import GatewayCore
 import GatewayRuntime
-import Synchronization
+import Locking
 
 /// SIGINT/SIGTERM: the first asks the pipeline to stop gracefully, a second exits at once.
 enum SignalHandling {
@@ -45,6 +45,6 @@ extension SignalHandling {
 
 /// SIGINT and SIGTERM counted together: the second of either exits at once.
 final class SignalCounter: Sendable {
-    private let value = Mutex(0)
+    private let value = Locked(0)
     func increment() -> Int { value.withLock { $0 += 1; return $0 } }
 }

@@ -1,4 +1,5 @@
 import GatewayCore
+import Locking
 import Synchronization
 
 /// A running pipeline built from a validated configuration.
@@ -65,12 +66,12 @@ public final class Pipeline: Sendable {
     }
 
     /// The running components; changed only by the supervisor.
-    let topology: Mutex<Topology>
+    let topology: Locked<Topology>
     let routing: Routing
     private let commands: AsyncStream<Command>
     let mailbox: AsyncStream<Command>.Continuation
     /// The settings in effect: a reload changes those that apply live, the others wait for a restart.
-    let settings: Mutex<PipelineConfiguration.Settings>
+    let settings: Locked<PipelineConfiguration.Settings>
     /// Where the components' tasks run (`settings.threads`; a reload does not change it).
     let threads: PipelineThreads
     let logger: Logger
@@ -95,7 +96,7 @@ public final class Pipeline: Sendable {
     /// The exit status of a `run --drain` whose timeout passed with positions still queued.
     public static let drainTimeoutStatus: Int32 = 3
     /// The handle of the current stats reporter and tick loop (restarted when a reload changes them).
-    let auxiliary = Mutex<(stats: ShutdownTrigger, ticks: ShutdownTrigger)>((ShutdownTrigger(), ShutdownTrigger()))
+    let auxiliary = Locked<(stats: ShutdownTrigger, ticks: ShutdownTrigger)>((ShutdownTrigger(), ShutdownTrigger()))
 
     /// Statistics of every running component: sources, transforms (inputs first), sinks.
     public var componentStats: [ComponentStats] {
@@ -109,7 +110,7 @@ public final class Pipeline: Sendable {
     /// Builds every component; throws the first component that cannot be built (exit 1).
     public init(configuration: PipelineConfiguration, logHandler: any LogHandler, clock: any GatewayClock = SystemClock(),
                 drain: Drain = .off, observer: (any PipelineObserver)? = nil) throws {
-        self.settings = Mutex(configuration.settings)
+        self.settings = Locked(configuration.settings)
         self.threads = PipelineThreads(count: configuration.settings.threads)
         self.drain = drain
         self.logger = Logger(label: "pipeline", handler: logHandler)
@@ -122,13 +123,13 @@ public final class Pipeline: Sendable {
         for c in configuration.sources where table.sources[c.id]?.isEmpty ?? true {
             built.topology.sources[c.id]?.logger.warning("feeds nothing: no transform or sink lists it in inputs")
         }
-        self.topology = Mutex(built.topology)
+        self.topology = Locked(built.topology)
         self.routing = Routing(table)
-        self.initialSinks = Mutex(built.sinks)
+        self.initialSinks = Locked(built.sinks)
     }
 
     /// Sinks built by `init`, handed to their tasks when `run` starts.
-    private let initialSinks: Mutex<[String: any PositionSink]>
+    private let initialSinks: Locked<[String: any PositionSink]>
     /// Where stateful transforms keep per-device state (`settings.state`); nil: in memory only.
     let stateStore: (any DeviceStateStore)?
 

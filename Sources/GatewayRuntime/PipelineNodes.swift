@@ -1,5 +1,5 @@
 import GatewayCore
-import Synchronization
+import Locking
 
 // The running components, as the supervisor holds them and the routes reach them.
 extension Pipeline {
@@ -11,7 +11,7 @@ extension Pipeline {
         let tickInterval: Duration?
         /// Calls in progress, for the heartbeat's wedge detection (PipelineHeartbeat.swift).
         let activity = ActivityProbe()
-        private let transform: Mutex<any PositionTransform>
+        private let transform: Locked<any PositionTransform>
         private let observer: (any PipelineObserver)?
         /// Saves the per-device state of a stateful transform (TransformStateKeeper.swift).
         let keeper: TransformStateKeeper?
@@ -23,7 +23,7 @@ extension Pipeline {
             self.observer = observer
             self.keeper = keeper
             self.tickInterval = transform.tickInterval
-            self.transform = Mutex(transform)
+            self.transform = Locked(transform)
         }
 
         /// The batch through the transform, and the state it changed (saved by the caller, which

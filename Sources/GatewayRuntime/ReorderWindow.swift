@@ -1,5 +1,5 @@
 import GatewayCore
-import Synchronization
+import Locking
 
 /// A source's `reorder_window`: each device's positions are held that long after they arrive
 /// and released in fix-time order, so a fix that arrives a little late (a tracker's buffered
@@ -28,7 +28,7 @@ final class ReorderWindow: Sendable {
     }
 
     let window: Duration
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(window: Duration) { self.window = window }
 

@@ -1,3 +1,4 @@
+import Locking
 import Synchronization
 
 extension Pipeline {
@@ -43,9 +44,9 @@ extension Pipeline {
 
     /// The current routing table: one lock per batch to read it, swapped whole by a reload.
     final class Routing: Sendable {
-        private let current: Mutex<RoutingTable>
+        private let current: Locked<RoutingTable>
 
-        init(_ table: RoutingTable) { current = Mutex(table) }
+        init(_ table: RoutingTable) { current = Locked(table) }
 
         /// The current table, entered: call `leave()` on it when the batch is routed.
         func acquire() -> RoutingTable {

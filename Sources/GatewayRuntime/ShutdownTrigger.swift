@@ -1,5 +1,5 @@
 import GatewayCore
-import Synchronization
+import Locking
 
 /// A one-shot event that tasks can wait for: shutdown was requested (a signal, a failed sink).
 public final class ShutdownTrigger: Sendable {
@@ -9,7 +9,7 @@ public final class ShutdownTrigger: Sendable {
         var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
         var nextID: UInt64 = 0
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public init() {}
 

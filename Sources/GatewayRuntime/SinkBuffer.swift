@@ -1,5 +1,5 @@
 import GatewayCore
-import Synchronization
+import Locking
 
 /// The bounded buffer in front of one sink, with a named overflow policy.
 ///
@@ -50,7 +50,7 @@ public final class SinkBuffer: SinkInput, Sendable {
     public let policy: PipelineConfiguration.BufferSettings.WhenFull
     public let durable: Bool
     private let stats: ComponentStats
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Fired by the pipeline on a signal or a failure: see ``SinkInput/stopRequest``.
     public let stopNow = ShutdownTrigger()
     public var stopRequest: (any SinkStopRequest)? { stopNow }

@@ -1,7 +1,7 @@
 import GatewayCore
-import Synchronization
 #if canImport(Glibc)
 import Glibc
+import Locking
 #endif
 
 /// Writes one line per message to stderr, in one of three formats:
@@ -20,7 +20,7 @@ public final class StderrLogHandler: LogHandler, Sendable {
     public let minimumLevel: LogLevel
     public let format: Format
     private let clock: any GatewayClock
-    private let lock = Mutex(())
+    private let lock = Locked(())
 
     public init(minimumLevel: LogLevel, format: Format = .text, clock: any GatewayClock = SystemClock()) {
         self.minimumLevel = minimumLevel

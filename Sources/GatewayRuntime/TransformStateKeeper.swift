@@ -1,4 +1,5 @@
 import GatewayCore
+import Locking
 import Outbox
 import Synchronization
 
@@ -19,7 +20,7 @@ final class TransformStateKeeper: Sendable {
     /// Orders every keeper's writes, across reloads (a replaced transform's last changes and its
     /// replacement's first write to the same rows).
     private static let sequence = Atomic<UInt64>(0)
-    private let failures = Mutex(LogRateLimit())
+    private let failures = Locked(LogRateLimit())
 
     private init(transform: String, format: String, store: any DeviceStateStore, stats: ComponentStats, logger: Logger) {
         self.transform = transform

@@ -1,5 +1,5 @@
 import GatewayCore
-import Synchronization
+import Locking
 
 /// A component's `run` (a source's or a sink's) in a task the conformance checks can abandon: a
 /// component that ignores cancellation must fail the check, not hang the test run, so this is the
@@ -9,7 +9,7 @@ final class AbandonableRun: Sendable {
     enum Ending: Sendable { case returned, threw(String) }
 
     private final class EndingBox: Sendable {
-        let value = Mutex<Ending?>(nil)
+        let value = Locked<Ending?>(nil)
     }
 
     let task: Task<Void, Never>

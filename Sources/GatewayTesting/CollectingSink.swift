@@ -1,11 +1,11 @@
 import GatewayCore
-import Synchronization
+import Locking
 
 /// Everything a source emitted, in order, safe to read from the test while the source runs.
 ///
 /// Use ``output`` as a source's ``SourceOutput``, or ``CollectingSink`` at the end of a pipeline.
 public final class PositionCollector: Sendable {
-    private let state = Mutex<(positions: [Position], batches: Int)>(([], 0))
+    private let state = Locked<(positions: [Position], batches: Int)>(([], 0))
 
     public init() {}
 

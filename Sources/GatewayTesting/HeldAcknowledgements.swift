@@ -1,11 +1,11 @@
 import GatewayCore
-import Synchronization
+import Locking
 
 /// A source output that keeps every batch and holds its end-to-end acknowledgement until the
 /// test releases it: what a source that answers devices or a broker only after the commit is
 /// tested against.
 public final class HeldAcknowledgements: Sendable {
-    private let state = Mutex<(batches: [[Position]], acks: [BatchAcknowledgement])>(([], []))
+    private let state = Locked<(batches: [[Position]], acks: [BatchAcknowledgement])>(([], []))
 
     public init() {}
 

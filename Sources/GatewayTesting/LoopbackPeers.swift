@@ -1,8 +1,8 @@
 // The one file of the test kit that talks to the C library (loopback sockets for test peers).
 import Foundation
-import Synchronization
 #if canImport(Glibc)
 import Glibc
+import Locking
 #endif
 
 /// A TCP server on 127.0.0.1 that sends scripted bytes to every client: the peer a network
@@ -21,13 +21,13 @@ public final class LoopbackTCPServer: Sendable {
         var accepted = 0
         var generation = 0
     }
-    private let state: Mutex<State>
+    private let state: Locked<State>
     private let payload: @Sendable (Int) -> [UInt8]
     private let interval: Duration
 
     /// A server that sends `payload(n)` to every client every `interval` (n counts up from 0).
     public init(port: Int = 0, interval: Duration = .milliseconds(100), payload: @escaping @Sendable (Int) -> [UInt8]) {
-        state = Mutex(State(port: port))
+        state = Locked(State(port: port))
         self.payload = payload
         self.interval = interval
     }

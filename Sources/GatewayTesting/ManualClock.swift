@@ -1,5 +1,5 @@
 import GatewayCore
-import Synchronization
+import Locking
 
 /// A ``GatewayClock`` the test drives: `now()` moves only when the test calls ``advance(by:)``,
 /// and sleepers wake when the time they wait for is reached.
@@ -18,11 +18,11 @@ public final class ManualClock: GatewayClock, Sendable {
         /// Ids cancelled before their continuation was registered.
         var cancelledEarly: Set<Int> = []
     }
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     /// Starts at `start` (default 2026-01-01T00:00:00Z).
     public init(start: Timestamp = Timestamp(year: 2026, month: 1, day: 1)) {
-        state = Mutex(State(now: start.milliseconds))
+        state = Locked(State(now: start.milliseconds))
     }
 
     public func now() -> Timestamp { Timestamp(milliseconds: state.withLock { $0.now }) }

@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -21,7 +22,7 @@ public final class NotifySocket: Sendable {
 
     public let path: String
     private let fd: Int32
-    private let received = Mutex<[Datagram]>([])
+    private let received = Locked<[Datagram]>([])
     private let stopped = Atomic<Bool>(false)
     private let done = DispatchSemaphore(value: 0)
 

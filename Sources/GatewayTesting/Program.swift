@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 
 /// A program a test runs to its end: the locgate binary, make, curl, a broker's tools.
 public enum Program {
@@ -28,7 +28,7 @@ public enum Program {
         p.standardOutput = out
         p.standardError = err
         try p.run()
-        let stderrData = Mutex(Data())
+        let stderrData = Locked(Data())
         let group = DispatchGroup()
         DispatchQueue.global().async(group: group) {
             let d = err.fileHandleForReading.readDataToEndOfFile()

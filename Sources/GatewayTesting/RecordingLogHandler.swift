@@ -1,5 +1,5 @@
 import GatewayCore
-import Synchronization
+import Locking
 
 /// A ``LogHandler`` that keeps every line, for tests that check what a component logged.
 public final class RecordingLogHandler: LogHandler, Sendable {
@@ -12,7 +12,7 @@ public final class RecordingLogHandler: LogHandler, Sendable {
     }
 
     public let minimumLevel: LogLevel
-    private let lines = Mutex<[Entry]>([])
+    private let lines = Locked<[Entry]>([])
 
     public init(minimumLevel: LogLevel = .trace) {
         self.minimumLevel = minimumLevel

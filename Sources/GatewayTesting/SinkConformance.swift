@@ -1,6 +1,6 @@
 import GatewayCore
 import GatewayRuntime
-import Synchronization
+import Locking
 
 /// Checks every sink plugin's tests call to show the ``PositionSink`` contract holds: everything
 /// read is delivered and counted, an acknowledgement comes only after what it covers was
@@ -168,7 +168,7 @@ private final class CommitCheckingInput: SinkInput, Sendable {
 
     private let buffer: SinkBuffer
     private let committed: @Sendable () -> Set<String>
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(_ buffer: SinkBuffer, committed: @escaping @Sendable () -> Set<String>) {
         self.buffer = buffer

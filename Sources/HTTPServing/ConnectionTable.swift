@@ -1,4 +1,5 @@
 import Dispatch
+import Locking
 import Synchronization
 
 /// What the callbacks of one server share: its limits, handler, counters and connection table.
@@ -7,7 +8,7 @@ final class Core: Sendable {
     let handler: HTTPServer.Handler
     let stats = StatisticsCounters()
     let stopping = Atomic<Bool>(false)
-    private let table = Mutex(Table())
+    private let table = Locked(Table())
 
     /// Every open connection, and how many come from each address.
     private struct Table {

@@ -1,5 +1,5 @@
 import Dispatch
-import Synchronization
+import Locking
 
 /// A request between its headers and its end, and the answer that may come from any thread.
 final class RequestExchange: @unchecked Sendable {
@@ -10,7 +10,7 @@ final class RequestExchange: @unchecked Sendable {
     let core: Core
     let record: ConnectionRecord?
     private var request: HTTPRequest
-    private let state = Mutex(Guarded())
+    private let state = Locked(Guarded())
 
     /// The lifecycle, and the group ``HTTPServer/stop()`` waits on once it resumed this request.
     private struct Guarded {

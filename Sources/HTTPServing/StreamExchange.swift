@@ -1,5 +1,5 @@
 import Dispatch
-import Synchronization
+import Locking
 
 /// A streamed body, the bytes of its last chunk not yet handed over, and its wakes.
 final class StreamExchange: @unchecked Sendable {
@@ -10,7 +10,7 @@ final class StreamExchange: @unchecked Sendable {
     let connection: OpaquePointer
     let core: Core
     let record: ConnectionRecord?
-    private let state = Mutex(Guarded())
+    private let state = Locked(Guarded())
     private var pending: [UInt8] = []
 
     /// The lifecycle, and the group ``HTTPServer/stop()`` waits on until this stream is over.

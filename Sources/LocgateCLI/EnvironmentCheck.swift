@@ -1,7 +1,7 @@
 import Foundation
 import GatewayCore
+import Locking
 import Outbox
-import Synchronization
 
 /// Runs every component's environment check for `locgate validate`.
 enum EnvironmentCheck {
@@ -10,7 +10,7 @@ enum EnvironmentCheck {
     /// peers must not add up to ten timeouts.
     static func run(_ config: PipelineConfiguration, peerTimeout: Duration = .seconds(2)) -> [EnvironmentFinding] {
         let components = config.components
-        let results = Mutex([[EnvironmentFinding]](repeating: [], count: components.count))
+        let results = Locked([[EnvironmentFinding]](repeating: [], count: components.count))
         let group = DispatchGroup()
         for (i, c) in components.enumerated() {
             group.enter()

@@ -2,7 +2,7 @@
 import CMosquitto
 import Foundation
 import GatewayCore
-import Synchronization
+import Locking
 import SystemIO
 #if canImport(Glibc)
 import Glibc
@@ -106,7 +106,7 @@ public final class MQTTConnection: @unchecked Sendable {
         /// Filters subscribed after every CONNACK, and who gets the messages.
         var subscription: (filters: [String], qos: Int, handler: @Sendable (MQTTMessage) -> MQTTMessageDisposition)?
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// `mosquitto_lib_init` must run once per process, before the first client.
     private static let libraryReady: Bool = {

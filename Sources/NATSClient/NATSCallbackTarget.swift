@@ -1,5 +1,5 @@
 import GatewayCore
-import Synchronization
+import Locking
 
 /// What libnats' callbacks reach: found through a registry by an integer token (the C closure
 /// pointer), so a callback that races the connection's deinit finds nothing instead of freed memory.
@@ -15,15 +15,15 @@ final class CallbackTarget: Sendable {
         /// Set by `close`: the disconnect that closing causes is not news.
         var closing = false
     }
-    private let state: Mutex<State>
+    private let state: Locked<State>
     let events: @Sendable (NATSConnectionEvent) -> Void
 
     init(events: @escaping @Sendable (NATSConnectionEvent) -> Void, backoff: Backoff) {
         self.events = events
-        state = Mutex(State(backoff: backoff))
+        state = Locked(State(backoff: backoff))
     }
 
-    private static let registry = Mutex<(next: Int, targets: [Int: CallbackTarget])>((1, [:]))
+    private static let registry = Locked<(next: Int, targets: [Int: CallbackTarget])>((1, [:]))
 
     static func register(_ t: CallbackTarget) -> Int {
         registry.withLock { r in

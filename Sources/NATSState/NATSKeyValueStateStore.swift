@@ -1,7 +1,7 @@
 import Dispatch
 import GatewayCore
+import Locking
 import NATSClient
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -76,7 +76,7 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
     private let interval: Duration
     private let timeout: Duration
     private let queue = DispatchQueue(label: "locgate-state-nats")
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let clock: any GatewayClock
     private let logger: Logger
 

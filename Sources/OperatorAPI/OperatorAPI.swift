@@ -1,6 +1,7 @@
 import GatewayCore
 import Geodesy
 import HTTPServing
+import Locking
 import MapRendering
 import Synchronization
 
@@ -33,15 +34,15 @@ public final class OperatorAPI: Sendable {
     public let settings: PipelineConfiguration.API
     public let monitor: PipelineMonitor
     /// The components served, replaced when a reload changes the pipeline.
-    private let view: Mutex<(components: [MonitoredComponent], sourceIDs: [String], scene: LiveMapScene, generation: Int)>
+    private let view: Locked<(components: [MonitoredComponent], sourceIDs: [String], scene: LiveMapScene, generation: Int)>
     private let version: String
-    private let server = Mutex<HTTPServer?>(nil)
+    private let server = Locked<HTTPServer?>(nil)
     /// Every position and fence on the live map is converted into this datum (`api.map.datum`).
     let displayDatum: ChinaDatums.Datum
-    private let liveStreams = Mutex(0)
+    private let liveStreams = Locked(0)
     private let stopping = Atomic<Bool>(false)
     /// The live map page, made on the first request (it inlines Leaflet, about 150 kB).
-    private let page = Mutex<[UInt8]?>(nil)
+    private let page = Locked<[UInt8]?>(nil)
 
     /// `stats` are the pipeline's `componentStats`; `configuration` gives each its kind and type.
     public init(settings: PipelineConfiguration.API, configuration: PipelineConfiguration, stats: [ComponentStats],
@@ -52,7 +53,7 @@ public final class OperatorAPI: Sendable {
         let display = MapProjection.datum(named: settings.mapDatum) ?? .wgs84
         displayDatum = display
         let v = OperatorAPI.view(configuration, stats)
-        view = Mutex((v.components, v.sourceIDs, LiveMapScene(configuration: configuration, display: display), 0))
+        view = Locked((v.components, v.sourceIDs, LiveMapScene(configuration: configuration, display: display), 0))
     }
 
     /// Serves the components of a reloaded pipeline (`stats` are its new `componentStats`); live

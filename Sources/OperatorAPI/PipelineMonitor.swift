@@ -1,5 +1,6 @@
 import GatewayCore
 import GatewayRuntime
+import Locking
 import Synchronization
 
 /// What the operator API knows beyond the components' counters: the newest position of every
@@ -67,9 +68,9 @@ public final class PipelineMonitor: PipelineObserver {
     public let startedAt: Timestamp
     /// Positions per device in a tail.
     public let tail: Int
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Live map streams to tell about new updates, by the id ``addUpdateListener(_:)`` gave.
-    private let listeners = Mutex<(next: Int, wakes: [Int: @Sendable () -> Void])>((0, [:]))
+    private let listeners = Locked<(next: Int, wakes: [Int: @Sendable () -> Void])>((0, [:]))
     /// How many listeners there are, read without the lock: with none, appending costs nothing more.
     private let listenerCount = Atomic<Int>(0)
 

@@ -1,5 +1,5 @@
 import GatewayCore
-import Synchronization
+import Locking
 
 /// An outbox in memory: lost when the process stops (the `"queue": null` mode).
 ///
@@ -33,8 +33,8 @@ public final class MemoryOutbox: Outbox {
     }
 
     public let capacity: Int
-    private let state = Mutex(State())
-    private let removalObserver = Mutex<(@Sendable (_ oldestLeft: Int64?) -> Void)?>(nil)
+    private let state = Locked(State())
+    private let removalObserver = Locked<(@Sendable (_ oldestLeft: Int64?) -> Void)?>(nil)
 
     public init(capacity: Int) { self.capacity = max(1, capacity) }
 

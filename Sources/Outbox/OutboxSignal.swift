@@ -1,5 +1,5 @@
 import Dispatch
-import Synchronization
+import Locking
 
 /// Wakes a sink's delivering task: flags accumulate until it reads them.
 public final class OutboxSignal: Sendable {
@@ -28,7 +28,7 @@ public final class OutboxSignal: Sendable {
         var ticket: UInt64 = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public init() {}
 

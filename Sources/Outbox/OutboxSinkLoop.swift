@@ -1,5 +1,5 @@
 import GatewayCore
-import Synchronization
+import Locking
 
 /// Hands one record to a broker client library (the half of a broker sink that talks to the peer).
 ///
@@ -299,7 +299,7 @@ public struct OutboxSinkLoop: Sendable {
 
 /// The outcome of the delete in progress (``Outbox/remove(_:done:)``), until the publishing task takes it.
 final class DeleteInbox: Sendable {
-    private let outcome = Mutex<([Int64], Result<Void, any Error>)?>(nil)
+    private let outcome = Locked<([Int64], Result<Void, any Error>)?>(nil)
     private let signal: OutboxSignal
 
     init(signal: OutboxSignal) { self.signal = signal }
@@ -330,7 +330,7 @@ final class AckInbox: Sendable {
         var outstanding = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let signal: OutboxSignal
     private let wakeEvery: Int
 

@@ -1,5 +1,5 @@
 import GatewayCore
-import Synchronization
+import Locking
 
 /// The receiving half of a delivering sink: commits what arrives, then acknowledges upstream;
 /// applies the queue caps; keeps the queue's stats.
@@ -113,7 +113,7 @@ final class DeliveryMarks: Sendable {
         var input: (any SinkInput)?
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     func committed(through seq: Int64, mark: SinkMark, input: any SinkInput, oldest: Int64?) {
         state.withLock { s in

@@ -1,5 +1,5 @@
 import GatewayCore
-import Synchronization
+import Locking
 
 /// What a delivering sink's writes to its queue do when the disk is full: every write of the
 /// sink (the commit of what arrives, the delete of what was delivered, the in-flight mark, the move
@@ -12,8 +12,8 @@ import Synchronization
 public final class QueueWrites: Sendable {
     let context: ComponentContext
     /// The kinds of write failing now, and since when (ms on the context's clock).
-    private let failing = Mutex<[String: Int64]>([:])
-    private let logLimit = Mutex(LogRateLimit(intervalMilliseconds: 10_000))
+    private let failing = Locked<[String: Int64]>([:])
+    private let logLimit = Locked(LogRateLimit(intervalMilliseconds: 10_000))
 
     init(context: ComponentContext) {
         self.context = context

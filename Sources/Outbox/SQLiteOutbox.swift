@@ -1,5 +1,6 @@
 import Dispatch
 import GatewayCore
+import Locking
 import Synchronization
 import SystemIO
 #if canImport(Glibc)
@@ -22,12 +23,12 @@ public final class SQLiteOutbox: Outbox {
     public let path: String
     public let maxRecords: Int
     /// Guards `connection`: the sink's receiving and delivering tasks share it.
-    private let lock = Mutex(())
+    private let lock = Locked(())
     // Only touched inside `run`, under `lock`; nil once closed.
     nonisolated(unsafe) private var connection: SQLiteConnection?
     private let cachedDepth = Atomic<Int>(0)
-    private let cachedOldest = Mutex<Int64?>(nil)
-    private let cachedInFlight = Mutex<Int64?>(nil)
+    private let cachedOldest = Locked<Int64?>(nil)
+    private let cachedInFlight = Locked<Int64?>(nil)
     /// The thread commits and background removals run on (``commit(_:at:)``,
     /// ``remove(_:done:)``), one per outbox: never the pipeline's nor a delivering loop's.
     private let commits: DispatchQueue

@@ -1,6 +1,6 @@
 import Dispatch
 import GatewayCore
-import Synchronization
+import Locking
 import SystemIO
 #if canImport(Glibc)
 import Glibc
@@ -61,7 +61,7 @@ public final class SQLiteStateStore: DeviceStateStore {
     private let interval: Duration
     private let maxAge: Duration
     private let queue = DispatchQueue(label: "locgate-state")
-    private let state = Mutex(State())
+    private let state = Locked(State())
     // Only touched on `queue` (and in init/close before/after it runs); nil once closed.
     nonisolated(unsafe) private var connection: SQLiteConnection?
     nonisolated(unsafe) private var lastExpiry: Int64 = 0

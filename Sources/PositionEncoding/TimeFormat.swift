@@ -1,6 +1,6 @@
 import Foundation
 import GatewayCore
-import Synchronization
+import Locking
 
 /// How a template writes a position's time.
 public enum TimeFormat: Sendable {
@@ -47,7 +47,7 @@ public final class TimePattern: Sendable {
     let zone: TimeZone
     /// Fixed offset in seconds when the zone has no daylight saving rules worth looking up.
     private let fixedOffset: Int?
-    private let cache = Mutex<(hour: Int64, offset: Int)>((Int64.min, 0))
+    private let cache = Locked<(hour: Int64, offset: Int)>((Int64.min, 0))
 
     /// Compiles `pattern`; nil with a reason when it has letters that are not fields.
     public init(pattern: String, zone: TimeZone) throws(PatternError) {

@@ -14,6 +14,7 @@
 // closed on its loop's thread. Other threads reach the loop with `execute` (a queue drained on
 // the loop after `uv_async_send`) or `perform` (the same, awaited).
 import CUV
+import Locking
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -29,7 +30,7 @@ public final class EventLoop: @unchecked Sendable {
     private let wake: UnsafeMutablePointer<uv_async_t>
     /// Jobs for the loop thread, and whether the loop stopped taking them (one lock: a job is
     /// either run or refused, never dropped unseen).
-    private let queue = Mutex<(jobs: [@Sendable () -> Void], stopped: Bool)>(([], false))
+    private let queue = Locked<(jobs: [@Sendable () -> Void], stopped: Bool)>(([], false))
     private let loopThread = Atomic<UInt>(0)
     private var thread = pthread_t()
     /// Every read lands here first: a read callback hands the bytes on before the next read.

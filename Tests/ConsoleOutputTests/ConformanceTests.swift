@@ -3,7 +3,7 @@ import Foundation
 import GatewayCore
 import GatewayTesting
 import Glibc
-import Synchronization
+import Locking
 import Testing
 
 /// A pipe standing in for standard output: the sink writes its end, the test reads the other
@@ -11,7 +11,7 @@ import Testing
 final class OutputPipe: Sendable {
     let writeEnd: Int32
     private let readEnd: Int32
-    private let text = Mutex("")
+    private let text = Locked("")
 
     init() throws {
         var fds: [Int32] = [0, 0]

@@ -1,13 +1,13 @@
 import Foundation
 import GatewayCore
 import Geodesy
-import Synchronization
+import Locking
 import Testing
 @testable import Coordinates
 
 /// Records log lines so tests can count warnings.
 final class RecordingLogHandler: LogHandler, Sendable {
-    let lines = Mutex<[(LogLevel, String)]>([])
+    let lines = Locked<[(LogLevel, String)]>([])
     var minimumLevel: LogLevel { .trace }
     func log(level: LogLevel, label: String, message: String) { lines.withLock { $0.append((level, message)) } }
     var warnings: [String] { lines.withLock { $0.filter { $0.0 == .warning }.map(\.1) } }

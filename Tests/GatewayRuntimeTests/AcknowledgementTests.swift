@@ -1,6 +1,7 @@
 import GatewayCore
 import GatewayRuntime
 import GatewayTesting
+import Locking
 import Synchronization
 import Testing
 
@@ -10,7 +11,7 @@ final class AckingSource: PositionSource {
     let positions: [Position]
     let batchSize: Int
     let window: UnacknowledgedWindow
-    let acked = Mutex<[String]>([])
+    let acked = Locked<[String]>([])
     let emitted = Atomic<Int>(0)
 
     init(positions: [Position], batchSize: Int, window: UnacknowledgedWindow) {
@@ -40,7 +41,7 @@ final class AckingSource: PositionSource {
 
 /// A sink that reads batches at once but acknowledges them only when the test opens the gate.
 final class GatedSink: PositionSink {
-    let received = Mutex<[String]>([])
+    let received = Locked<[String]>([])
     let open = Atomic<Bool>(false)
 
     var receivedIDs: [String] { received.withLock { $0 } }

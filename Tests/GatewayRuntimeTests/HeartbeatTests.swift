@@ -2,6 +2,7 @@ import Dispatch
 import GatewayCore
 import GatewayRuntime
 import GatewayTesting
+import Locking
 import Synchronization
 import Testing
 
@@ -9,7 +10,7 @@ import Testing
 final class RecordingMonitor: PipelineMonitor {
     let heartbeatInterval: Duration = .milliseconds(50)
     let stallLimit: Duration = .milliseconds(300)
-    private let beats = Mutex<[PipelineHeartbeat]>([])
+    private let beats = Locked<[PipelineHeartbeat]>([])
     private let startedFlag = Atomic<Bool>(false)
     var started: Bool { startedFlag.load(ordering: .relaxed) }
 

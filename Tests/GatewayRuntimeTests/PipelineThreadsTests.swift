@@ -2,7 +2,7 @@ import Foundation
 import GatewayCore
 import GatewayRuntime
 import GatewayTesting
-import Synchronization
+import Locking
 import Testing
 
 /// The name the kernel has for the calling thread.
@@ -13,7 +13,7 @@ func threadName() -> String {
 
 /// Thread names seen, by who saw them.
 final class ThreadLog: Sendable {
-    let names = Mutex<[String: Set<String>]>([:])
+    let names = Locked<[String: Set<String>]>([:])
     func note(_ who: String) { let n = threadName(); names.withLock { _ = $0[who, default: []].insert(n) } }
     var all: [String: Set<String>] { names.withLock { $0 } }
 }
@@ -132,7 +132,7 @@ struct NotingSink: PositionSink {
         defer { threads.stop() }
         // More jobs at once than the queue keeps before dropping the ones taken. Counted from an
         // unstructured task, so a job the queue loses fails the test instead of hanging it.
-        final class Counts: Sendable { let byThread = Mutex<[String: Int]>([:]) }
+        final class Counts: Sendable { let byThread = Locked<[String: Int]>([:]) }
         let counts = Counts()
         Task(executorPreference: threads) {
             await withTaskGroup(of: Void.self) { group in

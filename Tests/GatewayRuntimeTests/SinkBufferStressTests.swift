@@ -1,6 +1,6 @@
 import GatewayCore
 import GatewayRuntime
-import Synchronization
+import Locking
 import Testing
 
 @Suite(.timeLimit(.minutes(3))) struct SinkBufferStressTests {
@@ -83,7 +83,7 @@ extension SinkBufferStressTests {
 }
 
 final class Counter: Sendable {
-    private let m = Mutex(0)
+    private let m = Locked(0)
     func add(_ n: Int) { m.withLock { $0 += n } }
     var value: Int { m.withLock { $0 } }
 }

@@ -2,8 +2,8 @@ import Foundation
 import GatewayCore
 @testable import GatewayRuntime
 import GatewayTesting
+import Locking
 import Outbox
-import Synchronization
 import Testing
 
 /// The state a batch changed is saved once the batch is acknowledged end to end, and the
@@ -28,7 +28,7 @@ struct StateKeeperTests {
     }
 
     final class Flag: Sendable {
-        private let value = Mutex(false)
+        private let value = Locked(false)
         func set() { value.withLock { $0 = true } }
         var isSet: Bool { value.withLock { $0 } }
     }
@@ -50,7 +50,7 @@ struct StateKeeperTests {
         let node = Pipeline.TransformNode(id: "last", transform: transform, stats: context.stats, keeper: keeper)
         let buffer = SinkBuffer(capacity: 100, policy: .block, durable: false, stats: ComponentStats(id: "sinks.s"))
 
-        let savedWhenHeard = Mutex<[String]?>(nil)
+        let savedWhenHeard = Locked<[String]?>(nil)
         let heard = Flag()
         await SourceOutput(tracking: { batch, ack in
             await Pipeline.route(batch, to: [.transform(node, [.sink(buffer)])], acknowledgement: ack)

@@ -1,5 +1,5 @@
 import GatewayCore
-import Synchronization
+import Locking
 
 /// A source that emits a fixed list of positions in batches, then ends (or waits for cancellation).
 struct ListSource: PositionSource {
@@ -34,7 +34,7 @@ struct EveryOther: PositionTransform {
 
 /// A sink that records what it got, optionally slowly or failing.
 final class Recorder: Sendable {
-    let positions = Mutex<[Position]>([])
+    let positions = Locked<[Position]>([])
     var all: [Position] { positions.withLock { $0 } }
 }
 

@@ -1,7 +1,7 @@
 import Foundation
 import GatewayCore
 @testable import GpsdSource
-import Synchronization
+import Locking
 import Testing
 
 /// Duty cycling against the real gpsd (gpsfake): the source stops watching between windows.
@@ -9,7 +9,7 @@ import Testing
 struct GpsdDutyCycleTests {
     @Test func watchIsDisabledBetweenWindowsAndPositionsArriveOnlyInside() async throws {
         let port = Peers.freePort()
-        let arrivals = Mutex<[Int64]>([])
+        let arrivals = Locked<[Int64]>([])
         let output = SourceOutput { batch in
             let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
             arrivals.withLock { $0 += batch.map { _ in now } }

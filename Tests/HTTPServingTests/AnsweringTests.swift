@@ -1,14 +1,14 @@
 import Dispatch
 import GatewayTesting
 import HTTPServing
-import Synchronization
+import Locking
 import Testing
 
 /// Requests answered at once, later from another thread, twice, never, or after the client left.
 @Suite(.timeLimit(.minutes(1)))
 struct AnsweringTests {
     @Test func theHandlerSeesTheWholeRequestAndItsAnswerIsSent() async throws {
-        let seen = Mutex<HTTPRequest?>(nil)
+        let seen = Locked<HTTPRequest?>(nil)
         try await withServer({ request, responder in
             seen.withLock { $0 = request }
             responder.respond(HTTPResponse(status: 201, headers: [("X-Echo", request.headers["x-mixed-case"] ?? "")], body: request.body))

@@ -1,6 +1,6 @@
 import GatewayTesting
 import HTTPServing
-import Synchronization
+import Locking
 import Testing
 
 /// Streamed bodies: suspended while they have nothing, woken by their body, ended by the client
@@ -55,7 +55,7 @@ struct StreamTests {
     @Test func aWakeWhileTheBodyIsAskedIsNotLost() async throws {
         /// Says "later" once, having woken itself first: the wake must not be lost to the suspension.
         final class SelfWaking: HTTPStreamBody, Sendable {
-            let state = Mutex<(step: Int, waker: HTTPStreamWaker?)>((0, nil))
+            let state = Locked<(step: Int, waker: HTTPStreamWaker?)>((0, nil))
             func start(waker: HTTPStreamWaker) { state.withLock { $0.waker = waker } }
             func next() -> HTTPStreamChunk {
                 let (step, waker) = state.withLock { s in

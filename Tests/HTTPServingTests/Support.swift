@@ -1,6 +1,6 @@
 import Foundation
 import HTTPServing
-import Synchronization
+import Locking
 
 /// Runs `body` with a server on a free loopback port, then stops it.
 func withServer(limits: HTTPServer.Limits = HTTPServer.Limits(), threads: Int = 1, _ handler: @escaping HTTPServer.Handler,
@@ -29,7 +29,7 @@ func exchange(_ port: Int, _ request: String) throws -> RawResponse? {
 
 /// Responders a handler kept, to answer later from the test.
 final class KeptResponders: Sendable {
-    private let kept = Mutex<[(path: String, responder: HTTPResponder)]>([])
+    private let kept = Locked<[(path: String, responder: HTTPResponder)]>([])
 
     func keep(_ request: HTTPRequest, _ responder: HTTPResponder) { kept.withLock { $0.append((request.path, responder)) } }
     var count: Int { kept.withLock { $0.count } }
@@ -46,9 +46,9 @@ final class ScriptedStream: HTTPStreamBody, Sendable {
         var closed = 0
         var startedOn: Int32 = 0
     }
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
-    init(_ first: [HTTPStreamChunk] = []) { state = Mutex(State(queue: first)) }
+    init(_ first: [HTTPStreamChunk] = []) { state = Locked(State(queue: first)) }
 
     func start(waker: HTTPStreamWaker) {
         state.withLock { s in

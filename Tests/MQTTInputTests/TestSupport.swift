@@ -2,8 +2,8 @@ import Foundation
 import GatewayCore
 import GatewayTesting
 @testable import MQTTInput
+import Locking
 import MQTTTesting
-import Synchronization
 import Testing
 
 /// The options of the source `sources.phones`; any problem throws.
@@ -14,7 +14,7 @@ func configuration(_ json: String) throws -> MQTTSourceConfiguration {
 /// What a running source emitted, with the acknowledgements it asked for held until the test
 /// releases them (a sink that has not taken responsibility yet).
 final class HeldOutput: Sendable {
-    private let state = Mutex<(positions: [Position], acks: [BatchAcknowledgement])>(([], []))
+    private let state = Locked<(positions: [Position], acks: [BatchAcknowledgement])>(([], []))
     /// True: acknowledge each batch as soon as it arrives (a sink that takes everything at once).
     let autoAcknowledge: Bool
 

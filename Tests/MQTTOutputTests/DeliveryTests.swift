@@ -2,9 +2,9 @@ import Foundation
 import GatewayCore
 import GatewayRuntime
 import GatewayTesting
+import Locking
 import MQTTTesting
 @testable import MQTTOutput
-import Synchronization
 import Testing
 
 /// The sink in process against a real mosquitto on loopback.
@@ -177,7 +177,7 @@ import Testing
 
 /// A flag one task sets and another reads.
 final class ManagedFlag: Sendable {
-    private let value = Mutex(false)
+    private let value = Locked(false)
     func set() { value.withLock { $0 = true } }
     var isSet: Bool { value.withLock { $0 } }
 }

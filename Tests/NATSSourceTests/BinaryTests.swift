@@ -1,9 +1,9 @@
 import Foundation
 import GatewayCore
 import GatewayTesting
+import Locking
 import NATSClient
 import NATSTesting
-import Synchronization
 import Testing
 
 /// Position ids in a JSON Lines file, with how often each appears; a line cut by kill -9 is skipped
@@ -29,7 +29,7 @@ func idsInFile(_ path: String) -> [String: Int] {
         // Published while locgate is not running.
         let publisher = try await cluster.connect()
         let total = 20_000
-        let window = Mutex<Int>(0)
+        let window = Locked<Int>(0)
         for i in 0..<total {
             while window.withLock({ $0 }) >= 500 { try await Task.sleep(for: .milliseconds(2)) }
             window.withLock { $0 += 1 }

@@ -1,10 +1,10 @@
 import Foundation
 import GatewayCore
 import GatewayTesting
+import Locking
 import NATSClient
 @testable import NATSSource
 import NATSTesting
-import Synchronization
 import Testing
 
 /// Positions as a gateway's nats sink writes them: locgate JSON with id and device.
@@ -19,7 +19,7 @@ func positionJSON(_ i: Int, device: String = "van-\(0)") -> [UInt8] {
 /// A source output that holds every acknowledgement until the test releases it: what a sink
 /// that has not yet taken the positions over looks like to the source.
 final class HeldAcks: Sendable {
-    private let state = Mutex<(positions: [Position], acks: [BatchAcknowledgement])>(([], []))
+    private let state = Locked<(positions: [Position], acks: [BatchAcknowledgement])>(([], []))
 
     var output: SourceOutput {
         SourceOutput(tracking: { [self] batch, ack in

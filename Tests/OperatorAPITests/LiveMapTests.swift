@@ -3,15 +3,15 @@ import Foundation
 import GatewayCore
 import GatewayTesting
 import Geodesy
+import Locking
 import OperatorAPI
-import Synchronization
 import Testing
 
 /// A `curl -N` reading a Server-Sent Events stream: every line with when it arrived.
 final class EventStreamClient: Sendable {
     let process: Process
     private final class Received: Sendable {
-        let state = Mutex<(partial: [UInt8], lines: [(at: ContinuousClock.Instant, text: String)])>(([], []))
+        let state = Locked<(partial: [UInt8], lines: [(at: ContinuousClock.Instant, text: String)])>(([], []))
     }
     private let received = Received()
 

@@ -1,8 +1,8 @@
 import Foundation
 import GatewayCore
 import GatewayTesting
+import Locking
 import Outbox
-import Synchronization
 
 /// Which outbox a model run drives.
 enum OutboxSubject: String, Sendable {
@@ -16,7 +16,7 @@ enum OutboxSubject: String, Sendable {
 
 /// A sink's input as `OutboxWriter` sees it: counts acknowledgements, hands out a mark per commit.
 final class CountingInput: SinkInput {
-    private let state = Mutex<(acknowledged: Int, mark: UInt64, through: UInt64?)>((0, 0, nil))
+    private let state = Locked<(acknowledged: Int, mark: UInt64, through: UInt64?)>((0, 0, nil))
 
     func next(timeout: Duration?) async -> SinkEvent { .end }
     func acknowledge() { state.withLock { $0.acknowledged += 1 } }

@@ -1,8 +1,8 @@
 import Foundation
 import GatewayCore
 import GatewayTesting
+import Locking
 import Outbox
-import Synchronization
 import Testing
 
 /// The SQLite outbox under simulated power cuts. On ``PowerCutVFS``, a seeded run of a sink at
@@ -163,7 +163,7 @@ import Testing
         // here the checkpoint (the database file's writes and syncs) and the WAL's restart with
         // the 60 cut points after it are cut at each point, the rest at every 10th sync and
         // every 50th write.
-        let focus = Mutex(0)
+        let focus = Locked(0)
         vfs.capture { point, call in
             switch call {
             case .write(let path, let offset, _) where path.hasSuffix("-wal"):

@@ -3,7 +3,7 @@ import GatewayCore
 import GatewayRuntime
 import GatewayTesting
 @testable import Outbox
-import Synchronization
+import Locking
 import Testing
 
 /// A durable queue commits on a thread of its own: while a commit waits (here for a lock another
@@ -47,7 +47,7 @@ struct CommitThreadTests {
 
 /// A thread-safe one-way flag.
 final class Flag: Sendable {
-    private let value = Mutex(false)
+    private let value = Locked(false)
     func set() { value.withLock { $0 = true } }
     var isSet: Bool { value.withLock { $0 } }
 }
@@ -57,7 +57,7 @@ final class SQLiteLockHolder: @unchecked Sendable {
     let process = Process()
     let input = Pipe()
     let output = Pipe()
-    private let finished = Mutex(false)
+    private let finished = Locked(false)
 
     init(path: String) throws {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")

@@ -1,15 +1,15 @@
 import GatewayCore
 import GatewayRuntime
 import GatewayTesting
+import Locking
 import Outbox
-import Synchronization
 import Testing
 
 /// A memory queue keeps nothing through a crash: what its sink received is acknowledged upstream
 /// (to a broker, to a device waiting for its answer) only once it left the queue.
 @Suite struct MemoryQueueAcknowledgementTests {
     final class Handled: Sendable {
-        let batches = Mutex<[Int]>([])
+        let batches = Locked<[Int]>([])
         func note(_ n: Int) { batches.withLock { $0.append(n) } }
         var all: [Int] { batches.withLock { $0 } }
     }

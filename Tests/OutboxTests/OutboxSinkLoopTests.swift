@@ -4,7 +4,7 @@ import GatewayCore
 import GatewayRuntime
 import GatewayTesting
 @testable import Outbox
-import Synchronization
+import Locking
 import Testing
 
 /// A broker client double: answers each publish from another thread, as client libraries do.
@@ -23,7 +23,7 @@ final class FakeTransport: OutboxTransport {
         var held: [@Sendable (OutboxAck) -> Void] = []
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// The answer for a record on its n-th attempt (1-based); nil holds the answer until `release`.
     let answer: @Sendable (OutboxRecord, Int) -> OutboxAck?
 

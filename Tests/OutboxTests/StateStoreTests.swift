@@ -2,7 +2,7 @@ import Foundation
 import GatewayCore
 import GatewayTesting
 @testable import Outbox
-import Synchronization
+import Locking
 import Testing
 
 /// The SQLite state store (`settings.state`): what is written is read back after a reopen, in
@@ -65,7 +65,7 @@ struct StateStoreTests {
         let store = try SQLiteStateStore(path: path)
         defer { store.close() }
         let holder = try SQLiteLockHolder(path: path)
-        let done = Mutex(0)
+        let done = Locked(0)
         for i in 0..<50 {
             store.write([Self.record("d\(i)", Double(i))], sequence: UInt64(i + 1)) { error in
                 #expect(error == nil)
@@ -86,7 +86,7 @@ struct StateStoreTests {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let store = try SQLiteStateStore(path: dir + "/state.sqlite")
         defer { store.close() }
-        let done = Mutex(0)
+        let done = Locked(0)
         for i in 0..<20 {
             store.writeLazily([Self.record("d\(i)", Double(i))], sequence: UInt64(i + 1)) { error in
                 #expect(error == nil)

@@ -80,6 +80,19 @@ for top in ("Sources", "Plugins"):
         if os.path.isdir(os.path.join(root, top, folder)) and f"`{folder}`" not in layout:
             problems.append(f"README.md's Layout does not name {top}/{folder} (write it as `{folder}`)")
 
+# Shared state is guarded by Locking.Locked: Synchronization.Mutex hands a contended lock over
+# with futex calls inside the uninstrumented standard library, so `make tsan` would report every
+# access it guards as a race (Sources/Locking/Locked.swift).
+mutex_re = re.compile(r"\bMutex\s*[<(]")
+for top in ("Sources", "Plugins", "Tests"):
+    for dirpath, _, files in os.walk(os.path.join(root, top)):
+        for f in files:
+            if f.endswith(".swift"):
+                path = os.path.join(dirpath, f)
+                for n, line in enumerate(open(path, encoding="utf-8"), 1):
+                    if mutex_re.search(line) and not line.lstrip().startswith("//") and not line.lstrip().startswith("///"):
+                        problems.append(f"{os.path.relpath(path, root)}:{n}: Synchronization.Mutex; use Locking.Locked (TSan cannot see Mutex)")
+
 if problems:
     print("module graph:", len(problems), "problem(s)")
     for line in problems:

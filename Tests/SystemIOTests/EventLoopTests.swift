@@ -1,4 +1,5 @@
 import GatewayTesting
+import Locking
 import Synchronization
 import SystemIO
 import Testing
@@ -72,7 +73,7 @@ private final class Echo: TCPConnectionDelegate, @unchecked Sendable {
     @Test func answersDatagramsToTheirSenders() async throws {
         let loop = try EventLoop(name: "test-io")
         defer { loop.stop() }
-        let box = Mutex<UDPEndpoint?>(nil)
+        let box = Locked<UDPEndpoint?>(nil)
         let endpoint = try await loop.perform {
             try loop.bindUDP(host: "127.0.0.1", port: 0) { bytes, sender, truncated in
                 box.withLock { $0 }?.send(truncated ? [] : Array(bytes.reversed()), to: sender)
@@ -110,7 +111,7 @@ private final class Echo: TCPConnectionDelegate, @unchecked Sendable {
         let loop = try EventLoop(name: "test-io")
         defer { loop.stop() }
         final class Seen: Sendable {
-            let jobs = Mutex<[Int: [Int]]>([:])
+            let jobs = Locked<[Int: [Int]]>([:])
             let offLoop = Atomic<Int>(0)
         }
         let seen = Seen()

@@ -1,6 +1,6 @@
 import Foundation
 import GatewayTesting
-import Synchronization
+import Locking
 import SystemIO
 import Testing
 #if canImport(Glibc)
@@ -161,7 +161,7 @@ private let hasIPv6Loopback: Bool = (try? TestListener(ipv6: true)) != nil
         // The shutdown ends the reader's recv, also when the test fails early.
         defer { shutdown(server, Int32(SHUT_RDWR)); close(server) }
         let payload = (0..<(8 << 20)).map { UInt8(truncatingIfNeeded: $0 % 251) }
-        let received = Mutex<[UInt8]>([])
+        let received = Locked<[UInt8]>([])
         let reader = Thread {
             var chunk = [UInt8](repeating: 0, count: 64 * 1024)
             while true {

@@ -1,6 +1,6 @@
 import Dispatch
+import Locking
 import SystemIO
-import Synchronization
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -9,14 +9,14 @@ import Glibc
 /// A pipe for a test to write to and wait on; closed in deinit.
 private final class TestPipe: Sendable {
     let readFD: Int32
-    private let writeEnd: Mutex<Int32>
+    private let writeEnd: Locked<Int32>
     var writeFD: Int32 { writeEnd.withLock { $0 } }
 
     init() throws {
         var fds: [Int32] = [-1, -1]
         try #require(pipe(&fds) == 0)
         readFD = fds[0]
-        writeEnd = Mutex(fds[1])
+        writeEnd = Locked(fds[1])
     }
 
     deinit {
@@ -74,7 +74,7 @@ private final class TestPipe: Sendable {
     @Test func cancellationEndsAPendingWait() async throws {
         let wakeup = try Wakeup()
         let p = try TestPipe()
-        let result = Mutex<[Int32]?>(nil)
+        let result = Locked<[Int32]?>(nil)
         let task = Task {
             let ready = await wakeup.wait([p.readFD], timeout: .seconds(3600))
             result.withLock { $0 = ready }
