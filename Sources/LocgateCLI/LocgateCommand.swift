@@ -96,7 +96,7 @@ public enum LocgateCommand {
         case "plugins":
             listPlugins(filter: rest.first, registry: registry)
         case "map":
-            map(rest, logLevel: logLevel)
+            await map(rest, logLevel: logLevel, registry: registry)
         case "state":
             StateCommand.run(rest, registry: registry)
         case "ports":
@@ -242,12 +242,12 @@ public enum LocgateCommand {
 extension LocgateCommand {
     /// `locgate map`: the page goes to stdout; a bad option or an unusable input exits 2 with the
     /// reason, and no page, so a script's `> map.html` never holds a map missing a track it asked for.
-    static func map(_ arguments: [String], logLevel: LogLevel?) {
+    static func map(_ arguments: [String], logLevel: LogLevel?, registry: PluginRegistry) async {
         // Quiet by default: the page is the output; the readers' info lines are for --log-level info.
         let logger = Logger(label: "map", handler: StderrLogHandler(minimumLevel: logLevel ?? .warning))
         let html: String
         do {
-            html = try MapCommand.page(arguments, logger: logger)
+            html = try await MapCommand.page(arguments, registry: registry, logger: logger)
         } catch let error as TrackMapError {
             fail("map: \(error)", code: 2)
         } catch {

@@ -99,14 +99,15 @@ public enum MapCommand {
         return parsed
     }
 
-    /// Parses the command line, reads everything and returns the HTML page. Throws
-    /// ``TrackMapError`` for bad options and unusable inputs (exit 2), ``LeafletAssetsError``
-    /// when Debian's libjs-leaflet is missing (exit 1: the machine, not the command, is at fault).
-    public static func page(_ arguments: [String], logger: Logger) throws -> String {
+    /// Parses the command line, reads everything with the `file` and `geofence` plugins of
+    /// `registry` and returns the HTML page. Throws ``TrackMapError`` for bad options and unusable
+    /// inputs (exit 2), ``LeafletAssetsError`` when Debian's libjs-leaflet is missing (exit 1: the
+    /// machine, not the command, is at fault).
+    public static func page(_ arguments: [String], registry: PluginRegistry, logger: Logger) async throws -> String {
         let parsed = try parse(arguments)
         // Leaflet first: a missing package should not cost a long read.
         let assets = try LeafletAssets()
-        let data = try TrackMapBuilder.build(parsed.request, logger: logger)
+        let data = try await TrackMapBuilder.build(parsed.request, registry: registry, logger: logger)
         let names = parsed.request.inputs.map { $0.split(separator: "/").last.map(String.init) ?? $0 }
         let title = names.isEmpty ? "locgate map" : "locgate map: " + names.joined(separator: ", ")
         return MapPage(data: data, title: title, tiles: parsed.tiles, tilesAttribution: parsed.tilesAttribution).render(leaflet: assets)

@@ -10,15 +10,15 @@ import Testing
     /// A box in Shanghai holding the last four of the log's five fixes (the first is south of it).
     let box = [31.2481, 121.5872, 31.2484, 121.5876]
 
-    @Test func aBD09FenceAndAWGS84TrackInBD09LineUpWithTheSameFenceGivenInWGS84() throws {
+    @Test func aBD09FenceAndAWGS84TrackInBD09LineUpWithTheSameFenceGivenInWGS84() async throws {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let wgs = try writeTemporary("wgs84.geojson", fenceCollection(rectangles: [("park", box)]), in: dir)
         let bd = try writeTemporary("bd09.geojson", convertedRectangle(id: "park", box: box, to: .bd09), in: dir)
 
-        let fromWGS = try embeddedData(try mapPage(["--datum", "bd09", "--fences", wgs, shanghaiLog]))
-        let fromBD = try embeddedData(try mapPage(["--datum", "bd09", "--fence-datum", "bd09", "--fences", bd, shanghaiLog]))
-        let plain = try embeddedData(try mapPage([shanghaiLog]))
+        let fromWGS = try embeddedData(try await mapPage(["--datum", "bd09", "--fences", wgs, shanghaiLog]))
+        let fromBD = try embeddedData(try await mapPage(["--datum", "bd09", "--fence-datum", "bd09", "--fences", bd, shanghaiLog]))
+        let plain = try embeddedData(try await mapPage([shanghaiLog]))
 
         // The fence: the same vertices within 1e-7° (1 cm), whichever datum it was written in.
         let ringWGS = points(fromWGS["fences"]?.arrayValue?.first?["polygons"]?.arrayValue?.first?.arrayValue?.first)
@@ -50,12 +50,12 @@ import Testing
                 "the enter is marked at the second fix, the first inside the fence")
     }
 
-    @Test func aBD09FenceDeclaredAsWGS84IsDrawnHundredsOfMetresAwayAndNeverEntered() throws {
+    @Test func aBD09FenceDeclaredAsWGS84IsDrawnHundredsOfMetresAwayAndNeverEntered() async throws {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let bd = try writeTemporary("bd09.geojson", convertedRectangle(id: "park", box: box, to: .bd09), in: dir)
         // The classic mistake: Baidu coordinates tested as if they were WGS84.
-        let data = try embeddedData(try mapPage(["--fences", bd, shanghaiLog]))
+        let data = try embeddedData(try await mapPage(["--fences", bd, shanghaiLog]))
         let ring = points(data["fences"]?.arrayValue?.first?["polygons"]?.arrayValue?.first?.arrayValue?.first)
         let track = points(data["tracks"]?.arrayValue?.first?["points"])
         let last = track.last, first = ring.first
@@ -66,9 +66,9 @@ import Testing
         #expect(data["fences"]?.arrayValue?.first?["sourceDatum"]?.stringValue == "wgs84")
     }
 
-    @Test func aGCJ02DisplayConvertsTheTrackAndSaysSo() throws {
-        let data = try embeddedData(try mapPage(["--datum", "gcj02", shanghaiLog]))
-        let plain = try embeddedData(try mapPage([shanghaiLog]))
+    @Test func aGCJ02DisplayConvertsTheTrackAndSaysSo() async throws {
+        let data = try embeddedData(try await mapPage(["--datum", "gcj02", shanghaiLog]))
+        let plain = try embeddedData(try await mapPage([shanghaiLog]))
         let plainFirst = points(plain["tracks"]?.arrayValue?.first?["points"]).first
         let convertedFirst = points(data["tracks"]?.arrayValue?.first?["points"]).first
         let w = try #require(plainFirst)

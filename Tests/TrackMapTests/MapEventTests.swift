@@ -12,11 +12,11 @@ import Testing
     let fences = fenceCollection(rectangles: [("channel", [52.8486, 5.3090, 52.8494, 5.3125])],
                                  circles: [("buoy", 52.8497, 5.3127, 40)])
 
-    @Test func eventsAreTheGeofenceTransformsAtThePositionsThatCausedThem() throws {
+    @Test func eventsAreTheGeofenceTransformsAtThePositionsThatCausedThem() async throws {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let path = try writeTemporary("fences.geojson", fences, in: dir)
-        let data = try embeddedData(try mapPage(["--fences", path, boatLog]))
+        let data = try embeddedData(try await mapPage(["--fences", path, boatLog]))
         let drawn = (data["events"]?.arrayValue ?? []).map { e in
             "\(e["kind"]?.stringValue ?? "") \(e["fenceId"]?.stringValue ?? "") \(e["time"]?.stringValue ?? "") \(points(JSONValue.array([e["point"] ?? .null])))"
         }
@@ -55,8 +55,8 @@ import Testing
         }
     }
 
-    @Test func withoutFencesThereAreNoEventsAndNoEventNote() throws {
-        let data = try embeddedData(try mapPage([boatLog]))
+    @Test func withoutFencesThereAreNoEventsAndNoEventNote() async throws {
+        let data = try embeddedData(try await mapPage([boatLog]))
         #expect(data["events"]?.arrayValue?.isEmpty == true)
         #expect(data["fences"]?.arrayValue?.isEmpty == true)
     }

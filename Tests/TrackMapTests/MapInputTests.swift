@@ -6,7 +6,7 @@ import Testing
 
 /// JSON Lines and GPX inputs go through the `file` source's reader like NMEA logs.
 @Suite struct MapInputTests {
-    @Test func aJSONLinesFileGivesOneTrackPerDeviceEachConvertedFromTheDatumItsPositionsCarry() throws {
+    @Test func aJSONLinesFileGivesOneTrackPerDeviceEachConvertedFromTheDatumItsPositionsCarry() async throws {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let gcj = ChinaDatums.wgs84ToGCJ02(GeoPoint(latitude: 31.2300, longitude: 121.4700))
@@ -19,7 +19,7 @@ import Testing
             "not json",
         ]
         let path = try writeTemporary("fleet.jsonl", lines.joined(separator: "\n") + "\n", in: dir)
-        let data = try embeddedData(try mapPage([path]))
+        let data = try embeddedData(try await mapPage([path]))
         let tracks = data["tracks"]?.arrayValue ?? []
         #expect(tracks.map { $0["name"]?.stringValue } == ["fleet.jsonl · bus-1", "fleet.jsonl · taxi-9"])
         let bus = points(tracks.first?["points"]), taxi = points(tracks.last?["points"])
@@ -30,7 +30,7 @@ import Testing
         #expect(notes.contains("fleet.jsonl: converted from gcj02 to wgs84."), "\(notes)")
     }
 
-    @Test func aGPXTrackIsDrawn() throws {
+    @Test func aGPXTrackIsDrawn() async throws {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let gpx = """
@@ -40,7 +40,7 @@ import Testing
         <trkpt lat="52.1010" lon="5.1030"><ele>2</ele><time>2024-05-01T00:00:20Z</time></trkpt>
         </trkseg></trk></gpx>
         """
-        let data = try embeddedData(try mapPage([try writeTemporary("walk.gpx", gpx, in: dir)]))
+        let data = try embeddedData(try await mapPage([try writeTemporary("walk.gpx", gpx, in: dir)]))
         let track = try #require(data["tracks"]?.arrayValue?.first)
         #expect(points(track["points"]).map { [$0.0, $0.1] } == [[52.1, 5.1], [52.1005, 5.101], [52.101, 5.103]])
         #expect(track["start"]?.stringValue == "2024-05-01T00:00:00.000Z" && track["end"]?.stringValue == "2024-05-01T00:00:20.000Z")

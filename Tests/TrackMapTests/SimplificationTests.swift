@@ -66,15 +66,15 @@ import TrackMap
         #expect(result.toleranceMeters < 1e-6)
     }
 
-    @Test func theMapDrawsAtMostMaxPointsAndSaysItSimplified() throws {
-        let data = try embeddedData(try mapPage(["--max-points", "40", boatLog]))
+    @Test func theMapDrawsAtMostMaxPointsAndSaysItSimplified() async throws {
+        let data = try embeddedData(try await mapPage(["--max-points", "40", boatLog]))
         let track = try #require(data["tracks"]?.arrayValue?.first)
         #expect(points(track["points"]).count == 40)
         #expect(track["originalCount"]?.numberValue == 149)
         let notes = data["notes"]?.arrayValue?.compactMap(\.stringValue) ?? []
         #expect(notes.contains { $0.hasPrefix("bundg_zeus_9.log: simplified from 149 to 40 points") }, "\(notes)")
         // Untouched at the default budget.
-        let whole = try embeddedData(try mapPage([boatLog]))
+        let whole = try embeddedData(try await mapPage([boatLog]))
         #expect(points(whole["tracks"]?.arrayValue?.first?["points"]).count == 149)
         #expect(whole["notes"]?.arrayValue?.isEmpty == true)
     }

@@ -1,3 +1,4 @@
+import BuiltinPlugins
 import Foundation
 import GatewayCore
 import GatewayTesting
@@ -45,8 +46,8 @@ func writeTemporary(_ name: String, _ text: String, in directory: String) throws
 }
 
 /// Runs `locgate map` in-process and returns the page (Leaflet from Debian's libjs-leaflet).
-func mapPage(_ arguments: [String]) throws -> String {
-    try MapCommand.page(arguments, logger: Logger(label: "map", handler: SilentLogHandler()))
+func mapPage(_ arguments: [String]) async throws -> String {
+    try await MapCommand.page(arguments, registry: BuiltinPlugins.registry, logger: Logger(label: "map", handler: SilentLogHandler()))
 }
 
 /// The map data JSON embedded in a page.
