@@ -53,6 +53,8 @@ public enum MapCommand {
         while i < arguments.count {
             let arg = arguments[i]
             if onlyInputs || !arg.hasPrefix("-") {
+                // Said here: the `file` source would only call it a missing `path` option.
+                if arg.isEmpty { throw TrackMapError(description: "an INPUT is an empty string, which names no file") }
                 parsed.request.inputs.append(arg)
                 i += 1
                 continue
