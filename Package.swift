@@ -98,7 +98,7 @@ let package = Package(
         .target(name: "OperatorAPI", dependencies: ["GatewayCore", "GatewayRuntime", "HTTPServing", "MapRendering", "Geodesy", "Locking"], swiftSettings: settings),
         // The map page (Leaflet from Debian's libjs-leaflet, inlined) and `locgate map`, which fills it from recorded files.
         .target(name: "MapRendering", dependencies: ["GatewayCore", "Geodesy"], swiftSettings: settings),
-        .target(name: "TrackMap", dependencies: ["GatewayCore", "Geodesy", "MapRendering"], swiftSettings: settings),
+        .target(name: "TrackMap", dependencies: ["GatewayCore", "Geodesy", "Locking", "MapRendering"], swiftSettings: settings),
         // A pipeline run as a service: signals, reload from its file, the operator API, systemd.
         .target(name: "GatewayProcess", dependencies: ["GatewayCore", "GatewayRuntime", "OperatorAPI", "CSystemd", "Locking"], swiftSettings: settings),
         .target(name: "LocgateCLI", dependencies: ["GatewayCore", "GatewayRuntime", "GatewayProcess", "Outbox", "SerialPorts", "TrackMap", "Locking"],

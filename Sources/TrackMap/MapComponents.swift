@@ -1,6 +1,6 @@
 import GatewayCore
 import Geodesy
-import Synchronization
+import Locking
 
 /// The pipeline components `locgate map` borrows: the `file` source reads each input and one
 /// `geofence` transform per fence file gives the events. Both come from the plugin registry,
@@ -71,12 +71,12 @@ final class MapCollector: Sendable {
         var scratch: [Position] = []
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
     private let display: ChinaDatums.Datum
 
     init(transforms: [any PositionTransform], display: ChinaDatums.Datum) {
         self.display = display
-        state = Mutex(State(transforms: transforms, tracks: TrackFold(display: display)))
+        state = Locked(State(transforms: transforms, tracks: TrackFold(display: display)))
     }
 
     /// Runs `batch` through every transform (each sees every position, as in a pipeline) and adds
