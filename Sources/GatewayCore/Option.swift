@@ -129,11 +129,7 @@ extension Option where Value == FixMode {
 /// How the docs write option values.
 public enum OptionText {
     /// A JSON string.
-    public static func string(_ value: String) -> String {
-        var out: [UInt8] = []
-        JSONWriter.appendString(value, to: &out)
-        return String(decoding: out, as: UTF8.self)
-    }
+    public static func string(_ value: String) -> String { JSONValue.string(value).jsonText }
 
     /// A duration as users write it: the largest unit that divides it evenly, except that a
     /// minute is `60s`.
