@@ -15,7 +15,7 @@ let package = Package(
         .executableTarget(name: "CustomLocgate", dependencies: [
             "BeaconSource",
             .product(name: "LocgateCLI", package: "locgate"),
-            .product(name: "BuiltinPlugins", package: "locgate"),
+            .product(name: "PluginCatalog", package: "locgate"),
         ]),
     ],
     swiftLanguageModes: [.v6]

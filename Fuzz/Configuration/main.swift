@@ -4,7 +4,7 @@
 //
 // Checks: a file either loads (with at least one source and one sink) or is rejected with
 // problems that each name a JSON path and say something.
-import BuiltinPlugins
+import PluginCatalog
 import FuzzSupport
 import GatewayCore
 

@@ -1,7 +1,7 @@
 // The `file` source reading a GPX track (format "gpx"): the tolerant GPX scanner and the
 // positions it makes. The input is the document, whole (a GPX file is parsed whole); it goes
 // through the public PositionFileReader, as `locgate map` and the replay read it.
-import FileReplay
+import FileInput
 import FuzzSupport
 import GatewayCore
 

@@ -4,7 +4,7 @@
 // each read a second passes on the merger's clock, so idle epochs are flushed as in a real run.
 import FuzzSupport
 import GatewayCore
-import GpsdSource
+import GpsdInput
 
 /// The merger's clock starts here; the input moves it, never the wall clock.
 let start = ContinuousClock.now

@@ -4,7 +4,7 @@
 // coordinates, but in locgate's own JSON); a request refused must say why with a 4xx status.
 import FuzzSupport
 import GatewayCore
-import HTTPServerSource
+import HTTPInput
 import HTTPServing
 import PositionEncoding
 

@@ -2,7 +2,7 @@
 // capped at 1 MiB, each parsed and decoded as a position, bad lines counted and skipped. The
 // input is the file, through the public PositionFileReader. Every other pass gets a pass
 // number, so the ids of a looped replay are built too.
-import FileReplay
+import FileInput
 import FuzzSupport
 import GatewayCore
 

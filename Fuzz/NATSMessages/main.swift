@@ -6,7 +6,7 @@
 import FuzzSupport
 import GatewayCore
 import NATSClient
-import NATSSource
+import NATSInput
 
 let context = ComponentContext.fuzz(id: "fleet", kind: .source)
 

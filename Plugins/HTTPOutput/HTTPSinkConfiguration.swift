@@ -1,5 +1,5 @@
 import GatewayCore
-import Outbox
+import Delivery
 
 /// Configuration of the `http` sink (see the README for every option with its default).
 public struct HTTPSinkConfiguration: Sendable {

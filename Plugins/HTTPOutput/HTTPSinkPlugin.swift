@@ -1,6 +1,6 @@
 import Foundation
 import GatewayCore
-import Outbox
+import Delivery
 import PositionEncoding
 import SystemIO
 

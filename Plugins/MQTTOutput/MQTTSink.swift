@@ -1,6 +1,6 @@
 import GatewayCore
 import MQTTClient
-import Outbox
+import Delivery
 
 /// Publishes positions to an MQTT broker from an outbox: one message per position.
 ///

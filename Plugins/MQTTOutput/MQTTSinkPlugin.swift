@@ -1,6 +1,6 @@
 import GatewayCore
 import MQTTClient
-import Outbox
+import Delivery
 import PositionEncoding
 import SystemIO
 

@@ -1,7 +1,7 @@
 import GatewayCore
 import Locking
 import NATSClient
-import Outbox
+import Delivery
 
 /// Publishes positions to NATS from an outbox that keeps each until the server acknowledged it.
 ///

@@ -1,6 +1,6 @@
 import GatewayCore
 import NATSClient
-import Outbox
+import Delivery
 
 /// Configuration of the `nats` sink (see the README for every option with its default).
 public struct NATSSinkConfiguration: Sendable {

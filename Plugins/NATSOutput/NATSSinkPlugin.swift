@@ -1,6 +1,6 @@
 import GatewayCore
 import NATSClient
-import Outbox
+import Delivery
 import SystemIO
 
 /// The `nats` sink: publishes positions to NATS JetStream (or core NATS) from a durable outbox.

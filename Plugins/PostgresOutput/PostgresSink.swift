@@ -1,5 +1,5 @@
 import GatewayCore
-import Outbox
+import Delivery
 import SystemIO
 
 /// Writes positions into PostgreSQL/PostGIS in batches, from a queue that keeps them until the

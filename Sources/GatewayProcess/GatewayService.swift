@@ -1,7 +1,7 @@
 import Foundation
 import GatewayCore
 import GatewayRuntime
-import OperatorAPI
+import OperatorEndpoints
 
 /// A pipeline run as a service: signals, live reload from its file, the operator API, systemd's
 /// notifications and the exit status, around ``Pipeline/run(monitor:)``.
@@ -42,7 +42,7 @@ public struct GatewayService: Sendable {
     /// A second SIGINT/SIGTERM exits the process at once (130) without returning.
     public func run() async -> Int32 {
         let pipeline: Pipeline
-        let monitor = configuration.api.map { PipelineMonitor(tail: $0.mapTail) }
+        let monitor = configuration.api.map { PipelineActivity(tail: $0.mapTail) }
         do {
             pipeline = try Pipeline(configuration: configuration, logHandler: logHandler, drain: drain, observer: monitor)
         } catch {

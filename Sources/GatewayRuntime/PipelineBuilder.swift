@@ -1,5 +1,5 @@
 import GatewayCore
-import Outbox
+import Delivery
 
 /// Turns configured components into running ones: everything `Pipeline.init` starts with, and
 /// what a reload adds or replaces.

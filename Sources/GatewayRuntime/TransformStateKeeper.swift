@@ -1,6 +1,6 @@
 import GatewayCore
 import Locking
-import Outbox
+import Delivery
 import Synchronization
 
 /// Restores one stateful transform's per-device state at build and saves what each batch changed

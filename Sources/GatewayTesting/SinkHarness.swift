@@ -25,10 +25,11 @@ public struct SinkHarness<Plugin: SinkPlugin>: Sendable {
     }
 
     /// Builds the sink `id` from JSON options (``PluginOptions/valid(_:_:path:environment:baseDirectory:)``:
-    /// any configuration problem throws).
-    public init(_ json: String, id: String = "up", environment: [String: String] = [:], logLevel: LogLevel = .debug,
-                capacity: Int = 100_000) throws {
-        let configuration = try PluginOptions.valid(Plugin.self, json, path: "sinks.\(id)", environment: environment)
+    /// any configuration problem throws); relative paths in them are read from `baseDirectory`.
+    public init(_ json: String, id: String = "up", environment: [String: String] = [:], baseDirectory: String = ".",
+                logLevel: LogLevel = .debug, capacity: Int = 100_000) throws {
+        let configuration = try PluginOptions.valid(Plugin.self, json, path: "sinks.\(id)", environment: environment,
+                                                    baseDirectory: baseDirectory)
         try self.init(configuration, id: id, logLevel: logLevel, capacity: capacity)
     }
 
@@ -40,6 +41,38 @@ public struct SinkHarness<Plugin: SinkPlugin>: Sendable {
             try await feed(buffer)
             buffer.close()
             try await group.waitForAll()
+        }
+    }
+
+    /// Starts the sink in a task of its own, for a test that looks at what the sink wrote between
+    /// batches (``Running/send(_:within:)`` waits for each batch's acknowledgement).
+    public func start() -> Running { Running(self) }
+
+    /// A sink started by ``start()``.
+    public final class Running: Sendable {
+        public let harness: SinkHarness
+        private let task: Task<Void, any Error>
+
+        init(_ harness: SinkHarness) {
+            self.harness = harness
+            let sink = harness.sink, buffer = harness.buffer
+            task = Task { try await sink.run(input: buffer) }
+        }
+
+        public var log: RecordingLogHandler { harness.log }
+
+        /// Sends a batch and waits until the sink acknowledged all of it (its `emitted` count rose
+        /// by the batch's size); false when that did not happen `within` the limit.
+        public func send(_ batch: [Position], within limit: Duration = .seconds(20)) async -> Bool {
+            let stats = harness.stats, before = stats.emitted
+            await harness.buffer.send(batch)
+            return await Poll.until(timeout: limit) { stats.emitted >= before + batch.count }
+        }
+
+        /// Closes the input and waits for the sink to end (rethrowing its error).
+        public func finish() async throws {
+            harness.buffer.close()
+            try await task.value
         }
     }
 

@@ -262,7 +262,7 @@ extension LocgateCommand {
     static func listPorts() {
         let ports: [SerialPortInfo]
         do {
-            ports = try SerialPorts.list()
+            ports = try SerialPortList.list()
         } catch {
             fail("cannot list serial ports: \(error)", code: 1)
         }
@@ -270,6 +270,6 @@ extension LocgateCommand {
             print("no serial ports found")
             return
         }
-        print(SerialPorts.table(ports), terminator: "")
+        print(SerialPortList.table(ports), terminator: "")
     }
 }

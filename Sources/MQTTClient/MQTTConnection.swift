@@ -1,4 +1,6 @@
-// The one Swift file that talks to libmosquitto (the mqtt sink and the mqtt source both use it).
+// One of the two Swift files that talk to libmosquitto (the mqtt sink and the mqtt source both use
+// them): this one sets a client up, publishes and takes its callbacks; MQTTNetworkThread.swift runs
+// the network thread that drives it (split to keep each file under 500 lines).
 import CMosquitto
 import Foundation
 import GatewayCore
@@ -62,23 +64,23 @@ public struct MQTTError: Error, CustomStringConvertible {
 public final class MQTTConnection: @unchecked Sendable {
     // @unchecked: `handle` and `inFlight` are used by the network thread only (and by `close()`
     // once that thread has ended); every field other threads touch is in `state`.
-    private let handle: OpaquePointer
-    private let options: MQTTConnectionOptions
-    private let logger: Logger
-    private let stats: ComponentStats
+    let handle: OpaquePointer
+    let options: MQTTConnectionOptions
+    let logger: Logger
+    let stats: ComponentStats
     /// Connect properties (MQTT 5 session expiry); freed in deinit.
-    private var connectProperties: OpaquePointer?
+    var connectProperties: OpaquePointer?
     /// Wakes the network thread: a burst of publishes to hand over, or ``close()``.
-    private let wakeup: Wakeup
+    let wakeup: Wakeup
     /// `done` of each message handed to libmosquitto and not yet acknowledged, by message id.
     /// Network thread only.
-    private var inFlight: [Int32: @Sendable (MQTTPublishOutcome) -> Void] = [:]
+    var inFlight: [Int32: @Sendable (MQTTPublishOutcome) -> Void] = [:]
     /// Messages handed to libmosquitto at most, unacknowledged: `max_inflight`, or the broker's
     /// receive maximum when that is lower (libmosquitto would queue the rest itself). Network thread only.
-    private var sendLimit: Int
+    var sendLimit: Int
 
     /// A message waiting for the network thread to hand it to libmosquitto.
-    private struct Outgoing {
+    struct Outgoing {
         var topic: String
         var payload: [UInt8]
         var qos: Int
@@ -86,7 +88,7 @@ public final class MQTTConnection: @unchecked Sendable {
         var done: @Sendable (MQTTPublishOutcome) -> Void
     }
 
-    private struct State {
+    struct State {
         var connected = false
         var stopping = false
         var threadDone = false
@@ -106,10 +108,10 @@ public final class MQTTConnection: @unchecked Sendable {
         /// Filters subscribed after every CONNACK, and who gets the messages.
         var subscription: (filters: [String], qos: Int, handler: @Sendable (MQTTMessage) -> MQTTMessageDisposition)?
     }
-    private let state = Locked(State())
+    let state = Locked(State())
 
     /// `mosquitto_lib_init` must run once per process, before the first client.
-    private static let libraryReady: Bool = {
+    static let libraryReady: Bool = {
         // libmosquitto writes with write(2): a write to a socket the peer (or dropConnection) shut
         // must come back as EPIPE, not kill the process with SIGPIPE.
         signal(SIGPIPE, SIG_IGN)
@@ -142,19 +144,19 @@ public final class MQTTConnection: @unchecked Sendable {
 
     /// Every libmosquitto return code goes through here.
     @discardableResult
-    private func check(_ rc: Int32, _ what: String) throws -> Int32 {
+    func check(_ rc: Int32, _ what: String) throws -> Int32 {
         guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTError(description: "\(what): \(MQTTConnection.describe(rc))") }
         return rc
     }
 
-    private static func describe(_ rc: Int32) -> String {
+    static func describe(_ rc: Int32) -> String {
         if rc == MOSQ_ERR_ERRNO.rawValue { return String(cString: strerror(errno)) }
         // libmosquitto 2.0 has no text for it ("Unknown error.").
         if rc == MOSQ_ERR_KEEPALIVE.rawValue { return "the broker did not answer within the keepalive" }
         return String(cString: mosquitto_strerror(rc))
     }
 
-    private func configure() throws {
+    func configure() throws {
         let h = handle
         let version = options.protocolVersion == .v5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311
         try check(mosquitto_int_option(h, MOSQ_OPT_PROTOCOL_VERSION, version), "protocol version")
@@ -224,7 +226,7 @@ public final class MQTTConnection: @unchecked Sendable {
     /// or receives while a log callback is set — two per published message. Only its errors while
     /// connecting are wanted (OpenSSL's reason for a failed handshake), so the callback is set
     /// before each connection attempt and cleared at the CONNACK.
-    private func captureLibraryLog(_ on: Bool) {
+    func captureLibraryLog(_ on: Bool) {
         guard on else { return mosquitto_log_callback_set(handle, nil) }
         mosquitto_log_callback_set(handle) { _, obj, level, text in
             guard let obj, let text, level & (MOSQ_LOG_ERR | MOSQ_LOG_WARNING) != 0 else { return }
@@ -234,7 +236,7 @@ public final class MQTTConnection: @unchecked Sendable {
 
     // MARK: - Callbacks (network thread)
 
-    private func didConnect(rc: Int32, sessionPresent: Bool, receiveMaximum: Int?) {
+    func didConnect(rc: Int32, sessionPresent: Bool, receiveMaximum: Int?) {
         guard rc == 0 else {
             let reason = options.protocolVersion == .v5 ? String(cString: mosquitto_reason_string(rc)) : String(cString: mosquitto_connack_string(rc))
             state.withLock { $0.refusal = "the broker refused the connection: \(reason)" }
@@ -260,7 +262,7 @@ public final class MQTTConnection: @unchecked Sendable {
         if let subscription = state.withLock({ $0.subscription }) { subscribeNow(subscription.filters, qos: subscription.qos) }
     }
 
-    private func subscribeNow(_ filters: [String], qos: Int) {
+    func subscribeNow(_ filters: [String], qos: Int) {
         // MQTT 5: retained messages only for a subscription the session did not have yet, so a
         // resumed session does not get every device's last retained fix again at each reconnect.
         let subscribeOptions = options.protocolVersion == .v5 ? Int32(MQTT_SUB_OPT_SEND_RETAIN_NEW.rawValue) : 0
@@ -277,7 +279,7 @@ public final class MQTTConnection: @unchecked Sendable {
         }
     }
 
-    private func didSubscribe(granted: [Int32]) {
+    func didSubscribe(granted: [Int32]) {
         guard let subscription = state.withLock({ $0.subscription }) else { return }
         for (i, code) in granted.enumerated() where i < subscription.filters.count {
             let filter = subscription.filters[i]
@@ -291,7 +293,7 @@ public final class MQTTConnection: @unchecked Sendable {
         logger.info("subscribed to \(subscription.filters.joined(separator: ", "))")
     }
 
-    private func didReceive(_ m: mosquitto_message) {
+    func didReceive(_ m: mosquitto_message) {
         guard let subscription = state.withLock({ $0.subscription }) else { return }
         let topic = m.topic.map { String(cString: $0) } ?? ""
         let count = Int(max(0, m.payloadlen))
@@ -305,12 +307,12 @@ public final class MQTTConnection: @unchecked Sendable {
         }
     }
 
-    private func didDisconnect(rc: Int32) {
+    func didDisconnect(rc: Int32) {
         let was = state.withLock { s -> Bool in defer { s.connected = false }; return s.connected }
         if was && rc != 0 { stats.count("mqtt.disconnects") }
     }
 
-    private func didPublish(mid: Int32, reason: Int32) {
+    func didPublish(mid: Int32, reason: Int32) {
         // An id we did not hand over is the online or offline status (or stale): ignored, so it can
         // never be taken for a later message that reuses the id after the 16-bit ids wrap.
         guard let done = inFlight.removeValue(forKey: mid) else {
@@ -327,7 +329,7 @@ public final class MQTTConnection: @unchecked Sendable {
             : .rejected("the broker refused the message: \(String(cString: mosquitto_reason_string(reason))) (reason code \(reason))"))
     }
 
-    private func libraryLogged(_ text: String) {
+    func libraryLogged(_ text: String) {
         state.withLock { $0.lastLibraryError = text }
     }
 
@@ -379,7 +381,7 @@ public final class MQTTConnection: @unchecked Sendable {
     /// (network thread). They are queued in the library, written by the next `mosquitto_loop_write`.
     /// Returns how many were handed over.
     @discardableResult
-    private func handOver() -> Int {
+    func handOver() -> Int {
         let room = sendLimit - inFlight.count
         let batch = state.withLock { s -> ArraySlice<Outgoing> in
             s.wakePosted = false
@@ -412,165 +414,5 @@ public final class MQTTConnection: @unchecked Sendable {
             handed += 1
         }
         return handed
-    }
-
-    // MARK: - The network thread
-
-    /// Starts connecting in the background; call once.
-    public func start() {
-        let first = state.withLock { s -> Bool in defer { s.started = true }; return !s.started }
-        guard first else { return }
-        let thread = Thread { [self] in networkLoop() }
-        thread.name = "mqtt \(options.clientID)"
-        thread.start()
-    }
-
-    /// Publishes the offline status (when configured), disconnects and ends the network thread.
-    /// Publishes still unacknowledged are abandoned (their rows stay queued for the next run).
-    public func close() async {
-        let (started, done) = state.withLock { s -> (Bool, Bool) in s.stopping = true; return (s.started, s.threadDone) }
-        wakeup.signal()
-        guard started, !done else { abandonPending("the connection was closed"); return }
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let resumeNow = state.withLock { s -> Bool in
-                if s.threadDone { return true }
-                s.finished.append(c)
-                return false
-            }
-            if resumeNow { c.resume() }
-        }
-        abandonPending("the connection was closed")
-    }
-
-    /// Runs after the network thread ended (or when it never started): nothing else touches `inFlight`.
-    private func abandonPending(_ why: String) {
-        let queued = state.withLock { s -> [Outgoing] in
-            defer { s.outgoing = []; s.outgoingHead = 0 }
-            return Array(s.outgoing[s.outgoingHead...])
-        }
-        let handedOver = Array(inFlight.values)
-        inFlight = [:]
-        for d in handedOver { d(.abandoned(why)) }
-        for m in queued { m.done(.abandoned(why)) }
-    }
-
-    private var stopping: Bool { state.withLock { $0.stopping } }
-
-    private func networkLoop() {
-        var backoff = Backoff(initial: options.reconnectInitial, cap: options.reconnectMax)
-        while !stopping {
-            captureLibraryLog(true)
-            var rc = mosquitto_connect_bind_v5(handle, options.host, Int32(options.port), Int32(options.keepalive), nil, connectProperties)
-            var wasConnected = false
-            if rc == MOSQ_ERR_SUCCESS.rawValue {
-                // Until the CONNACK, the library's own loop: it drives a non-blocking TLS handshake,
-                // whose state its API does not show. 100 ms: a close is noticed within that.
-                while !stopping && !isConnected {
-                    rc = mosquitto_loop(handle, 100, 1)
-                    if rc != MOSQ_ERR_SUCCESS.rawValue { break }
-                }
-                if rc == MOSQ_ERR_SUCCESS.rawValue && isConnected {
-                    wasConnected = true
-                    rc = runConnected()
-                }
-            }
-            if stopping { break }
-            state.withLock { $0.connected = false }
-            if wasConnected { backoff.reset() }
-            let delay = backoff.next()
-            reportFailure(rc: rc, wasConnected: wasConnected, retryIn: delay)
-            wakeup.clear()
-            if !stopping { _ = wakeup.waitHere([], timeout: delay) }
-        }
-        shutDown()
-        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
-            s.threadDone = true
-            s.connected = false
-            defer { s.finished = [] }
-            return s.finished
-        }
-        for w in waiters { w.resume() }
-    }
-
-    /// The loop of a connected client, until the connection fails (its return code) or ``close()``.
-    /// One pass: hand over what was published, write everything queued in one
-    /// `mosquitto_loop_write`, wait for the socket (or a wake-up), read every packet waiting.
-    private func runConnected() -> Int32 {
-        while !stopping {
-            let fd = mosquitto_socket(handle)
-            guard fd >= 0 else { return MOSQ_ERR_NO_CONN.rawValue }
-            let handed = handOver()
-            if mosquitto_want_write(handle) {
-                // libmosquitto writes each packet with its own write(2); with the socket corked
-                // for the burst they leave as a few full segments, not one each (on loopback each
-                // segment also runs the broker's receive path on this thread: half its time).
-                let cork = handed > 1
-                if cork { Socket.setCorked(fd, true) }
-                // libmosquitto's loops return after one packet whenever errno is EAGAIN on entry.
-                errno = 0
-                let rc = mosquitto_loop_write(handle, 1)
-                if cork { Socket.setCorked(fd, false) }
-                if rc != MOSQ_ERR_SUCCESS.rawValue { return rc }
-            }
-            // A socket buffer that was full: wait until it drains, then write the rest.
-            let events = Int16(POLLIN) | (mosquitto_want_write(handle) ? Int16(POLLOUT) : 0)
-            // One second: the keepalive (whole seconds) is checked often enough.
-            let (ready, woken) = wakeup.waitHere([fd], events: events, timeout: .seconds(1))
-            if woken { wakeup.clear() }
-            if let r = ready.first, r.isReadable || r.isHungUp || r.isFailed {
-                errno = 0
-                // max_packets is ignored: the library reads as many packets as it has messages in
-                // flight (at least one), stopping early when the socket has no more.
-                let rc = mosquitto_loop_read(handle, 1)
-                if rc != MOSQ_ERR_SUCCESS.rawValue { return rc }
-                // A broker with Nagle on (mosquitto's default) holds its next PUBACKs until our
-                // ACK; a corked burst gives our ACKs fewer segments to ride on, and the delayed-ACK
-                // timer then stalled the window at low load.
-                Socket.acknowledgeQuickly(fd)
-            }
-            let rc = mosquitto_loop_misc(handle)
-            if rc != MOSQ_ERR_SUCCESS.rawValue { return rc }
-        }
-        return MOSQ_ERR_SUCCESS.rawValue
-    }
-
-    private func reportFailure(rc: Int32, wasConnected: Bool, retryIn delay: Duration) {
-        let (refusal, library) = state.withLock { s in
-            defer { s.refusal = nil; s.lastLibraryError = nil }
-            return (s.refusal, s.lastLibraryError)
-        }
-        var why = refusal ?? MQTTConnection.describe(rc)
-        if let library, refusal == nil, !why.contains(library) { why += " (\(library))" }
-        let retry = "retrying in \(DurationText.format(delay))"
-        if wasConnected {
-            logger.warning("connection to \(options.displayURL) lost: \(why); \(retry)")
-        } else {
-            stats.count("mqtt.connect_failures")
-            // A refusal (bad credentials, not authorised) or a TLS failure needs a person: error level.
-            let needsAttention = refusal != nil || rc == MOSQ_ERR_TLS.rawValue || rc == MOSQ_ERR_TLS_HANDSHAKE.rawValue
-                || rc == MOSQ_ERR_CONN_REFUSED.rawValue || library?.contains("SSL") == true
-            logger.log(needsAttention ? .error : .warning, "cannot connect to \(options.displayURL): \(why); \(retry)")
-        }
-    }
-
-    /// Offline status, then DISCONNECT, with a short bound: shutdown must not hang on a dead broker.
-    private func shutDown() {
-        guard isConnected else { return }
-        if let offline = options.will {
-            var mid: Int32 = 0
-            let rc = offline.payload.withUnsafeBytes { p in
-                mosquitto_publish_v5(handle, &mid, offline.topic, Int32(p.count), p.baseAddress, Int32(offline.qos), offline.retain, nil)
-            }
-            if rc == MOSQ_ERR_SUCCESS.rawValue {
-                state.withLock { $0.offlineMid = mid; $0.offlineAcked = offline.qos == 0 }
-                let deadline = ContinuousClock.now + .seconds(2)
-                while ContinuousClock.now < deadline && !state.withLock({ $0.offlineAcked }) {
-                    if mosquitto_loop(handle, 50, 1) != MOSQ_ERR_SUCCESS.rawValue { break }
-                }
-            }
-        }
-        mosquitto_disconnect_v5(handle, 0, nil)
-        // Let the loop write the DISCONNECT; it returns an error once the socket is closed.
-        for _ in 0..<20 where mosquitto_loop(handle, 50, 1) == MOSQ_ERR_SUCCESS.rawValue {}
     }
 }

@@ -1,4 +1,4 @@
-import BuiltinPlugins
+import PluginCatalog
 import LocgateCLI
 
 // The command line with every built-in plugin. A build with plugins of its own does the same with

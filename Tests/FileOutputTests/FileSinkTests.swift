@@ -20,38 +20,9 @@ func track(_ range: Range<Int>, withGaps: Bool = false) -> [Position] {
     }
 }
 
-/// A file sink fed through a real `SinkBuffer`, batch by batch, so a test can look at the file
-/// after each batch was acknowledged.
-final class SinkRun: Sendable {
-    let buffer: SinkBuffer
-    let stats: ComponentStats
-    let log = RecordingLogHandler()
-    private let task: Task<Void, any Error>
-
-    init(_ options: String, in dir: String) throws {
-        let json = #"{"type":"file",\#(options)}"#
-        let c = try PluginOptions.valid(FileSinkPlugin.self, json, baseDirectory: dir)
-        stats = ComponentStats(id: "sinks.out")
-        buffer = SinkBuffer(capacity: 10_000, policy: .block, durable: true, stats: stats)
-        let context = ComponentContext(id: "out", kind: .sink, logger: log.logger(label: "sinks.out"), stats: stats, clock: SystemClock())
-        let sink = try FileSinkPlugin.makeSink(c, context: context)
-        let input = buffer
-        task = Task { try await sink.run(input: input) }
-    }
-
-    /// Sends a batch and waits until the sink acknowledged it (wrote it and its trailer).
-    func send(_ batch: [Position]) async -> Bool {
-        let before = stats.emitted
-        await buffer.send(batch)
-        return await Poll.until(timeout: .seconds(20)) { self.stats.emitted >= before + batch.count }
-    }
-
-    /// Closes the input and waits for the sink to end.
-    func finish() async throws {
-        buffer.close()
-        try await task.value
-    }
-}
+/// The file sink under test, fed through a real `SinkBuffer` batch by batch (``SinkHarness/start()``),
+/// so a test can look at the file after each batch was acknowledged.
+typealias Harness = SinkHarness<FileSinkPlugin>
 
 /// The fields of one CSV record (RFC 4180: quoted fields, doubled quotes inside them).
 func csvFields(_ line: String) -> [String] {
@@ -96,7 +67,7 @@ func geojsonFeatures(_ path: String) throws -> [[String: Any]] {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let path = "\(dir)/out.\(format)"
-        let run = try SinkRun(#""path":"out.\#(format)""#, in: dir)
+        let run = try Harness(#"{"path":"out.\#(format)"}"#, baseDirectory: dir).start()
         var sent = 0
         for batch in [track(0..<1), track(1..<7, withGaps: true), track(7..<20)] {
             #expect(await run.send(batch))
@@ -127,7 +98,7 @@ func geojsonFeatures(_ path: String) throws -> [[String: Any]] {
     @Test func csvQuotesAttributesWithCommasAndQuotes() async throws {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let run = try SinkRun(#""path":"out.csv""#, in: dir)
+        let run = try Harness(#"{"path":"out.csv"}"#, baseDirectory: dir).start()
         #expect(await run.send(track(0..<1)))
         try await run.finish()
         let rows = try read("\(dir)/out.csv").split(separator: "\n").map { csvFields(String($0)) }
@@ -147,7 +118,7 @@ func geojsonFeatures(_ path: String) throws -> [[String: Any]] {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         for range in [0..<5, 5..<12] {
-            let run = try SinkRun(#""path":"out.\#(format)""#, in: dir)
+            let run = try Harness(#"{"path":"out.\#(format)"}"#, baseDirectory: dir).start()
             #expect(await run.send(track(range)))
             try await run.finish()
         }
@@ -163,7 +134,7 @@ func geojsonFeatures(_ path: String) throws -> [[String: Any]] {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         for range in [0..<5, 5..<8] {
-            let run = try SinkRun(#""path":"out.geojson","mode":"truncate""#, in: dir)
+            let run = try Harness(#"{"path":"out.geojson","mode":"truncate"}"#, baseDirectory: dir).start()
             #expect(await run.send(track(range)))
             try await run.finish()
         }
@@ -176,7 +147,7 @@ func geojsonFeatures(_ path: String) throws -> [[String: Any]] {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         try #"{"class":"TPV","id":"a-1"}"#.appending("\n").appending(#"{"class":"TPV","id":"a-2","la"#)
             .write(toFile: "\(dir)/out.jsonl", atomically: true, encoding: .utf8)
-        let run = try SinkRun(#""path":"out.jsonl""#, in: dir)
+        let run = try Harness(#"{"path":"out.jsonl"}"#, baseDirectory: dir).start()
         #expect(await run.send(track(0..<2)))
         try await run.finish()
         let lines = try read("\(dir)/out.jsonl").split(separator: "\n")
@@ -191,7 +162,7 @@ func geojsonFeatures(_ path: String) throws -> [[String: Any]] {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let cut = #"{"type":"FeatureCollection","features":[{"type":"Feature""#
         try cut.write(toFile: "\(dir)/out.geojson", atomically: true, encoding: .utf8)
-        let run = try SinkRun(#""path":"out.geojson""#, in: dir)
+        let run = try Harness(#"{"path":"out.geojson"}"#, baseDirectory: dir).start()
         #expect(await run.send(track(0..<3)))
         try await run.finish()
         #expect(try geojsonFeatures("\(dir)/out.geojson").count == 3)
@@ -203,7 +174,7 @@ func geojsonFeatures(_ path: String) throws -> [[String: Any]] {
     @Test func rotationKeepsCompleteFilesAndLosesNoRecord() async throws {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let run = try SinkRun(#""path":"out.geojson","rotate_bytes":4000,"keep_files":50"#, in: dir)
+        let run = try Harness(#"{"path":"out.geojson","rotate_bytes":4000,"keep_files":50}"#, baseDirectory: dir).start()
         for start in stride(from: 0, to: 60, by: 4) { #expect(await run.send(track(start..<start + 4))) }
         try await run.finish()
         let files = try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasPrefix("out.geojson") }
@@ -222,7 +193,7 @@ func geojsonFeatures(_ path: String) throws -> [[String: Any]] {
         for keep in [2, 0] {
             let dir = try makeTemporaryDirectory()
             defer { try? FileManager.default.removeItem(atPath: dir) }
-            let run = try SinkRun(#""path":"out.jsonl","rotate_bytes":1500,"keep_files":\#(keep)"#, in: dir)
+            let run = try Harness(#"{"path":"out.jsonl","rotate_bytes":1500,"keep_files":\#(keep)}"#, baseDirectory: dir).start()
             for start in stride(from: 0, to: 40, by: 2) { #expect(await run.send(track(start..<start + 2))) }
             try await run.finish()
             let files = try FileManager.default.contentsOfDirectory(atPath: dir).sorted()
@@ -236,7 +207,7 @@ func geojsonFeatures(_ path: String) throws -> [[String: Any]] {
     @Test func aMissingDirectoryFailsWithThePathAndTheReason() async throws {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let run = try SinkRun(#""path":"nowhere/out.jsonl""#, in: dir)
+        let run = try Harness(#"{"path":"nowhere/out.jsonl"}"#, baseDirectory: dir).start()
         await #expect(throws: (any Error).self) { try await run.finish() }
         do { try await run.finish() } catch {
             #expect("\(error)".contains("\(dir)/nowhere/out.jsonl"))

@@ -1,4 +1,4 @@
-import BuiltinPlugins
+import PluginCatalog
 import GatewayCore
 @testable import GatewayRuntime
 import Testing

@@ -1,7 +1,7 @@
 import Foundation
 import GatewayCore
 @testable import HTTPOutput
-import Outbox
+import Delivery
 import GatewayTesting
 import Testing
 

@@ -2,7 +2,7 @@ import Foundation
 import GatewayCore
 import GatewayRuntime
 @testable import HTTPOutput
-import Outbox
+import Delivery
 import GatewayTesting
 import Testing
 

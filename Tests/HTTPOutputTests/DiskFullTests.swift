@@ -3,13 +3,13 @@ import GatewayCore
 import GatewayRuntime
 import GatewayTesting
 @testable import HTTPOutput
-import Outbox
+import Delivery
 import Testing
 
 /// The http sink's own writes to its queue (the in-flight mark, the delete after a 2xx, a move to
 /// the dead letters) on a disk that fills while it delivers: nothing is lost, the sink does not
 /// fail, the error is logged at once (and not at every retry), the write is retried until there is
-/// space again, and delivery goes on. (Commits of arriving positions: OutboxTests/DiskFullTests.)
+/// space again, and delivery goes on. (Commits of arriving positions: DeliveryTests/DiskFullTests.)
 @Suite(.serialized, .enabled(if: Tmpfs.canMount, "needs root to mount a small tmpfs"), .timeLimit(.minutes(2)))
 struct DiskFullTests {
     /// A sink whose queue is on a 2 MiB tmpfs, delivering to a receiver whose files are outside it.

@@ -1,11 +1,11 @@
 import Foundation
 import GatewayCore
 @testable import HTTPOutput
-import Outbox
+import Delivery
 import GatewayTesting
 import Testing
 
-/// The http sink's use of the outbox's in-flight mark (the outbox itself is tested in OutboxTests).
+/// The http sink's use of the outbox's in-flight mark (the outbox itself is tested in DeliveryTests).
 @Suite(.timeLimit(.minutes(3))) struct InFlightTests {
     func records(_ range: Range<Int>) -> [OutboxEntry] {
         range.map { OutboxEntry(id: "p\($0)", payload: Array(#"{"class":"TPV","id":"p\#($0)","mode":1,"datum":"wgs84"}"#.utf8), time: nil) }

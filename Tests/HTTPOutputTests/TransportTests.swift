@@ -3,7 +3,7 @@ import GatewayCore
 import GatewayRuntime
 import GatewayTesting
 @testable import HTTPOutput
-import Outbox
+import Delivery
 import Synchronization
 import Testing
 

@@ -109,7 +109,7 @@ struct ReadmeExamplesTests {
     @Test func theJSONLinesSchemaTablesListEveryField() throws {
         let table = (["| field | meaning |", "|---|---|"] + PositionJSON.fields.map { "| `\($0.name)` | \($0.meaning.replacingOccurrences(of: "|", with: "\\|")) |" })
             .joined(separator: "\n")
-        for document in ["Plugins/FileReplay/README.md", "Plugins/ExecSource/README.md"] {
+        for document in ["Plugins/FileInput/README.md", "Plugins/ExecInput/README.md"] {
             let text = try String(contentsOfFile: "\(Self.root)/\(document)", encoding: .utf8)
             #expect(text.contains("<!-- generated: PositionJSON.fields -->\n" + table + "\n"), "\(document) should hold:\n\(table)")
         }

@@ -1,4 +1,4 @@
-import BuiltinPlugins
+import PluginCatalog
 import Foundation
 import GatewayCore
 import GatewayTesting

@@ -3,7 +3,7 @@ import GatewayCore
 import GatewayTesting
 import NATSClient
 @testable import NATSOutput
-import Outbox
+import Delivery
 import Testing
 
 @Suite struct ConfigurationTests {

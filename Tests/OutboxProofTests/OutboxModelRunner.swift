@@ -2,7 +2,7 @@ import Foundation
 import GatewayCore
 import GatewayTesting
 import Locking
-import Outbox
+import Delivery
 
 /// Which outbox a model run drives.
 enum OutboxSubject: String, Sendable {

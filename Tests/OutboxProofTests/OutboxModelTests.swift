@@ -1,5 +1,5 @@
 import GatewayTesting
-import Outbox
+import Delivery
 import Testing
 
 /// The outboxes against a model of their contract: seeded random sequences of appends (direct

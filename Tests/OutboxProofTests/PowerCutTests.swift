@@ -2,7 +2,7 @@ import Foundation
 import GatewayCore
 import GatewayTesting
 import Locking
-import Outbox
+import Delivery
 import Testing
 
 /// The SQLite outbox under simulated power cuts. On ``PowerCutVFS``, a seeded run of a sink at

@@ -1,7 +1,7 @@
 import Foundation
 import GatewayCore
 import GatewayTesting
-import Outbox
+import Delivery
 @testable import PostgresOutput
 import Testing
 

@@ -3,7 +3,7 @@ import GatewayCore
 import GatewayRuntime
 import GatewayTesting
 @testable import PostgresOutput
-import BuiltinPlugins
+import PluginCatalog
 import Testing
 
 /// The postgres sink under test, in this process (its tests name it `db`: `sinks.db` in messages).

@@ -2,7 +2,7 @@
 """The module graph's rules, checked from `swift package dump-package` (run by `make test`):
 
 1. Edges run one way: no module in Sources/ depends on a plugin in Plugins/, except
-   BuiltinPlugins (the registry of every plugin the binary carries) and the modules that
+   PluginCatalog (BuiltinPlugins.registry, the registry of every plugin the binary carries) and the modules that
    depend on it, and the known exceptions below, each to be removed (issue 32).
 2. Every declared dependency of a Swift target is imported by at least one of its files
    (`import X`, `@testable import X`, `@_exported import X`, `package import X`).
@@ -38,7 +38,7 @@ def deps(t):
 
 problems = []
 plugins = {n for n, t in targets.items() if path_of(t).startswith("Plugins/")}
-allowed_users_of_plugins = {"BuiltinPlugins"}
+allowed_users_of_plugins = {"PluginCatalog"}
 for name, t in targets.items():
     p = path_of(t)
     if not p.startswith("Sources/") or name in allowed_users_of_plugins:
@@ -76,6 +76,20 @@ for top in ("Sources", "Plugins"):
     for folder in sorted(os.listdir(os.path.join(root, top))):
         if os.path.isdir(os.path.join(root, top, folder)) and f"`{folder}`" not in layout:
             problems.append(f"README.md's Layout does not name {top}/{folder} (write it as `{folder}`)")
+
+# No module declares a type of its own name (Docs/Plugins.md, the style guide): with one, Swift
+# reads `Name.X` as a member of the type and the module's own `X` cannot be named.
+type_re = re.compile(r"^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:public\s+|package\s+|internal\s+|fileprivate\s+|private\s+|final\s+|open\s+|indirect\s+)*(?:class|struct|enum|protocol|actor|typealias)\s+([A-Za-z_][A-Za-z0-9_]*)", re.M)
+for name, t in targets.items():
+    p = path_of(t)
+    if t["type"] in ("system", "binary", "plugin", "macro") or not (p.startswith("Sources/") or p.startswith("Plugins/")):
+        continue
+    for dirpath, _, files in os.walk(os.path.join(root, p)):
+        for f in files:
+            if f.endswith(".swift"):
+                path = os.path.join(dirpath, f)
+                if name in type_re.findall(open(path, encoding="utf-8", errors="replace").read()):
+                    problems.append(f"{os.path.relpath(path, root)}: the module {name} declares a type {name}; rename one of them")
 
 # Shared state is guarded by Locking.Locked: Synchronization.Mutex hands a contended lock over
 # with futex calls inside the uninstrumented standard library, so `make tsan` would report every

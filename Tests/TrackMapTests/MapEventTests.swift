@@ -1,4 +1,4 @@
-import FileReplay
+import FileInput
 import Foundation
 import GatewayCore
 import GatewayTesting

@@ -1,5 +1,5 @@
 import BeaconSource
-import BuiltinPlugins
+import PluginCatalog
 import LocgateCLI
 
 // Every built-in plugin, plus this package's `beacon` source.

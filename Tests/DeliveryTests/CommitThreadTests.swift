@@ -1,0 +1,86 @@
+import Foundation
+import GatewayCore
+import GatewayRuntime
+import GatewayTesting
+@testable import Delivery
+import Locking
+import Testing
+
+/// A durable queue commits on a thread of its own: while a commit waits (here for a lock another
+/// process holds on the file, as it would wait for a slow disk's fsync), the other components on
+/// the pipeline's one thread go on.
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct CommitThreadTests {
+    @Test func aCommitThatWaitsDoesNotHoldThePipelinesThread() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/q.sqlite"
+        let context = ComponentContext(id: "up", kind: .sink, logger: RecordingLogHandler().logger(label: "sinks.up"), stats: ComponentStats(id: "up"))
+        let mode = OutboxMode.disk(path: path, maxRecords: 1_000_000, maxAge: nil, synchronousFull: true)
+        let outbox = try OutboxOptions.open(mode, context: context)
+        defer { outbox.close() }
+        let writer = OutboxWriter(outbox: outbox, mode: mode, context: context)
+        let buffer = SinkBuffer(capacity: 100, policy: .block, durable: true, stats: ComponentStats(id: "up"))
+
+        // Another process takes the file's write lock and keeps it until told to commit.
+        let holder = try SQLiteLockHolder(path: path)
+        defer { holder.finish() }
+
+        let threads = PipelineThreads(count: 1, name: "locgate-test")
+        defer { threads.stop() }
+        let committed = Flag()
+        let commit = Task(executorPreference: threads) {
+            try await writer.commit([OutboxEntry(id: "p0", payload: Array("{}".utf8), time: nil)], acknowledging: buffer)
+            committed.set()
+        }
+        // A second component on the same single thread runs while the commit waits.
+        let other = Flag()
+        Task(executorPreference: threads) { other.set() }
+        #expect(await Poll.until(timeout: .seconds(3)) { other.isSet })
+        #expect(!committed.isSet, "the commit did not wait for the lock: the test proves nothing")
+        holder.finish()
+        try await commit.value
+        #expect(committed.isSet)
+        #expect(try outbox.oldest(limit: 10).map(\.id) == ["p0"])
+    }
+}
+
+/// A thread-safe one-way flag.
+final class Flag: Sendable {
+    private let value = Locked(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
+}
+
+/// `sqlite3` (the command-line shell) holding `BEGIN IMMEDIATE` on a database until ``finish()``.
+final class SQLiteLockHolder: @unchecked Sendable {
+    let process = Process()
+    let input = Pipe()
+    let output = Pipe()
+    private let finished = Locked(false)
+
+    init(path: String) throws {
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["sqlite3", path]
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        input.fileHandleForWriting.write(Data("BEGIN IMMEDIATE;\nSELECT 'locked';\n".utf8))
+        // The shell answers once the lock is held.
+        var seen = Data()
+        while !String(decoding: seen, as: UTF8.self).contains("locked") {
+            let chunk = output.fileHandleForReading.availableData
+            guard !chunk.isEmpty else { throw LockError() }
+            seen.append(chunk)
+        }
+    }
+
+    func finish() {
+        guard !finished.withLock({ let was = $0; $0 = true; return was }) else { return }
+        input.fileHandleForWriting.write(Data("COMMIT;\n.quit\n".utf8))
+        try? input.fileHandleForWriting.close()
+        process.waitUntilExit()
+    }
+
+    struct LockError: Error {}
+}
