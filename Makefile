@@ -160,8 +160,8 @@ fuzz-smoke:
 # build from nothing 26 min (14 min when a change reaches every module), its run 13 to 17 min
 # (267 tests); the ASan build from nothing 15 min, its run 7 min (343 tests). Under ASan and a
 # loaded machine the serial duty-cycle test's 300 ms timing bound can miss (675 ms seen once).
-TSAN_SUITES ?= LockingTests|GatewayRuntimeTests|DeliveryTests|OutboxProofTests|HTTPOutputTests|MQTTOutputTests|MQTTInputTests|NATSOutputTests|NATSInputTests|SystemIOTests|DeviceIntakeTests|HTTPServingTests
-ASAN_SUITES ?= SerialInputTests|HTTPOutputTests|MQTTOutputTests|MQTTInputTests|NATSOutputTests|NATSInputTests|HTTPServingTests|HTTPInputTests|SystemIOTests|DeviceIntakeTests|TrackerInputTests|PostgresOutputTests|DeliveryTests|CoordinatesTests|GeodesyTests
+TSAN_SUITES ?= LockingTests|GatewayRuntimeTests|DeliveryEngineTests|OutboxProofTests|HTTPOutputTests|MQTTOutputTests|MQTTInputTests|NATSOutputTests|NATSInputTests|SystemIOTests|DeviceIntakeTests|HTTPServingTests
+ASAN_SUITES ?= SerialInputTests|HTTPOutputTests|MQTTOutputTests|MQTTInputTests|NATSOutputTests|NATSInputTests|HTTPServingTests|HTTPInputTests|SystemIOTests|DeviceIntakeTests|TrackerInputTests|PostgresOutputTests|DeliveryEngineTests|CoordinatesTests|GeodesyTests
 
 tsan: deps
 	swift build --product locgate $(SWIFT_FLAGS)

@@ -36,13 +36,13 @@ let package = Package(
         .target(name: "GatewayCore", dependencies: ["Locking"], swiftSettings: settings),
 
         // Runtime: runs a configured pipeline (tasks, buffers, routing, reload).
-        .target(name: "GatewayRuntime", dependencies: ["GatewayCore", "Delivery", "Locking"], swiftSettings: settings),
+        .target(name: "GatewayRuntime", dependencies: ["GatewayCore", "DeliveryEngine", "Locking"], swiftSettings: settings),
 
         // Engines: protocol and geometry code the plugins share, each testable on its own.
         .target(name: "NMEA", dependencies: ["GatewayCore"], swiftSettings: settings),
         .target(name: "Geodesy", swiftSettings: settings),
         .target(name: "PositionEncoding", dependencies: ["GatewayCore", "Locking"], swiftSettings: settings),
-        .target(name: "Delivery", dependencies: ["GatewayCore", "CSQLite", "SystemIO", "Locking"], swiftSettings: settings),
+        .target(name: "DeliveryEngine", dependencies: ["GatewayCore", "CSQLite", "SystemIO", "Locking"], swiftSettings: settings),
         // POSIX I/O for plugins: sockets, resolution, cancellable waits on descriptors, blocking work off the pool.
         .target(name: "SystemIO", dependencies: ["CUV", "Locking"], swiftSettings: settings),
         // The machine's serial ports (libserialport's enumeration) for `locgate ports` and the serial source.
@@ -88,10 +88,10 @@ let package = Package(
         plugin("Geofence", dependencies: ["GatewayCore", "SystemIO", "Geodesy"]),
         plugin("FileOutput", dependencies: ["GatewayCore", "SystemIO"]),
         plugin("ConsoleOutput", dependencies: ["GatewayCore", "SystemIO"]),
-        plugin("HTTPOutput", dependencies: ["GatewayCore", "SystemIO", "Delivery", "CZlib", "CCurl", "PositionEncoding", "Locking"]),
-        plugin("NATSOutput", dependencies: ["GatewayCore", "SystemIO", "Delivery", "NATSClient", "Locking"]),
-        plugin("MQTTOutput", dependencies: ["GatewayCore", "SystemIO", "Delivery", "MQTTClient", "PositionEncoding"]),
-        plugin("PostgresOutput", dependencies: ["GatewayCore", "SystemIO", "Delivery", "Geodesy", "CPostgres"]),
+        plugin("HTTPOutput", dependencies: ["GatewayCore", "SystemIO", "DeliveryEngine", "CZlib", "CCurl", "PositionEncoding", "Locking"]),
+        plugin("NATSOutput", dependencies: ["GatewayCore", "SystemIO", "DeliveryEngine", "NATSClient", "Locking"]),
+        plugin("MQTTOutput", dependencies: ["GatewayCore", "SystemIO", "DeliveryEngine", "MQTTClient", "PositionEncoding"]),
+        plugin("PostgresOutput", dependencies: ["GatewayCore", "SystemIO", "DeliveryEngine", "Geodesy", "CPostgres"]),
         .target(name: "PluginCatalog", dependencies: ["GatewayCore", "FileInput", "FileOutput", "ConsoleOutput", "NetworkInput", "ExecInput", "Coordinates", "Filters", "Geofence", "SerialInput", "GpsdInput", "HTTPOutput", "NATSOutput", "NATSInput", "MQTTOutput", "MQTTInput", "TrackerInput", "HTTPInput", "PostgresOutput", "NATSState"], swiftSettings: settings),
 
         // The command line and the service around it: operator API, maps, the `locgate` executable.
@@ -101,7 +101,7 @@ let package = Package(
         .target(name: "TrackMap", dependencies: ["GatewayCore", "Geodesy", "Locking", "MapRendering"], swiftSettings: settings),
         // A pipeline run as a service: signals, reload from its file, the operator API, systemd.
         .target(name: "GatewayProcess", dependencies: ["GatewayCore", "GatewayRuntime", "OperatorEndpoints", "CSystemd", "Locking"], swiftSettings: settings),
-        .target(name: "LocgateCLI", dependencies: ["GatewayCore", "GatewayRuntime", "GatewayProcess", "Delivery", "SerialPorts", "TrackMap", "Locking"],
+        .target(name: "LocgateCLI", dependencies: ["GatewayCore", "GatewayRuntime", "GatewayProcess", "DeliveryEngine", "SerialPorts", "TrackMap", "Locking"],
                 resources: [.embedInCode("Resources/demo-bundg_zeus_9.nmea")], swiftSettings: settings),
         .executableTarget(name: "locgate", dependencies: ["LocgateCLI", "PluginCatalog"], swiftSettings: settings),
 
@@ -127,20 +127,20 @@ let package = Package(
         .testTarget(name: "GeofenceTests", dependencies: ["Geofence", "Geodesy", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "GpsdInputTests", dependencies: ["GpsdInput", "GatewayCore", "GatewayTesting", "Locking"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .testTarget(name: "HTTPServingTests", dependencies: ["HTTPServing", "GatewayTesting", "Locking"], swiftSettings: settings),
-        .testTarget(name: "HTTPOutputTests", dependencies: ["HTTPOutput", "Delivery", "GatewayCore", "GatewayRuntime", "GatewayTesting"], exclude: ["Support"], swiftSettings: settings),
+        .testTarget(name: "HTTPOutputTests", dependencies: ["HTTPOutput", "DeliveryEngine", "GatewayCore", "GatewayRuntime", "GatewayTesting"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "LocgateTests", dependencies: ["Geodesy", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "MQTTInputTests", dependencies: ["MQTTInput", "MQTTTesting", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "MQTTOutputTests", dependencies: ["MQTTOutput", "MQTTClient", "MQTTTesting", "GatewayCore", "GatewayRuntime", "GatewayTesting", "PluginCatalog", "Locking"], swiftSettings: settings),
-        .testTarget(name: "NATSOutputTests", dependencies: ["NATSOutput", "NATSClient", "NATSTesting", "Delivery", "GatewayCore", "GatewayRuntime", "GatewayTesting"], swiftSettings: settings),
+        .testTarget(name: "NATSOutputTests", dependencies: ["NATSOutput", "NATSClient", "NATSTesting", "DeliveryEngine", "GatewayCore", "GatewayRuntime", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "NATSStateTests", dependencies: ["NATSState", "NATSClient", "NATSTesting", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "NATSInputTests", dependencies: ["NATSInput", "NATSClient", "NATSTesting", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
-        .testTarget(name: "PostgresOutputTests", dependencies: ["PostgresOutput", "Delivery", "Geodesy", "GatewayCore", "GatewayRuntime", "GatewayTesting", "PluginCatalog"], swiftSettings: settings),
+        .testTarget(name: "PostgresOutputTests", dependencies: ["PostgresOutput", "DeliveryEngine", "Geodesy", "GatewayCore", "GatewayRuntime", "GatewayTesting", "PluginCatalog"], swiftSettings: settings),
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .testTarget(name: "NetworkInputTests", dependencies: ["NetworkInput", "GatewayTesting", "GatewayCore"], swiftSettings: settings),
         .testTarget(name: "OperatorEndpointsTests", dependencies: ["OperatorEndpoints", "HTTPServing", "GatewayCore", "GatewayRuntime", "GatewayTesting", "PluginCatalog", "Geodesy", "MapRendering", "Locking"], exclude: ["Support"], swiftSettings: settings),
-        .testTarget(name: "DeliveryTests", dependencies: ["Delivery", "GatewayCore", "GatewayRuntime", "GatewayTesting", "Locking"], swiftSettings: settings),
+        .testTarget(name: "DeliveryEngineTests", dependencies: ["DeliveryEngine", "GatewayCore", "GatewayRuntime", "GatewayTesting", "Locking"], swiftSettings: settings),
         // Model-based and power-cut proofs of the outbox (`make proof` runs them larger).
-        .testTarget(name: "OutboxProofTests", dependencies: ["Delivery", "CSQLite", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
+        .testTarget(name: "OutboxProofTests", dependencies: ["DeliveryEngine", "CSQLite", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "SerialInputTests", dependencies: ["SerialInput", "SerialPorts", "GatewayCore", "GatewayTesting", "NMEA"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "HTTPInputTests", dependencies: ["HTTPInput", "GatewayCore", "GatewayTesting"], swiftSettings: settings),

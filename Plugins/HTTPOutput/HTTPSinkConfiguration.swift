@@ -1,5 +1,5 @@
 import GatewayCore
-import Delivery
+import DeliveryEngine
 
 /// Configuration of the `http` sink (see the README for every option with its default).
 public struct HTTPSinkConfiguration: Sendable {

@@ -1,6 +1,6 @@
 import Foundation
 import GatewayCore
-import Delivery
+import DeliveryEngine
 import PositionEncoding
 import SystemIO
 

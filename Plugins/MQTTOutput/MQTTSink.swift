@@ -1,6 +1,6 @@
 import GatewayCore
 import MQTTClient
-import Delivery
+import DeliveryEngine
 
 /// Publishes positions to an MQTT broker from an outbox: one message per position.
 ///

@@ -1,6 +1,6 @@
 import GatewayCore
 import MQTTClient
-import Delivery
+import DeliveryEngine
 
 /// Configuration of the `mqtt` sink (see the README for every option with its default).
 public struct MQTTSinkConfiguration: Sendable {

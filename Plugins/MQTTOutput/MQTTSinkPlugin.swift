@@ -1,6 +1,6 @@
 import GatewayCore
 import MQTTClient
-import Delivery
+import DeliveryEngine
 import PositionEncoding
 import SystemIO
 

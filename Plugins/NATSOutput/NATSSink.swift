@@ -1,7 +1,7 @@
 import GatewayCore
 import Locking
 import NATSClient
-import Delivery
+import DeliveryEngine
 
 /// Publishes positions to NATS from an outbox that keeps each until the server acknowledged it.
 ///

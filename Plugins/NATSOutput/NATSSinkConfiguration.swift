@@ -1,6 +1,6 @@
 import GatewayCore
 import NATSClient
-import Delivery
+import DeliveryEngine
 
 /// Configuration of the `nats` sink (see the README for every option with its default).
 public struct NATSSinkConfiguration: Sendable {

@@ -1,6 +1,6 @@
 import GatewayCore
 import NATSClient
-import Delivery
+import DeliveryEngine
 import SystemIO
 
 /// The `nats` sink: publishes positions to NATS JetStream (or core NATS) from a durable outbox.

@@ -1,5 +1,5 @@
 import GatewayCore
-import Delivery
+import DeliveryEngine
 import SystemIO
 
 /// Writes positions into PostgreSQL/PostGIS in batches, from a queue that keeps them until the

@@ -1,6 +1,6 @@
 import GatewayCore
 import Geodesy
-import Delivery
+import DeliveryEngine
 
 /// Configuration of the `postgres` sink (see the README for every option with its default).
 public struct PostgresSinkConfiguration: Sendable {

@@ -1,6 +1,6 @@
 import GatewayCore
 import Geodesy
-import Delivery
+import DeliveryEngine
 import SystemIO
 
 /// The `postgres` sink: writes positions into PostGIS tables from a durable (SQLite) or memory queue.

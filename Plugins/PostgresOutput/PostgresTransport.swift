@@ -1,5 +1,5 @@
 import GatewayCore
-import Delivery
+import DeliveryEngine
 import SystemIO
 
 /// The half of the postgres sink that talks to PostgreSQL: one transaction per batch on one

@@ -1,5 +1,5 @@
 import GatewayCore
-import Delivery
+import DeliveryEngine
 
 /// Turns configured components into running ones: everything `Pipeline.init` starts with, and
 /// what a reload adds or replaces.

@@ -1,6 +1,6 @@
 import GatewayCore
 import Locking
-import Delivery
+import DeliveryEngine
 import Synchronization
 
 /// Restores one stateful transform's per-device state at build and saves what each batch changed

@@ -31,7 +31,7 @@ func zombieChildren() -> [Int32] {
     }
 }
 
-@Suite(.timeLimit(.minutes(3)), .serialized) struct ExecInputTests {
+@Suite(.timeLimit(.minutes(3)), .serialized) struct ExecSourceTests {
     @Test func runsThePythonExampleAsAJSONLinesPlugin() async throws {
         let c = try configureExec(#"{ "command": ["python3", "Docs/examples/exec-random-walk.py", "--interval", "0.05", "--device", "walker"], "cwd": ".", "format": "jsonl", "env": { "WALK_SEED": "7" } }"#)
         let log = RecordingLogHandler()

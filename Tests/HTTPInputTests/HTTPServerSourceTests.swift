@@ -48,7 +48,7 @@ func withServer(_ json: String, output: SourceOutput, _ body: (String, Component
     _ = await task.result
 }
 
-@Suite(.timeLimit(.minutes(1))) struct HTTPInputTests {
+@Suite(.timeLimit(.minutes(1))) struct HTTPServerSourceTests {
     static let ownTracksLocation = #"{"_type":"location","acc":12,"alt":45,"batt":87,"cog":270,"lat":52.3731,"lon":4.8922,"tid":"an","tst":1733061600,"vel":36,"topic":"owntracks/ana/phone"}"#
 
     @Test func answersTheOwnTracksAppOnlyOnceItsLocationIsHandled() async throws {

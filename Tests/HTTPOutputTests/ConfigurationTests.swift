@@ -1,7 +1,7 @@
 import Foundation
 import GatewayCore
 @testable import HTTPOutput
-import Delivery
+import DeliveryEngine
 import GatewayTesting
 import Testing
 

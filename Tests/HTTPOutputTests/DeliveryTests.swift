@@ -2,7 +2,7 @@ import Foundation
 import GatewayCore
 import GatewayRuntime
 @testable import HTTPOutput
-import Delivery
+import DeliveryEngine
 import GatewayTesting
 import Testing
 

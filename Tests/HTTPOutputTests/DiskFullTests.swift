@@ -3,7 +3,7 @@ import GatewayCore
 import GatewayRuntime
 import GatewayTesting
 @testable import HTTPOutput
-import Delivery
+import DeliveryEngine
 import Testing
 
 /// The http sink's own writes to its queue (the in-flight mark, the delete after a 2xx, a move to

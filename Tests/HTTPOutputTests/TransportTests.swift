@@ -3,7 +3,7 @@ import GatewayCore
 import GatewayRuntime
 import GatewayTesting
 @testable import HTTPOutput
-import Delivery
+import DeliveryEngine
 import Synchronization
 import Testing
 

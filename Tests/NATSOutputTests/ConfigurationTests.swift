@@ -3,7 +3,7 @@ import GatewayCore
 import GatewayTesting
 import NATSClient
 @testable import NATSOutput
-import Delivery
+import DeliveryEngine
 import Testing
 
 @Suite struct ConfigurationTests {

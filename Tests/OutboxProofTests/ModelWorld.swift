@@ -1,5 +1,5 @@
 import GatewayCore
-import Delivery
+import DeliveryEngine
 
 /// What a step must return, when it returns something.
 enum ExpectedResult: Equatable {

@@ -1,6 +1,6 @@
 import GatewayCore
 import GatewayTesting
-import Delivery
+import DeliveryEngine
 
 /// One step of a model-based run. Steps are plain values (seqs, not records) so that any
 /// subsequence of a run is still a valid run: a failing sequence can be shrunk by dropping steps

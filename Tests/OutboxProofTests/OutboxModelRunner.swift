@@ -2,7 +2,7 @@ import Foundation
 import GatewayCore
 import GatewayTesting
 import Locking
-import Delivery
+import DeliveryEngine
 
 /// Which outbox a model run drives.
 enum OutboxSubject: String, Sendable {

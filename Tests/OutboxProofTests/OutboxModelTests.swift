@@ -1,5 +1,5 @@
 import GatewayTesting
-import Delivery
+import DeliveryEngine
 import Testing
 
 /// The outboxes against a model of their contract: seeded random sequences of appends (direct

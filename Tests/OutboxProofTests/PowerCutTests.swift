@@ -2,7 +2,7 @@ import Foundation
 import GatewayCore
 import GatewayTesting
 import Locking
-import Delivery
+import DeliveryEngine
 import Testing
 
 /// The SQLite outbox under simulated power cuts. On ``PowerCutVFS``, a seeded run of a sink at

@@ -55,7 +55,7 @@ func optionTables(in text: String) -> [[String]] {
     return tables
 }
 
-@Suite struct PluginCatalogTests {
+@Suite struct BuiltinPluginsTests {
     static let plugins = BuiltinPlugins.registry.all
 
     @Test func everyPluginFolderIsRegistered() throws {
@@ -172,7 +172,7 @@ func optionTables(in text: String) -> [[String]] {
 
     @Test(arguments: BuiltinPlugins.registry.all.map(\.info.type).indices)
     func writingTheDocumentedDefaultChangesNothing(index: Int) throws {
-        let plugin = PluginCatalogTests.plugins[index]
+        let plugin = BuiltinPluginsTests.plugins[index]
         let info = plugin.info
         let sample = try #require(try JSONValue.parse(string: info.sample).objectValue)
         for option in info.options where !option.required {

@@ -2,7 +2,7 @@ import Foundation
 import GatewayCore
 import GatewayTesting
 import Geodesy
-import Delivery
+import DeliveryEngine
 @testable import PostgresOutput
 import Synchronization
 import Testing

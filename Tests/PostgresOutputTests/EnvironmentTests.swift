@@ -1,7 +1,7 @@
 import Foundation
 import GatewayCore
 import GatewayTesting
-import Delivery
+import DeliveryEngine
 @testable import PostgresOutput
 import Testing
 

@@ -82,7 +82,7 @@ for top in ("Sources", "Plugins"):
 type_re = re.compile(r"^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:public\s+|package\s+|internal\s+|fileprivate\s+|private\s+|final\s+|open\s+|indirect\s+)*(?:class|struct|enum|protocol|actor|typealias)\s+([A-Za-z_][A-Za-z0-9_]*)", re.M)
 for name, t in targets.items():
     p = path_of(t)
-    if t["type"] in ("system", "binary", "plugin", "macro") or not (p.startswith("Sources/") or p.startswith("Plugins/")):
+    if t["type"] in ("system", "binary", "plugin", "macro") or not p.startswith(("Sources/", "Plugins/", "Tests/")):
         continue
     for dirpath, _, files in os.walk(os.path.join(root, p)):
         for f in files:

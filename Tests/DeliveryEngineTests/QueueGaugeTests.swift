@@ -2,7 +2,7 @@ import Foundation
 import GatewayCore
 import GatewayRuntime
 import GatewayTesting
-import Delivery
+import DeliveryEngine
 import Testing
 
 /// `queue.depth` and `queue.oldest_age_s` are read when the stats are read: after a replay at

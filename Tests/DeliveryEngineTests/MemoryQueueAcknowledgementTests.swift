@@ -2,7 +2,7 @@ import GatewayCore
 import GatewayRuntime
 import GatewayTesting
 import Locking
-import Delivery
+import DeliveryEngine
 import Testing
 
 /// A memory queue keeps nothing through a crash: what its sink received is acknowledged upstream

@@ -1,7 +1,7 @@
 import Foundation
 import GatewayCore
 import GatewayTesting
-@testable import Delivery
+@testable import DeliveryEngine
 import Testing
 
 func entries(_ range: Range<Int>, key: String = "", time: Int64? = nil) -> [OutboxEntry] {

@@ -2,7 +2,7 @@ import Foundation
 import GatewayCore
 import GatewayRuntime
 import GatewayTesting
-@testable import Delivery
+@testable import DeliveryEngine
 import Testing
 
 /// A disk that fills during a run: the batch is held (upstream waits), the error is logged at

@@ -3,7 +3,7 @@ import Foundation
 import GatewayCore
 import GatewayRuntime
 import GatewayTesting
-@testable import Delivery
+@testable import DeliveryEngine
 import Locking
 import Testing
 

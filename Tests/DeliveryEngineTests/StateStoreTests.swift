@@ -1,7 +1,7 @@
 import Foundation
 import GatewayCore
 import GatewayTesting
-@testable import Delivery
+@testable import DeliveryEngine
 import Locking
 import Testing
 
