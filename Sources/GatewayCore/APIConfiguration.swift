@@ -38,9 +38,39 @@ extension PipelineConfiguration {
         public static let maxConnectionsRange = 1...100_000
         public static let mapDatums = ["wgs84", "gcj02", "bd09"]
 
-        public init(host: String = "127.0.0.1", port: Int = 9425, token: String? = nil, tlsCertFile: String? = nil, tlsKeyFile: String? = nil,
-                    sourceStall: Duration = .seconds(60), maxQueueAge: Duration = .seconds(600), mapTail: Int = 50, mapDatum: String = "wgs84",
-                    maxConnections: Int = 4096, maxConnectionsPerAddress: Int = 0) {
+        public static let listenOption = Option("listen", default: "127.0.0.1:9425",
+            "Address and port: an IPv4 or IPv6 literal, or localhost; port 0 lets the kernel choose.")
+        public static let sourceStallOption = Option("health.source_stall", default: Duration.seconds(60), minimum: .seconds(1),
+            "A source that produced no position for this long makes /health fail.")
+        public static let maxQueueAgeOption = Option("health.max_queue_age", default: Duration.seconds(600), minimum: .seconds(1),
+            "A sink whose oldest queued position is older than this makes /health fail.")
+        public static let mapTailOption = Option("map.tail", default: 50, in: mapTailRange,
+            "Positions per device the live map draws as its tail, the newest included.")
+        public static let mapDatumOption = Option("map.datum", choices: mapDatums, default: "wgs84",
+            "The live map's display datum: every position and fence is converted into it.")
+        public static let maxConnectionsOption = Option("limits.connections", default: 4096, in: maxConnectionsRange,
+            "Connections served at once; one more is closed as soon as it is accepted.")
+        public static let maxConnectionsPerAddressOption = Option("limits.per_address", default: 0, in: 0...maxConnectionsRange.upperBound,
+            "Connections from one client address at once; 0: no limit.")
+        /// `listen`'s default, parsed.
+        public static let defaultAddress = ListenAddress(parsing: listenOption.defaultValue)!
+
+        /// The options of `api`, for the configuration reference (Docs/Operations.md).
+        public static let options: [OptionSpec] = [
+            listenOption.spec,
+            OptionSpec("token", "string", default: "none", "Bearer token every request must carry; required when listen is not a loopback address."),
+            OptionSpec("tls.cert_file", "path", default: "none", "PEM certificate (chain) to serve HTTPS with; with tls.key_file."),
+            OptionSpec("tls.key_file", "path", default: "none", "Unencrypted PEM private key of tls.cert_file."),
+            sourceStallOption.spec, maxQueueAgeOption.spec, mapTailOption.spec, mapDatumOption.spec,
+            maxConnectionsOption.spec, maxConnectionsPerAddressOption.spec,
+        ]
+
+        public init(host: String = API.defaultAddress.host, port: Int = API.defaultAddress.port, token: String? = nil,
+                    tlsCertFile: String? = nil, tlsKeyFile: String? = nil,
+                    sourceStall: Duration = API.sourceStallOption.defaultValue, maxQueueAge: Duration = API.maxQueueAgeOption.defaultValue,
+                    mapTail: Int = API.mapTailOption.defaultValue, mapDatum: String = API.mapDatumOption.defaultValue,
+                    maxConnections: Int = API.maxConnectionsOption.defaultValue,
+                    maxConnectionsPerAddress: Int = API.maxConnectionsPerAddressOption.defaultValue) {
             self.host = host
             self.port = port
             self.token = token
@@ -63,7 +93,7 @@ extension PipelineConfiguration {
         /// Reads the `api` object; every problem is reported with its path.
         static func read(_ reader: inout OptionReader) -> API {
             var api = API()
-            let listen = reader.string("listen", default: api.listen)
+            let listen = reader.read(API.listenOption)
             if let address = ListenAddress(parsing: listen) {
                 api.host = address.host
                 api.port = address.port
@@ -87,18 +117,18 @@ extension PipelineConfiguration {
                 tls.finish()
             }
             if var health = reader.object("health") {
-                api.sourceStall = health.duration("source_stall", default: api.sourceStall, minimum: .seconds(1))
-                api.maxQueueAge = health.duration("max_queue_age", default: api.maxQueueAge, minimum: .seconds(1))
+                api.sourceStall = health.read(API.sourceStallOption)
+                api.maxQueueAge = health.read(API.maxQueueAgeOption)
                 health.finish()
             }
             if var map = reader.object("map") {
-                api.mapTail = map.int("tail", default: api.mapTail, in: API.mapTailRange)
-                api.mapDatum = map.choice("datum", API.mapDatums, default: api.mapDatum)
+                api.mapTail = map.read(API.mapTailOption)
+                api.mapDatum = map.read(API.mapDatumOption)
                 map.finish()
             }
             if var limits = reader.object("limits") {
-                api.maxConnections = limits.int("connections", default: api.maxConnections, in: API.maxConnectionsRange)
-                api.maxConnectionsPerAddress = limits.int("per_address", default: api.maxConnectionsPerAddress, in: 0...API.maxConnectionsRange.upperBound)
+                api.maxConnections = limits.read(API.maxConnectionsOption)
+                api.maxConnectionsPerAddress = limits.read(API.maxConnectionsPerAddressOption)
                 limits.finish()
             }
             if !api.isLoopback && api.token == nil && !reader.has("token") {

@@ -65,19 +65,48 @@ public struct PipelineConfiguration: Sendable {
     /// Process-wide settings.
     public struct Settings: Sendable {
         /// How long sinks get to flush after shutdown begins.
-        public var shutdownTimeout: Duration = .seconds(10)
+        public var shutdownTimeout = Settings.shutdownTimeoutOption.defaultValue
         /// How often the stats line is logged (nil: never).
-        public var statsInterval: Duration? = .seconds(60)
+        public var statsInterval = Settings.statsIntervalOption.defaultValue
         /// Log level from the file; `--log-level` wins over it.
         public var logLevel: LogLevel?
         /// Threads that run the pipeline's components (see `PipelineThreads`).
-        public var threads: Int = 1
+        public var threads = Settings.threadsOption.defaultValue
         /// The most `threads` accepts.
         public static let maximumThreads = 64
         /// Where stateful transforms keep per-device state (`settings.state`).
         public var state = StateSettings()
 
-        public init(shutdownTimeout: Duration = .seconds(10), statsInterval: Duration? = .seconds(60), logLevel: LogLevel? = nil, threads: Int = 1) {
+        public static let shutdownTimeoutOption = Option("shutdown_timeout", default: Duration.seconds(10),
+            "How long sinks get to flush after shutdown begins; then they are cancelled.")
+        public static let statsIntervalOption = Option<Duration?>("stats_interval", default: .seconds(60), typeName: "duration | false",
+            "How often each component logs its counters; false turns the stats line off.",
+            jsonText: { $0.map(OptionText.duration) ?? "false" }) { key, reader in
+            if reader.value(key) == .bool(false) { return .some(nil) }
+            return reader.optionalDuration(key, minimum: .milliseconds(100)).map { .some($0) }
+        }
+        public static let threadsOption = Option("threads", default: 1, in: 1...maximumThreads, typeName: "integer, 1-\(maximumThreads)",
+            "Threads that run the components (sources, the transforms they feed, sinks).")
+
+        /// The options of `settings`, for the configuration reference (Docs/Configuration.md), with
+        /// the state store's and those of the state backends in `registry`.
+        public static func options(registry: PluginRegistry = PluginRegistry()) -> [OptionSpec] {
+            [shutdownTimeoutOption.spec, statsIntervalOption.spec,
+             OptionSpec("log_level", "string", default: "\"info\"", "trace, debug, info, warning, error; --log-level wins over it."),
+             threadsOption.spec]
+                + StateSettings.options
+                + registry.stateBackends.flatMap { backend in
+                    backend.options.map { o in
+                        var spec = o
+                        spec.name = "state.\(backend.key).\(o.name)"
+                        return spec
+                    }
+                }
+        }
+
+        public init(shutdownTimeout: Duration = Settings.shutdownTimeoutOption.defaultValue,
+                    statsInterval: Duration? = Settings.statsIntervalOption.defaultValue, logLevel: LogLevel? = nil,
+                    threads: Int = Settings.threadsOption.defaultValue) {
             self.shutdownTimeout = shutdownTimeout
             self.statsInterval = statsInterval
             self.logLevel = logLevel
@@ -134,11 +163,9 @@ public struct PipelineConfiguration: Sendable {
         }
         var reader = OptionReader(object: top, path: "", diagnostics: diagnostics, environment: environment, baseDirectory: baseDirectory)
         if var s = reader.object("settings") {
-            config.settings.shutdownTimeout = s.duration("shutdown_timeout", default: .seconds(10))
-            if let v = s.value("stats_interval") {
-                config.settings.statsInterval = v == .bool(false) ? nil : s.duration("stats_interval", default: .seconds(60), minimum: .milliseconds(100))
-            }
-            config.settings.threads = s.int("threads", default: 1, in: 1...Settings.maximumThreads)
+            config.settings.shutdownTimeout = s.read(Settings.shutdownTimeoutOption)
+            config.settings.statsInterval = s.read(Settings.statsIntervalOption)
+            config.settings.threads = s.read(Settings.threadsOption)
             config.settings.state = StateSettings.read(&s, registry: registry)
             if let l = s.string("log_level") {
                 if let level = LogLevel(name: l) { config.settings.logLevel = level } else {
