@@ -14,7 +14,7 @@ struct SerialLineSettings: Sendable, Equatable {
     enum FlowControl: String, Sendable, CaseIterable { case none, xonxoff, rtscts, dtrdsr }
 
     /// The line's speed; `"auto"` tries several before a port is opened for good.
-    var baud = SerialSourcePlugin.baud.defaultValue ?? 9600
+    var baud = SerialSourcePlugin.defaultBaud
     var dataBits = SerialSourcePlugin.dataBits.defaultValue
     var parity = SerialSourcePlugin.parity.defaultValue
     var stopBits = SerialSourcePlugin.stopBits.defaultValue

@@ -103,8 +103,10 @@ public struct SerialPortMatch: Sendable, Equatable {
 
 /// The `serial` source: NMEA from a receiver on a serial port (USB, UART, Bluetooth), via libserialport.
 public enum SerialSourcePlugin: SourcePlugin {
+    /// `baud`'s default: a speed, never `"auto"`, so the line settings start from it too.
+    public static let defaultBaud = 9600
     /// nil is `"auto"`.
-    public static let baud = Option<Int?>("baud", default: 9600, typeName: "integer | \"auto\"",
+    public static let baud = Option<Int?>("baud", default: defaultBaud, typeName: "integer | \"auto\"",
         "Bits per second; \"auto\" tries 4800, 9600, 19200, 38400, 57600, 115200 and keeps the first that yields checksum-valid sentences.",
         jsonText: { $0.map(String.init) ?? OptionText.string("auto") },
         read: { key, reader in

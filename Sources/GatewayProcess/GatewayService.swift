@@ -56,6 +56,7 @@ public struct GatewayService: Sendable {
                 try server.start(logger: Logger(label: "api", handler: logHandler))
             } catch {
                 Logger(label: "api", handler: logHandler).error("cannot start the operator API: \(error)")
+                pipeline.discard()
                 return 1
             }
             api = server

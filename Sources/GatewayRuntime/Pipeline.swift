@@ -139,6 +139,14 @@ public final class Pipeline: Sendable {
         mailbox.yield(.shutdown)
     }
 
+    /// Releases what building the pipeline opened, for one that will not run (the operator API
+    /// could not start): its threads, and the state store with its lock. Its sinks' queues close
+    /// as the sinks are freed; nothing was delivered, so nothing is lost.
+    public func discard() {
+        threads.stop()
+        stateStore?.close()
+    }
+
     /// Runs until every source has ended or shutdown was requested; returns the exit status
     /// (0, or 1 when a component failed). A `monitor` hears that every component started, and
     /// the heartbeat while the pipeline runs (see ``PipelineMonitor``).
