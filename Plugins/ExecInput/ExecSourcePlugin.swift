@@ -6,7 +6,7 @@ public struct ExecSourceConfiguration: Sendable {
     /// Program and arguments (no shell: write `["sh", "-c", "…"]` for one).
     public var command: [String] = []
     /// Added to (or replacing entries of) the gateway's own environment.
-    public var environment: [String: String] = [:]
+    public var environment = ExecSourcePlugin.env.defaultValue
     public var cwd: String?
     public var format = ExecSourcePlugin.format.defaultValue
     /// Overrides the device id of every position when set.
@@ -21,6 +21,8 @@ public struct ExecSourceConfiguration: Sendable {
 
 /// The `exec` source: runs a program and reads positions from its standard output.
 public enum ExecSourcePlugin: SourcePlugin {
+    public static let env = Option("env", default: [String: String](),
+        "Environment variables added to the gateway's own, e.g. {\"API_TOKEN\": \"${TOKEN}\"}.")
     public static let format = Option("format", default: ExecSourceConfiguration.Format.nmea,
         "What the program prints: NMEA 0183 sentences, or one JSON position per line in locgate's schema (gpsd TPV names).")
     public static let requireChecksum = Option("require_checksum", default: true,
@@ -40,7 +42,7 @@ public enum ExecSourcePlugin: SourcePlugin {
         folder: "ExecInput",
         options: [
             OptionSpec("command", "array", required: true, "Program and arguments, e.g. [\"python3\", \"walk.py\"]; no shell (use [\"sh\", \"-c\", \"…\"] for one). A bare name is searched in PATH; a relative path is resolved against cwd."),
-            OptionSpec("env", "object", default: "{}", "Environment variables added to the gateway's own, e.g. {\"API_TOKEN\": \"${TOKEN}\"}."),
+            env.spec,
             OptionSpec("cwd", "path", default: "the gateway's working directory", "Working directory of the program; relative paths are resolved against the config file's directory."),
             format.spec,
             OptionSpec("device", "string", default: "none (jsonl: the line's \"device\")", "Device id given to every position."),
@@ -61,7 +63,7 @@ public enum ExecSourcePlugin: SourcePlugin {
         if !present { options.report("command", "required option is missing") }
         else if c.command.isEmpty { options.report("command", "must name a program") }
         else if c.command[0].isEmpty { options.report("command", "the program name must not be empty") }
-        c.environment = options.stringMap("env") ?? [:]
+        c.environment = options.read(env)
         c.cwd = options.filePath("cwd")
         c.format = options.read(format)
         c.device = options.string("device")

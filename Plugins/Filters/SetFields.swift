@@ -3,13 +3,13 @@ import GatewayCore
 /// Options of the `set` transform.
 public struct SetConfiguration: Sendable, Hashable {
     /// Attributes added to every position.
-    public var attributes: [String: String] = [:]
+    public var attributes = SetPlugin.attributes.defaultValue
     /// Device id set on every position.
     public var device: String?
     /// Replace values the position already has (true) or only fill in missing ones.
     public var overwrite = SetPlugin.overwrite.defaultValue
 
-    public init(attributes: [String: String] = [:], device: String? = nil, overwrite: Bool = SetPlugin.overwrite.defaultValue) {
+    public init(attributes: [String: String] = SetPlugin.attributes.defaultValue, device: String? = nil, overwrite: Bool = SetPlugin.overwrite.defaultValue) {
         self.attributes = attributes
         self.device = device
         self.overwrite = overwrite
@@ -18,6 +18,8 @@ public struct SetConfiguration: Sendable, Hashable {
 
 /// The `set` transform: static attributes and a device id (values may use `${ENV}`).
 public enum SetPlugin: TransformPlugin {
+    public static let attributes = Option("attributes", default: [String: String](),
+        "Attributes to add, name → value (strings; numbers and booleans are written as text; ${NAME} is substituted).")
     public static let overwrite = Option("overwrite", default: true,
         "Replace a device id or attribute the position already has; false only fills in missing ones.")
 
@@ -26,7 +28,7 @@ public enum SetPlugin: TransformPlugin {
         summary: "Sets static attributes and the device id on every position; values may use ${ENV}.",
         folder: "Filters",
         options: [
-            OptionSpec("attributes", "object", default: "{}", "Attributes to add, name → value (strings; numbers and booleans are written as text; ${NAME} is substituted)."),
+            attributes.spec,
             OptionSpec("device", "string", default: "none (unchanged)", "Device id to set, e.g. \"${DEVICE_ID}\" — the upload payload's device/vip id."),
             overwrite.spec,
         ],
@@ -35,7 +37,7 @@ public enum SetPlugin: TransformPlugin {
 
     public static func configure(_ options: inout OptionReader) -> SetConfiguration {
         var c = SetConfiguration()
-        c.attributes = options.stringMap("attributes") ?? [:]
+        c.attributes = options.read(attributes)
         c.device = options.string("device")
         if c.device?.isEmpty == true { options.report("device", "must not be empty") }
         c.overwrite = options.read(overwrite)

@@ -29,7 +29,7 @@ public struct FenceRule: Sendable, Hashable {
     public var loiter: Duration?
 
     /// Creates a rule.
-    public init(minInside: FenceThreshold = .positions(1), minOutside: FenceThreshold = .positions(1), loiter: Duration? = nil) {
+    public init(minInside: FenceThreshold, minOutside: FenceThreshold, loiter: Duration? = nil) {
         self.minInside = minInside
         self.minOutside = minOutside
         self.loiter = loiter

@@ -35,9 +35,9 @@ public struct GeofenceConfiguration: Sendable {
     /// Fence ids that count; nil for all.
     public var only: Set<String>?
     /// Event kinds to emit; empty keeps no device state.
-    public var events: Set<FenceEvent.Kind> = []
+    public var events = GeofencePlugin.events.defaultValue
     /// Hysteresis and dwell settings.
-    public var rule = FenceRule()
+    public var rule = FenceRule(minInside: GeofencePlugin.minInside.defaultValue, minOutside: GeofencePlugin.minOutside.defaultValue)
     /// Border margin in metres for hysteresis.
     public var borderMeters = GeofencePlugin.borderMeters.defaultValue
     /// Positions with a larger horizontal error (metres) trigger no transitions; nil for no limit.
@@ -62,6 +62,23 @@ public enum GeofencePlugin: TransformPlugin {
         "Datum of the fence coordinates; positions in any of the three are converted into it before testing.")
     public static let action = Option("action", default: GeofenceAction.annotate,
         "keep_inside: pass positions inside any counted fence; keep_outside: pass positions inside none; annotate: pass all and add the fences / fence_names attributes.")
+    public static let events = Option("events", default: Set<FenceEvent.Kind>(), typeName: "array",
+        "Transition events to emit: any of \"enter\", \"exit\", \"dwell\".",
+        jsonText: { kinds in JSONValue.array(FenceEvent.Kind.allCases.filter(kinds.contains).map { .string($0.rawValue) }).jsonText },
+        read: { key, reader in
+            guard let names = reader.stringArray(key) else { return nil }
+            var kinds: Set<FenceEvent.Kind> = []
+            for (i, name) in names.enumerated() {
+                if let kind = FenceEvent.Kind(rawValue: name), kind.isFence { kinds.insert(kind) } else {
+                    reader.report("\(key)[\(i)]", "expected \"enter\", \"exit\" or \"dwell\", got \"\(name)\"")
+                }
+            }
+            return kinds
+        })
+    public static let minInside = threshold("min_inside",
+        "Confirmation before an enter: a number of consecutive inside positions, or a duration string (\"30s\") of position time inside.")
+    public static let minOutside = threshold("min_outside",
+        "Confirmation before an exit: a number of consecutive outside positions, or a duration string of position time outside.")
     public static let borderMeters = Option("border_m", default: 0.0, in: 0...100_000,
         "Hysteresis margin in metres: positions closer than this to a fence's boundary are evidence neither way.")
     public static let reload = Option("reload", default: Duration.seconds(5),
@@ -78,9 +95,9 @@ public enum GeofencePlugin: TransformPlugin {
             fenceDatum.spec,
             action.spec,
             OptionSpec("only", "array", default: "all fences", "Fence ids that count; other fences in the file are ignored."),
-            OptionSpec("events", "array", default: "[]", "Transition events to emit: any of \"enter\", \"exit\", \"dwell\"."),
-            OptionSpec("min_inside", "integer | duration", default: "1", "Confirmation before an enter: a number of consecutive inside positions, or a duration string (\"30s\") of position time inside."),
-            OptionSpec("min_outside", "integer | duration", default: "1", "Confirmation before an exit: a number of consecutive outside positions, or a duration string of position time outside."),
+            events.spec,
+            minInside.spec,
+            minOutside.spec,
             borderMeters.spec,
             OptionSpec("loiter", "duration", default: "none", "Time inside (position time) after which a dwell event is emitted, once per stay; required for \"dwell\"."),
             OptionSpec("max_horizontal_error", "number", default: "none", "Positions whose horizontal error (eph, metres) exceeds this trigger no transitions (they are still gated and annotated)."),
@@ -115,15 +132,9 @@ public enum GeofencePlugin: TransformPlugin {
             if only.isEmpty { options.report("only", "an empty list would count no fence; leave the option out to count all") }
             c.only = Set(only)
         }
-        if let events = options.stringArray("events") {
-            for (i, e) in events.enumerated() {
-                if let kind = FenceEvent.Kind(rawValue: e), kind.isFence { c.events.insert(kind) } else {
-                    options.report("events[\(i)]", "expected \"enter\", \"exit\" or \"dwell\", got \"\(e)\"")
-                }
-            }
-        }
-        c.rule.minInside = threshold(&options, "min_inside")
-        c.rule.minOutside = threshold(&options, "min_outside")
+        c.events = options.read(events)
+        c.rule.minInside = options.read(minInside)
+        c.rule.minOutside = options.read(minOutside)
         c.borderMeters = options.read(borderMeters)
         c.rule.loiter = options.duration("loiter")
         if c.events.contains(.dwell) && c.rule.loiter == nil {
@@ -136,19 +147,26 @@ public enum GeofencePlugin: TransformPlugin {
         return c
     }
 
-    /// A count (JSON integer ≥ 1) or a duration (JSON string).
-    static func threshold(_ options: inout OptionReader, _ key: String) -> FenceThreshold {
-        switch options.value(key) {
-        case nil: return .positions(1)
-        case .number?:
-            return .positions(options.int(key, default: 1, in: 1...1_000_000))
-        case .string?:
-            guard let d = options.duration(key) else { return .positions(1) }
-            return .duration(d)
-        case let other?:
-            options.report(key, "expected a number of positions or a duration string such as \"30s\", got \(other.kindName)")
-            return .positions(1)
-        }
+    /// `min_inside` and `min_outside`: a count (JSON integer ≥ 1) or a duration (JSON string);
+    /// one position by default.
+    static func threshold(_ name: String, _ summary: String) -> Option<FenceThreshold> {
+        Option(name, default: .positions(1), typeName: "integer | duration", summary,
+            jsonText: { threshold in
+                switch threshold {
+                case .positions(let n): String(n)
+                case .duration(let d): OptionText.duration(d)
+                }
+            },
+            read: { key, reader in
+                switch reader.value(key) {
+                case nil: return nil
+                case .number?: return reader.optionalInt(key, in: 1...1_000_000).map(FenceThreshold.positions)
+                case .string?: return reader.duration(key).map(FenceThreshold.duration)
+                case let other?:
+                    reader.report(key, "expected a number of positions or a duration string such as \"30s\", got \(other.kindName)")
+                    return nil
+                }
+            })
     }
 
     /// The fence file loads exactly as it will at start: it exists, is readable, is GeoJSON, and

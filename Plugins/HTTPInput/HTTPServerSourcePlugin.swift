@@ -18,7 +18,7 @@ public struct HTTPServerSourceConfiguration: Sendable {
         case template
     }
 
-    public var listen = ListenAddress(host: "127.0.0.1", port: 5055)
+    public var listen = HTTPServerSourcePlugin.listen.defaultValue
     public var format = Format.json
     /// Only this path is served (404 elsewhere); nil serves every path.
     public var path: String?
@@ -27,12 +27,15 @@ public struct HTTPServerSourceConfiguration: Sendable {
     /// Bearer tokens: token → the device identifier it may send for (`*`: any).
     public var tokens = CredentialList()
     public var directory = DeviceDirectoryConfiguration()
-    public var limits = HTTPServer.Limits(connections: 10_000, connectionsPerAddress: 256, idleTimeout: .seconds(30),
-                                          requestDeadline: .seconds(30), maximumBodySize: 1 << 20)
+    public var limits = HTTPServer.Limits(connections: HTTPServerSourcePlugin.maxConnections.defaultValue,
+                                          connectionsPerAddress: HTTPServerSourcePlugin.maxConnectionsPerAddress.defaultValue,
+                                          idleTimeout: HTTPServerSourcePlugin.idleTimeout.defaultValue,
+                                          requestDeadline: HTTPServerSourcePlugin.requestTimeout.defaultValue,
+                                          maximumBodySize: HTTPServerSourcePlugin.maxBodyBytes.defaultValue)
     public var tlsCertFile: String?
     public var tlsKeyFile: String?
     /// The datum of the coordinates clients send (all but `json`, whose positions name theirs).
-    public var datum = Datum.wgs84
+    public var datum = HTTPServerSourcePlugin.datum.defaultValue
     /// `format: "template"`: where the positions (and the device) are, and how each is written.
     public var template: BodyTemplate?
     /// `format: "template"`: the answer once the positions are committed.
@@ -100,28 +103,48 @@ public struct CredentialList: Sendable {
 /// The `http_server` source: phone apps (OwnTracks, Traccar Client) and other gateways post
 /// positions; each request is answered only once its positions were handled end to end.
 public enum HTTPServerSourcePlugin: SourcePlugin {
-    static let defaultListen = "127.0.0.1:5055"
+    public static let listen = Option("listen", default: ListenAddress(host: "127.0.0.1", port: 5055),
+        "Address and port; \"0.0.0.0:5055\" for phones on the network (then users or tokens are required).")
+    public static let datum = Option("datum", default: Datum.wgs84, typeName: "string",
+        "The datum of the coordinates the clients send: wgs84, gcj02 or bd09 (a body another locgate converted for a Chinese map). json positions name their own.",
+        jsonText: { OptionText.string($0.name) },
+        read: { key, reader in
+            guard let text = reader.string(key) else { return nil }
+            if let d = Datum(parsing: text), d.isGeographic { return d }
+            reader.report(key, "expected wgs84, gcj02 or bd09, got \"\(text)\"")
+            return nil
+        })
+    public static let maxBodyBytes = Option("max_body_bytes", default: 1 << 20, in: 1...(256 << 20),
+        "Largest request body; larger ones get 413 before they are read.")
+    public static let maxConnections = Option("max_connections", default: 10_000, in: 1...1_000_000,
+        "Connections served at once (waiting requests hold no thread).")
+    public static let maxConnectionsPerAddress = Option("max_connections_per_address", default: 256, in: 0...1_000_000,
+        "Connections from one IP address at once (0: no limit; raise it behind a reverse proxy).")
+    public static let requestTimeout = Option("request_timeout", default: Duration.seconds(30), minimum: .milliseconds(100),
+        "A client must send its whole request within this (slow clients are cut off).")
+    public static let idleTimeout = Option("idle_timeout", default: Duration.seconds(30), minimum: .seconds(1),
+        "A kept-alive connection without a request for this long is closed.")
 
     public static let info = PluginInfo(
         type: "http_server", kind: .source,
         summary: "An HTTP(S) server for phone apps and gateways that post positions (OwnTracks, Traccar Client/OsmAnd, locgate JSON, your own template); each request is answered only once its positions were committed.",
         folder: "HTTPInput",
         options: [
-            OptionSpec("listen", "string", default: "\"\(defaultListen)\"", "Address and port; \"0.0.0.0:5055\" for phones on the network (then users or tokens are required)."),
+            listen.spec,
             OptionSpec("format", "\"owntracks\" | \"osmand\" | \"json\" | \"template\"", required: true, "What the requests carry: OwnTracks HTTP mode, Traccar Client/OsmAnd, locgate's JSON (array or JSON Lines), or a document read through template and fields."),
             OptionSpec("path", "string", default: "any path", "Serve only this path (e.g. \"/owntracks\"); others get 404."),
             OptionSpec("users", "object or path", default: "none", "Basic authentication: user → password (${secret:…}), inline or in a JSON file. With owntracks, a user may only send as itself."),
             OptionSpec("tokens", "object or path", default: "none", "Bearer tokens (Authorization: Bearer, or ?token=): token → the device identifier it may send for, or \"*\" for any."),
         ] + DeviceDirectoryConfiguration.optionSpecs(identifier: "device identifier") + [
-            OptionSpec("datum", "string", default: "\"wgs84\"", "The datum of the coordinates the clients send: wgs84, gcj02 or bd09 (a body another locgate converted for a Chinese map). json positions name their own."),
+            datum.spec,
             OptionSpec("template", "object", default: "none", "format template: the request document, with \"$positions\" where the list of positions is and optionally \"$device\" where the device identifier is (as the http sink's body.template)."),
             OptionSpec("fields", "object", default: "whole position objects", "format template: each position's fields, name → position field or {\"from\", \"time_format\", \"zone\", \"scale\"} (as the http sink's body.fields)."),
             OptionSpec("response", "object", default: "{\"status\": 200, \"body\": {}}", "format template: the answer once the positions are committed, e.g. {\"body\": {\"resultInteger\": 1}}."),
-            OptionSpec("max_body_bytes", "integer", default: "1048576", "Largest request body; larger ones get 413 before they are read."),
-            OptionSpec("max_connections", "integer", default: "10000", "Connections served at once (waiting requests hold no thread)."),
-            OptionSpec("max_connections_per_address", "integer", default: "256", "Connections from one IP address at once (0: no limit; raise it behind a reverse proxy)."),
-            OptionSpec("request_timeout", "duration", default: "\"30s\"", "A client must send its whole request within this (slow clients are cut off)."),
-            OptionSpec("idle_timeout", "duration", default: "\"30s\"", "A kept-alive connection without a request for this long is closed."),
+            maxBodyBytes.spec,
+            maxConnections.spec,
+            maxConnectionsPerAddress.spec,
+            requestTimeout.spec,
+            idleTimeout.spec,
             OptionSpec("tls", "object", default: "none (plain HTTP)", "HTTPS: {\"cert_file\", \"key_file\"} (PEM)."),
             OptionSpec("tls.cert_file", "path", default: "required with tls", "PEM certificate chain."),
             OptionSpec("tls.key_file", "path", default: "required with tls", "PEM private key (unencrypted)."),
@@ -131,12 +154,7 @@ public enum HTTPServerSourcePlugin: SourcePlugin {
 
     public static func configure(_ options: inout OptionReader) -> HTTPServerSourceConfiguration {
         var c = HTTPServerSourceConfiguration()
-        let listen = options.string("listen", default: defaultListen)
-        if let address = ListenAddress(parsing: listen) {
-            c.listen = address
-        } else {
-            options.report("listen", ListenAddress.problem(listen, example: defaultListen))
-        }
+        c.listen = options.read(listen)
         let format = options.string("format")
         if let format {
             if let f = HTTPServerSourceConfiguration.Format(rawValue: format) {
@@ -153,12 +171,7 @@ public enum HTTPServerSourcePlugin: SourcePlugin {
         c.users = CredentialList.read(&options, "users")
         c.tokens = CredentialList.read(&options, "tokens")
         c.directory = DeviceDirectoryConfiguration.read(&options)
-        let datum = options.string("datum", default: "wgs84")
-        if let d = Datum(parsing: datum), d.isGeographic {
-            c.datum = d
-        } else {
-            options.report("datum", "expected wgs84, gcj02 or bd09, got \"\(datum)\"")
-        }
+        c.datum = options.read(datum)
         if c.format == .template {
             c.template = BodyTemplate.read(&options)
             if var response = options.object("response") {
@@ -175,11 +188,11 @@ public enum HTTPServerSourcePlugin: SourcePlugin {
                 options.report(key, "only used with \"format\": \"template\"")
             }
         }
-        c.limits.maximumBodySize = options.int("max_body_bytes", default: c.limits.maximumBodySize, in: 1...(256 << 20))
-        c.limits.connections = options.int("max_connections", default: c.limits.connections, in: 1...1_000_000)
-        c.limits.connectionsPerAddress = options.int("max_connections_per_address", default: c.limits.connectionsPerAddress, in: 0...1_000_000)
-        c.limits.requestDeadline = options.duration("request_timeout", default: c.limits.requestDeadline, minimum: .milliseconds(100))
-        c.limits.idleTimeout = options.duration("idle_timeout", default: c.limits.idleTimeout, minimum: .seconds(1))
+        c.limits.maximumBodySize = options.read(maxBodyBytes)
+        c.limits.connections = options.read(maxConnections)
+        c.limits.connectionsPerAddress = options.read(maxConnectionsPerAddress)
+        c.limits.requestDeadline = options.read(requestTimeout)
+        c.limits.idleTimeout = options.read(idleTimeout)
         if var tls = options.object("tls") {
             c.tlsCertFile = tls.filePath("cert_file")
             c.tlsKeyFile = tls.filePath("key_file")

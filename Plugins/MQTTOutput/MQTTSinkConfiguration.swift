@@ -22,8 +22,8 @@ public struct MQTTSinkConfiguration: Sendable {
     /// Broker, session, credentials, TLS, keepalive, reconnection (shared with the mqtt source).
     public var broker = MQTTBrokerConfiguration()
     public var qos = MQTTSinkPlugin.qos.defaultValue
-    public var topic = MQTTTopic.compile("locgate/{device}").topic ?? MQTTTopic(parts: [.literal("locgate")])
-    public var retain: Retain = .never
+    public var topic = MQTTSinkPlugin.topic.defaultValue
+    public var retain = MQTTSinkPlugin.retain.defaultValue
     public var format: MQTTPayloadFormat = .json
     public var status: Status?
     public var maxInflight = MQTTSinkPlugin.maxInflight.defaultValue

@@ -8,6 +8,37 @@ import SystemIO
 public enum MQTTSinkPlugin: SinkPlugin {
     public static let qos = Option("qos", default: 1, in: 0...2, typeName: "0 | 1 | 2",
         "1: a position is deleted on PUBACK; 2: on PUBCOMP; 0: once written to the socket (lossy: a broker or network fault loses it).")
+    public static let topic = Option("topic", default: MQTTTopic.compiled("locgate/{device}"), typeName: "string",
+        "Topic template: {device} (device id, else source id), {source}, {event} (enter, exit, dwell, or position); / + # and control characters in values become _.",
+        jsonText: { OptionText.string($0.template) },
+        read: { key, reader in
+            guard let template = reader.string(key) else { return nil }
+            let (topic, problems) = MQTTTopic.compile(template)
+            for p in problems { reader.report(key, p) }
+            return topic
+        })
+    public static let retain = Option("retain", default: MQTTSinkConfiguration.Retain.never, typeName: "false | true | \"last\"",
+        "Retain flag; \"last\" retains only the newest queued position per topic, so a late subscriber gets the current fix, never an older one.",
+        jsonText: { retain in
+            switch retain {
+            case .never: "false"
+            case .always: "true"
+            case .last: OptionText.string("last")
+            }
+        },
+        read: { key, reader in
+            switch reader.value(key) {
+            case nil: return nil
+            case .bool(false)?: return .never
+            case .bool(true)?: return .always
+            case .string("last")?: return .last
+            case let v?:
+                reader.report(key, "expected false, true or \"last\", got \(v.jsonText)")
+                return nil
+            }
+        })
+    public static let bodyFormat = Option("body.format", choices: ["json", "owntracks", "template"], default: "json",
+        "json: the position object (gpsd TPV names, with id); owntracks: OwnTracks location/transition messages; template: body.template with the one position at \"$positions\".")
     public static let statusOnline = Option("status.online", default: "online",
         "Payload published (retained) on connect.")
     public static let statusOffline = Option("status.offline", default: "offline",
@@ -21,9 +52,9 @@ public enum MQTTSinkPlugin: SinkPlugin {
         folder: "MQTTOutput",
         options: MQTTBrokerConfiguration.sessionSpecs(component: "sink", protocolNote: "With 5, a broker's refusal of a message (reason code ≥ 0x80, such as not authorised) dead-letters it; 3.1.1 brokers acknowledge refused messages silently.") + [
             qos.spec,
-            OptionSpec("topic", "string", default: "\"locgate/{device}\"", "Topic template: {device} (device id, else source id), {source}, {event} (enter, exit, dwell, or position); / + # and control characters in values become _."),
-            OptionSpec("retain", "false | true | \"last\"", default: "false", "Retain flag; \"last\" retains only the newest queued position per topic, so a late subscriber gets the current fix, never an older one."),
-            OptionSpec("body.format", "json | owntracks | template", default: "\"json\"", "json: the position object (gpsd TPV names, with id); owntracks: OwnTracks location/transition messages; template: body.template with the one position at \"$positions\"."),
+            topic.spec,
+            retain.spec,
+            bodyFormat.spec,
             OptionSpec("body.template", "JSON", default: "\"$positions\"", "template: the JSON document published; the string \"$positions\" stands for the message's one position (an object, not an array). Strings may use ${ENV}."),
             OptionSpec("body.fields", "object", default: "whole position object", "template: output field name → source field (\"lat\") or {\"from\", \"time_format\", \"zone\", \"scale\", \"decimals\"} or {\"value\": constant}, as in the http sink."),
             OptionSpec("status.topic", "string", required: true, "With status: topic of a retained online message published on every connect, and of the will (offline) the broker publishes when the connection dies."),
@@ -40,19 +71,10 @@ public enum MQTTSinkPlugin: SinkPlugin {
         var c = MQTTSinkConfiguration()
         c.broker.readSession(&options)
         c.qos = options.read(qos)
-        if let template = options.string("topic") {
-            let (topic, problems) = MQTTTopic.compile(template)
-            for p in problems { options.report("topic", p) }
-            if let topic { c.topic = topic }
-        }
-        switch options.value("retain") {
-        case nil, .bool(false)?: c.retain = .never
-        case .bool(true)?: c.retain = .always
-        case .string("last")?: c.retain = .last
-        case let v?: options.report("retain", "expected false, true or \"last\", got \(v.jsonText)")
-        }
+        c.topic = options.read(topic)
+        c.retain = options.read(retain)
         if var body = options.object("body") {
-            switch body.choice("format", ["json", "owntracks", "template"], default: "json") {
+            switch body.read(bodyFormat) {
             case "owntracks": c.format = .owntracks
             case "template": c.format = .template(BodyTemplate.read(&body))
             default: c.format = .json

@@ -14,6 +14,8 @@ public struct MQTTTopic: Sendable, Equatable {
     }
 
     let parts: [Part]
+    /// The template as written.
+    public let template: String
 
     /// Compiles `template`; the problems are sentences for the configuration's error list.
     public static func compile(_ template: String) -> (topic: MQTTTopic?, problems: [String]) {
@@ -41,7 +43,13 @@ public struct MQTTTopic: Sendable, Equatable {
         }
         if fixed.unicodeScalars.contains(where: { $0.value == 0 }) { problems.append("must not contain NUL") }
         if fixed.utf8.count > 60_000 { problems.append("is too long for an MQTT topic") }
-        return problems.isEmpty ? (MQTTTopic(parts: parts), []) : (nil, problems)
+        return problems.isEmpty ? (MQTTTopic(parts: parts, template: template), []) : (nil, problems)
+    }
+
+    /// A template written in the code, which is valid.
+    static func compiled(_ template: String) -> MQTTTopic {
+        guard let topic = compile(template).topic else { preconditionFailure("the topic template \(template) is not valid") }
+        return topic
     }
 
     /// The topic for one position.

@@ -8,7 +8,7 @@ public struct NATSSinkConfiguration: Sendable {
     public enum Format: String, Sendable, CaseIterable { case json }
 
     public var connection = NATSConnectionOptions()
-    public var subject: SubjectTemplate = NATSSinkConfiguration.defaultSubject
+    public var subject = NATSSinkPlugin.subject.defaultValue
     /// True: JetStream publish, a record is deleted on its PubAck. False: core NATS, deleted once
     /// a flush confirmed the server read it (lost when no subscriber listens: documented lossy).
     public var jetstream = NATSSinkPlugin.jetstream.defaultValue
@@ -22,10 +22,6 @@ public struct NATSSinkConfiguration: Sendable {
     public var ackTimeout = NATSSinkPlugin.ackTimeout.defaultValue
     public var format = NATSSinkPlugin.format.defaultValue
     public var queue: OutboxMode = .memory(maxRecords: 100_000)
-
-    public static let defaultSubject: SubjectTemplate = {
-        do { return try SubjectTemplate("locgate.positions.{device}") } catch { preconditionFailure("the default subject is valid") }
-    }()
 
     public init() {}
 }

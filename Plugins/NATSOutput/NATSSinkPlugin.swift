@@ -5,6 +5,18 @@ import SystemIO
 
 /// The `nats` sink: publishes positions to NATS JetStream (or core NATS) from a durable outbox.
 public enum NATSSinkPlugin: SinkPlugin {
+    public static let subject = Option("subject", default: SubjectTemplate.valid("locgate.positions.{device}"), typeName: "string",
+        "Subject template; {device} (device id, else source id), {source}, {event} (enter, exit, dwell, or position) are each cleaned into one token (. * > and spaces become _).",
+        jsonText: { OptionText.string($0.text) },
+        read: { key, reader -> SubjectTemplate? in
+            guard let text = reader.string(key) else { return nil }
+            do throws(SubjectTemplate.TemplateError) {
+                return try SubjectTemplate(text)
+            } catch {
+                reader.report(key, error.message)
+                return nil
+            }
+        })
     public static let jetstream = Option("jetstream", default: true,
         "true: publish to JetStream, delete a position only on its PubAck. false: core NATS, deleted once a flush confirmed the server read it (lossy: nobody stores it).")
     public static let replicas = Option("stream.replicas", default: 1, in: 1...5,
@@ -25,7 +37,7 @@ public enum NATSSinkPlugin: SinkPlugin {
         summary: "Publishes positions to NATS JetStream with Nats-Msg-Id = position id from a durable outbox; deletes each only on its PubAck.",
         folder: "NATSOutput",
         options: NATSConnectionOptions.specs + [
-            OptionSpec("subject", "string", default: "\"locgate.positions.{device}\"", "Subject template; {device} (device id, else source id), {source}, {event} (enter, exit, dwell, or position) are each cleaned into one token (. * > and spaces become _)."),
+            subject.spec,
             jetstream.spec,
             OptionSpec("expect_stream", "string", default: "stream.name, else none", "Stream that must capture the subject: checked at start (an error when it does not exist or does not capture the subject) and sent with every message, so the server refuses any other stream."),
             OptionSpec("stream", "object", default: "none", "Create this stream at start when it does not exist; an existing stream is never altered."),
@@ -44,13 +56,7 @@ public enum NATSSinkPlugin: SinkPlugin {
     public static func configure(_ options: inout OptionReader) -> NATSSinkConfiguration {
         var c = NATSSinkConfiguration()
         c.connection = NATSConnectionOptions.read(&options)
-        if let text = options.string("subject") {
-            do {
-                c.subject = try SubjectTemplate(text)
-            } catch {
-                options.report("subject", error.message)
-            }
-        }
+        c.subject = options.read(subject)
         c.jetstream = options.read(jetstream)
         if let name = options.string("expect_stream") {
             if let problem = streamNameProblem(name) { options.report("expect_stream", problem) }

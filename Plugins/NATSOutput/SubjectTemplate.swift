@@ -17,6 +17,11 @@ public struct SubjectTemplate: Sendable, Hashable {
     /// The subjects it can produce as one filter: each token holding a placeholder becomes `*`.
     public let filter: String
 
+    /// A template written in the code, which is valid.
+    static func valid(_ text: String) -> SubjectTemplate {
+        do { return try SubjectTemplate(text) } catch { preconditionFailure("the subject template \(text) is not valid: \(error.message)") }
+    }
+
     /// Parses `text`; throws the message for the configuration error.
     public init(_ text: String) throws(TemplateError) {
         self.text = text

@@ -23,7 +23,7 @@ public struct TCPNMEAConfiguration: Sendable {
     public var listener: ListenerConfiguration?
     /// Listen mode: the first line a connection sends names its device (`device_from: "hello"`);
     /// otherwise the peer's address does.
-    public var helloLine = false
+    public var helloLine = TCPNMEAPlugin.deviceFrom.defaultValue
     /// Listen mode: who may send (everyone unless `devices` is given).
     public var directory = DeviceDirectoryConfiguration(acceptUnknown: true)
 }
@@ -40,6 +40,9 @@ public enum TCPNMEAPlugin: SourcePlugin {
         "First wait before reconnecting; doubles after each failure (with 20% jitter).")
     public static let reconnectMax = Option("reconnect_max", default: Duration.seconds(30), minimum: .milliseconds(10),
         "Longest wait between reconnection attempts.")
+    /// `device_from`, held as whether the hello line names the device.
+    public static let deviceFrom = Option("device_from", spellings: (no: "peer", yes: "hello"), default: false,
+        "Listen mode: a connection's device is its peer's IP address, or the first line it sends (a hello line such as \"boat-7\").")
 
     public static let info = PluginInfo(
         type: "tcp", kind: .source,
@@ -55,14 +58,14 @@ public enum TCPNMEAPlugin: SourcePlugin {
             reconnectInitial.spec,
             reconnectMax.spec,
         ] + HealthConfiguration.optionSpecs + [
-            OptionSpec("device_from", "\"peer\" | \"hello\"", default: "\"peer\"", "Listen mode: a connection's device is its peer's IP address, or the first line it sends (a hello line such as \"boat-7\")."),
+            deviceFrom.spec,
         ] + ListenerConfiguration.optionSpecs(defaultListen: TCPNMEAPlugin.defaultListen, maxFrameBytes: 256, handshake: true).map(TCPNMEAPlugin.listenOnly)
           + DeviceDirectoryConfiguration.optionSpecs(identifier: "peer address or hello line").map(TCPNMEAPlugin.listenOnly),
         sample: #"{ "type": "tcp", "host": "127.0.0.1", "port": 10110, "device": "boat-mux", "stall_timeout": "10s" }"#
     )
 
     /// Where listen mode listens unless told (10110: the NMEA-over-TCP port of marine gear).
-    static let defaultListen = "127.0.0.1:10110"
+    static let defaultListen = ListenAddress(host: "127.0.0.1", port: 10110)
 
     /// Options the client mode does not have.
     static let listenKeys = ["listen", "device_from", "max_connections", "max_connections_per_address", "handshake_timeout",
@@ -113,7 +116,7 @@ public enum TCPNMEAPlugin: SourcePlugin {
             options.report(key, "only used with host and port (locgate connects to a server), not with listen\(key == "device" ? ": devices or device_from name the devices" : "")")
         }
         c.listener = ListenerConfiguration.read(&options, defaultListen: defaultListen, maxFrameBytes: 256)
-        c.helloLine = options.choice("device_from", ["peer", "hello"], default: "peer") == "hello"
+        c.helloLine = options.read(deviceFrom)
         c.requireChecksum = options.read(requireChecksum)
         let listed = options.has("devices")
         c.directory = DeviceDirectoryConfiguration.read(&options, required: false)

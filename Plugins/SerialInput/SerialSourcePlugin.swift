@@ -20,7 +20,7 @@ public struct SerialSourceConfiguration: Sendable {
     /// Baud (when fixed), data bits, parity, stop bits, flow control.
     var line = SerialLineSettings()
     /// Lines written after opening, each ending in CR LF.
-    public var initLines: [String] = []
+    public var initLines = SerialSourcePlugin.initLines.defaultValue
     /// Turn each init line's body into `$BODY*HH` with its checksum.
     public var initChecksum = SerialSourcePlugin.initChecksum.defaultValue
     /// No bytes for this long closes the port and reconnects.
@@ -127,6 +127,8 @@ public enum SerialSourcePlugin: SourcePlugin {
         "Stop bits, 1 or 2.")
     static let flowControl = Option("flow_control", default: SerialLineSettings.FlowControl.none,
         "Flow control.")
+    public static let initLines = Option("init", default: [String](),
+        "Lines written to the receiver after every open (e.g. \"$PMTK220,100*2F\"); CR LF is added.")
     public static let initChecksum = Option("init_checksum", default: false,
         "Treat init lines as sentence bodies (\"PMTK220,100\") and write them as $BODY*HH with the checksum computed.")
     public static let stallTimeout = Option("stall_timeout", default: Duration.seconds(5), minimum: .milliseconds(500),
@@ -148,7 +150,7 @@ public enum SerialSourcePlugin: SourcePlugin {
             parity.spec,
             stopBits.spec,
             flowControl.spec,
-            OptionSpec("init", "array", default: "[]", "Lines written to the receiver after every open (e.g. \"$PMTK220,100*2F\"); CR LF is added."),
+            initLines.spec,
             initChecksum.spec,
             stallTimeout.spec,
             backoffCap.spec,
@@ -176,7 +178,7 @@ public enum SerialSourcePlugin: SourcePlugin {
         c.line.parity = options.read(parity)
         c.line.stopBits = options.read(stopBits)
         c.line.flowControl = options.read(flowControl)
-        c.initLines = options.stringArray("init") ?? []
+        c.initLines = options.read(initLines)
         c.initChecksum = options.read(initChecksum)
         if c.initChecksum {
             for (i, line) in c.initLines.enumerated() where line.contains("*") {

@@ -15,7 +15,7 @@ public enum GT06SourcePlugin: SourcePlugin {
     public static let timezone = Option("timezone", default: "+00:00",
         "The time zone the devices' clocks are set to, as an offset from UTC such as \"+08:00\" (most GT06 devices send UTC).")
 
-    static let defaultListen = "127.0.0.1:5023"
+    static let defaultListen = ListenAddress(host: "127.0.0.1", port: 5023)
     static let maxFrameBytes = 2_048
 
     public static let info = PluginInfo(

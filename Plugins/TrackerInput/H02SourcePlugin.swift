@@ -13,7 +13,7 @@ public enum H02SourcePlugin: SourcePlugin {
     public static let acknowledge = Option("ack", default: false,
         "Answer every position sentence with *HQ,<id>,R12,<time># once it was handled end to end (most H02 devices expect no answer; V1 sentences are always answered with V4).")
 
-    static let defaultListen = "127.0.0.1:5013"
+    static let defaultListen = ListenAddress(host: "127.0.0.1", port: 5013)
     static let maxFrameBytes = 1_024
 
     public static let info = PluginInfo(

@@ -13,7 +13,7 @@ public enum TeltonikaSourcePlugin: SourcePlugin {
     public static let udp = Option("udp", default: false,
         "Listen for UDP datagrams (the device's UDP mode) instead of TCP connections; the connection limits then do not apply.")
 
-    static let defaultListen = "127.0.0.1:5027"
+    static let defaultListen = ListenAddress(host: "127.0.0.1", port: 5027)
     static let maxFrameBytes = 16_384
 
     public static let info = PluginInfo(

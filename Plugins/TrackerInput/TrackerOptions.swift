@@ -12,7 +12,7 @@ public struct TrackerSourceConfiguration: Sendable, Hashable {
     public var udp = false
 
     /// Reads the shared options of a tracker protocol.
-    static func read(_ options: inout OptionReader, defaultListen: String, maxFrameBytes: Int, udp: Bool = false) -> TrackerSourceConfiguration {
+    static func read(_ options: inout OptionReader, defaultListen: ListenAddress, maxFrameBytes: Int, udp: Bool = false) -> TrackerSourceConfiguration {
         let listener = ListenerConfiguration.read(&options, defaultListen: defaultListen, maxFrameBytes: maxFrameBytes)
         let directory = DeviceDirectoryConfiguration.read(&options)
         var c = TrackerSourceConfiguration(listener: listener, directory: directory)
@@ -21,7 +21,7 @@ public struct TrackerSourceConfiguration: Sendable, Hashable {
     }
 
     /// The shared options, documented.
-    static func optionSpecs(defaultListen: String, maxFrameBytes: Int) -> [OptionSpec] {
+    static func optionSpecs(defaultListen: ListenAddress, maxFrameBytes: Int) -> [OptionSpec] {
         ListenerConfiguration.optionSpecs(defaultListen: defaultListen, maxFrameBytes: maxFrameBytes)
             + DeviceDirectoryConfiguration.optionSpecs(identifier: "IMEI")
     }

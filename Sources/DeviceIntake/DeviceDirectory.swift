@@ -26,19 +26,26 @@ public struct DeviceDirectoryConfiguration: Sendable, Hashable {
     /// The file the entries come from, re-read when it changes.
     public var file: String?
     /// `unknown_devices: "accept"`: an unlisted device is taken under its own identifier.
-    public var acceptUnknown = false
+    public var acceptUnknown = DeviceDirectoryConfiguration.unknownDevicesOption().defaultValue
 
-    public init(entries: [String: DeviceEntry] = [:], file: String? = nil, acceptUnknown: Bool = false) {
+    public init(entries: [String: DeviceEntry] = [:], file: String? = nil,
+                acceptUnknown: Bool = DeviceDirectoryConfiguration.unknownDevicesOption().defaultValue) {
         self.entries = entries
         self.file = file
         self.acceptUnknown = acceptUnknown
+    }
+
+    /// `unknown_devices`; its summary names what identifies a device to the plugin.
+    public static func unknownDevicesOption(identifier: String = "identifier") -> Option<Bool> {
+        Option("unknown_devices", spellings: (no: "reject", yes: "accept"), default: false,
+               "A device not in devices: refused (counted, its \(identifier) logged at most once a minute), or accepted under its \(identifier).")
     }
 
     /// The two options, for a plugin's option list.
     public static func optionSpecs(identifier: String) -> [OptionSpec] {
         [
             OptionSpec("devices", "object or path", "Who may send: \(identifier) → name (or {\"name\", \"attributes\"}), inline or in a JSON file re-read when it changes. Required unless unknown_devices is \"accept\"."),
-            OptionSpec("unknown_devices", "\"reject\" | \"accept\"", default: "\"reject\"", "A device not in devices: refused (counted, its \(identifier) logged at most once a minute), or accepted under its \(identifier)."),
+            unknownDevicesOption(identifier: identifier).spec,
         ]
     }
 
@@ -46,7 +53,7 @@ public struct DeviceDirectoryConfiguration: Sendable, Hashable {
     /// refuse every device is an error.
     public static func read(_ options: inout OptionReader, required: Bool = true) -> DeviceDirectoryConfiguration {
         var c = DeviceDirectoryConfiguration()
-        c.acceptUnknown = options.choice("unknown_devices", ["reject", "accept"], default: "reject") == "accept"
+        c.acceptUnknown = options.read(unknownDevicesOption())
         if options.has("devices") {
             switch options.value("devices") {
             case .string?:

@@ -34,6 +34,12 @@ public struct ListenerConfiguration: Sendable, Hashable {
         self.maxFrameBytes = maxFrameBytes
     }
 
+    /// `listen`, whose default is the protocol's address.
+    static func listenOption(_ protocolDefault: ListenAddress) -> Option<ListenAddress> {
+        Option("listen", default: protocolDefault,
+               "Address and port to listen on; \"0.0.0.0:\(protocolDefault.port)\" (or \"[::]:…\") to reach devices on the network.")
+    }
+
     /// `max_frame_bytes`, whose default is the protocol's.
     static func maxFrameBytesOption(_ protocolDefault: Int) -> Option<Int> {
         Option("max_frame_bytes", default: protocolDefault, in: 64...(16 << 20),
@@ -41,9 +47,9 @@ public struct ListenerConfiguration: Sendable, Hashable {
     }
 
     /// The options, with a protocol's default address and frame limit.
-    public static func optionSpecs(defaultListen: String, maxFrameBytes: Int, handshake: Bool = true) -> [OptionSpec] {
+    public static func optionSpecs(defaultListen: ListenAddress, maxFrameBytes: Int, handshake: Bool = true) -> [OptionSpec] {
         var specs = [
-            OptionSpec("listen", "string", default: "\"\(defaultListen)\"", "Address and port to listen on; \"0.0.0.0:\(defaultListen.split(separator: ":").last ?? "")\" (or \"[::]:…\") to reach devices on the network."),
+            listenOption(defaultListen).spec,
             maxConnectionsOption.spec,
             maxConnectionsPerAddressOption.spec,
         ]
@@ -59,14 +65,8 @@ public struct ListenerConfiguration: Sendable, Hashable {
     }
 
     /// Reads the options; problems go to the reader.
-    public static func read(_ options: inout OptionReader, defaultListen: String, maxFrameBytes: Int, handshake: Bool = true) -> ListenerConfiguration {
-        let text = options.string("listen", default: defaultListen)
-        var c = ListenerConfiguration(listen: ListenAddress(parsing: defaultListen) ?? ListenAddress(host: "127.0.0.1", port: 0), maxFrameBytes: maxFrameBytes)
-        if let address = ListenAddress(parsing: text) {
-            c.listen = address
-        } else {
-            options.report("listen", ListenAddress.problem(text, example: defaultListen))
-        }
+    public static func read(_ options: inout OptionReader, defaultListen: ListenAddress, maxFrameBytes: Int, handshake: Bool = true) -> ListenerConfiguration {
+        var c = ListenerConfiguration(listen: options.read(listenOption(defaultListen)), maxFrameBytes: maxFrameBytes)
         c.maxConnections = options.read(maxConnectionsOption)
         c.maxConnectionsPerAddress = options.read(maxConnectionsPerAddressOption)
         if handshake {

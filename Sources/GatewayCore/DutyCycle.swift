@@ -8,6 +8,10 @@ public struct DutyCycleConfiguration: Sendable, Hashable {
         "Shifts the windows (spread many trackers, or align them); shorter than every.")
     public static let emitOption = Option("duty_cycle.emit", default: Emit.best,
         "best: one position per window, the first fix meeting max_hdop and max_horizontal_error, else the window's last fix; all: every position of the window.")
+    public static let sleepOption = Option("duty_cycle.sleep", default: [String](),
+        "With method commands: lines written at the end of each window (CR LF added). Required with commands, refused otherwise.")
+    public static let wakeOption = Option("duty_cycle.wake", default: [String](),
+        "With method commands: lines written at the start of each window (CR LF added). Required with commands, refused otherwise.")
 
     /// How the receiver is put to sleep and woken (serial source only).
     public enum Method: String, Sendable, Hashable, CaseIterable {
@@ -35,8 +39,8 @@ public struct DutyCycleConfiguration: Sendable, Hashable {
     /// nil for sources that have no method (gpsd).
     public var method: Method?
     /// Lines written to sleep / wake the receiver with method `commands` (CR LF added).
-    public var sleep: [String] = []
-    public var wake: [String] = []
+    public var sleep = DutyCycleConfiguration.sleepOption.defaultValue
+    public var wake = DutyCycleConfiguration.wakeOption.defaultValue
     public var emit = DutyCycleConfiguration.emitOption.defaultValue
     public var maxHDOP: Double?
     public var maxHorizontalError: Double?
@@ -59,8 +63,8 @@ public struct DutyCycleConfiguration: Sendable, Hashable {
         if methods {
             specs += [
                 OptionSpec("duty_cycle.method", "ublox | mtk | commands | close", required: true, "How to sleep and wake: ublox (UBX-RXM-PMREQ backup, wake by a byte), mtk ($PMTK161,0 standby, wake by a byte), commands (sleep/wake lines), close (close the port between windows)."),
-                OptionSpec("duty_cycle.sleep", "array", default: "[]", "With method commands: lines written at the end of each window (CR LF added). Required with commands, refused otherwise."),
-                OptionSpec("duty_cycle.wake", "array", default: "[]", "With method commands: lines written at the start of each window (CR LF added). Required with commands, refused otherwise."),
+                sleepOption.spec,
+                wakeOption.spec,
             ]
         }
         specs += [
@@ -103,8 +107,8 @@ public struct DutyCycleConfiguration: Sendable, Hashable {
                 d.report("method", "required option is missing: one of \(names.map { "\"\($0)\"" }.joined(separator: ", "))")
                 ok = false
             }
-            c.sleep = d.stringArray("sleep") ?? []
-            c.wake = d.stringArray("wake") ?? []
+            c.sleep = d.read(sleepOption)
+            c.wake = d.read(wakeOption)
             if c.method == .commands {
                 if c.sleep.isEmpty { d.report("sleep", "method \"commands\" needs the lines that put the receiver to sleep"); ok = false }
                 if c.wake.isEmpty { d.report("wake", "method \"commands\" needs the lines that wake the receiver (an empty line sends CR LF)"); ok = false }

@@ -98,11 +98,59 @@ extension Option where Value == String {
         }
     }
 
-    /// One of a fixed set of spellings; the docs' type lists them (`a | b`).
-    public init(_ name: String, choices: [String], default value: String, note: String? = nil, _ summary: String) {
+    /// One of a fixed set of spellings; the docs' type lists them (`a | b`), or with `quoted`
+    /// as JSON strings (`"5" | "3.1.1"`, where a bare spelling would read as a number).
+    public init(_ name: String, choices: [String], quoted: Bool = false, default value: String, note: String? = nil, _ summary: String) {
         precondition(choices.contains(value), "option \(name): the default \(value) is not one of its choices")
-        self.init(name, default: value, typeName: choices.joined(separator: " | "), note: note, summary, jsonText: OptionText.string) { key, reader in
+        let typeName = choices.map { quoted ? OptionText.string($0) : $0 }.joined(separator: " | ")
+        self.init(name, default: value, typeName: typeName, note: note, summary, jsonText: OptionText.string) { key, reader in
             reader.optionalChoice(key, choices)
+        }
+    }
+}
+
+extension Option where Value == Bool {
+    /// A choice between two words that the configuration holds as a flag: `spellings.no` reads as
+    /// false, `spellings.yes` as true; the docs' type lists them as JSON strings (`"reject" | "accept"`).
+    public init(_ name: String, spellings: (no: String, yes: String), default value: Bool, note: String? = nil, _ summary: String) {
+        let words = [spellings.no, spellings.yes]
+        self.init(name, default: value, typeName: words.map(OptionText.string).joined(separator: " | "), note: note, summary,
+                  jsonText: { OptionText.string($0 ? spellings.yes : spellings.no) }) { key, reader in
+            reader.optionalChoice(key, words).map { $0 == spellings.yes }
+        }
+    }
+}
+
+extension Option where Value == [String] {
+    /// A list of strings (`${ENV}` substituted in each).
+    public init(_ name: String, default value: [String], note: String? = nil, _ summary: String) {
+        self.init(name, default: value, typeName: "array", note: note, summary,
+                  jsonText: { JSONValue.array($0.map(JSONValue.string)).jsonText }) { key, reader in
+            reader.stringArray(key)
+        }
+    }
+}
+
+extension Option where Value == [String: String] {
+    /// An object of strings (numbers and booleans are read as text; `${ENV}` substituted).
+    public init(_ name: String, default value: [String: String], note: String? = nil, _ summary: String) {
+        self.init(name, default: value, typeName: "object", note: note, summary,
+                  jsonText: { JSONValue.object(JSONObject($0.sorted { $0.key < $1.key }.map { ($0.key, JSONValue.string($0.value)) })).jsonText }) { key, reader in
+            reader.stringMap(key)
+        }
+    }
+}
+
+extension Option where Value == ListenAddress {
+    /// An address and port to listen on; a problem with one names the default as the example.
+    public init(_ name: String, default value: ListenAddress, note: String? = nil, _ summary: String) {
+        self.init(name, default: value, typeName: "string", note: note, summary, jsonText: { OptionText.string($0.description) }) { key, reader in
+            guard let text = reader.string(key) else { return nil }
+            guard let address = ListenAddress(parsing: text) else {
+                reader.report(key, ListenAddress.problem(text, example: value.description))
+                return nil
+            }
+            return address
         }
     }
 }

@@ -16,6 +16,11 @@ public struct MQTTBrokerConfiguration: Sendable, Equatable {
     public static let keepaliveOption = Option("keepalive", default: Duration.seconds(60), minimum: .seconds(5),
         "MQTT keepalive: a dead connection is noticed within 1.5 times this.")
 
+    /// `protocol`; `note` says what the version changes for the component.
+    public static func protocolOption(note: String = "") -> Option<String> {
+        Option("protocol", choices: ["5", "3.1.1"], quoted: true, default: "5", note.isEmpty ? "MQTT version." : "MQTT version. \(note)")
+    }
+
     public var host = "127.0.0.1"
     public var port = 1883
     public var useTLS = false
@@ -23,7 +28,7 @@ public struct MQTTBrokerConfiguration: Sendable, Equatable {
     public var clientID: String?
     public var cleanSession = MQTTBrokerConfiguration.cleanSessionOption.defaultValue
     /// `"5"` or `"3.1.1"`.
-    public var protocolVersion = "5"
+    public var protocolVersion = MQTTBrokerConfiguration.protocolOption().defaultValue
     public var username: String?
     public var password: String?
     public var caFile: String?
@@ -41,7 +46,7 @@ public struct MQTTBrokerConfiguration: Sendable, Equatable {
             OptionSpec("url", "string", required: true, "Broker: mqtt://host[:port] (default port 1883) or mqtts://host[:port] (TLS, default port 8883)."),
             OptionSpec("client_id", "string", default: "\"locgate-<host name>-<\(component) id>\"", "MQTT client id; stable across restarts so the broker keeps the session."),
             cleanSessionOption.spec,
-            OptionSpec("protocol", "\"5\" | \"3.1.1\"", default: "\"5\"", "MQTT version. \(protocolNote)"),
+            protocolOption(note: protocolNote).spec,
         ]
     }
 
@@ -73,7 +78,7 @@ public struct MQTTBrokerConfiguration: Sendable, Equatable {
             clientID = id
         }
         cleanSession = options.read(Self.cleanSessionOption)
-        protocolVersion = options.choice("protocol", ["5", "3.1.1"], default: "5")
+        protocolVersion = options.read(Self.protocolOption())
     }
 
     /// Reads the ``securitySpecs`` options.
