@@ -84,6 +84,16 @@ public final class MosquittoBroker: @unchecked Sendable {
 
     public var isRunning: Bool { process?.isRunning ?? false }
 
+    /// Freezes the broker (SIGSTOP): its connections stay open and nothing is answered, as a hung
+    /// broker's; ``resume()`` lets it go on where it stopped.
+    public func pause() {
+        if let p = process { kill(p.processIdentifier, SIGSTOP) }
+    }
+
+    public func resume() {
+        if let p = process { kill(p.processIdentifier, SIGCONT) }
+    }
+
     /// Restarts the broker presenting a certificate signed by our CA (`trusted`) or by another one.
     public func presentCertificate(trusted: Bool) throws {
         stop(graceful: true)
