@@ -107,7 +107,7 @@ let package = Package(
 
         // Test support shipped as libraries (peers, fakes, clocks) for this package and plugin authors.
         .target(name: "GatewayTesting", dependencies: ["GatewayCore", "GatewayRuntime", "CSQLite", "Locking"], swiftSettings: settings),
-        .target(name: "NATSTesting", dependencies: ["NATSClient", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
+        .target(name: "NATSTesting", dependencies: ["NATSClient", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .target(name: "MQTTTesting", dependencies: ["GatewayTesting"], swiftSettings: settings),
 
         // Tests: one target per library or plugin, plus LocgateTests for the binary end to end.

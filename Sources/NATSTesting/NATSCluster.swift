@@ -4,6 +4,7 @@ import FoundationNetworking
 #endif
 import GatewayCore
 import GatewayTesting
+import Locking
 import NATSClient
 
 /// A real 3-node nats-server JetStream cluster on 127.0.0.1, on free ports, in a temporary
@@ -169,8 +170,37 @@ public final class NATSCluster: @unchecked Sendable {
         return info?.messages ?? 0
     }
 
-    /// Every message of `stream`, read back through the stream's get API.
+    /// Waits until every running node that holds a replica of `stream` reports the same last
+    /// sequence and the same stream leader: a node restarted a moment ago catches up from the
+    /// leader first, and a read before that could be answered from its older view.
+    public func waitUntilReplicasAgree(_ stream: String, timeout: Duration = .seconds(60)) async throws {
+        let seen = Locked("")
+        let agreed = await Poll.until(timeout: timeout, interval: .milliseconds(100)) { [self] in
+            var views: [String] = []
+            for i in nodes.indices where nodes[i].process != nil {
+                guard let report = try? await jsz(i, query: "?streams=true"),
+                      case .array(let accounts)? = report["account_details"] else { return false }
+                for account in accounts {
+                    guard case .array(let streams)? = account["stream_detail"] else { continue }
+                    for s in streams where s["name"]?.stringValue == stream {
+                        let last = s["state"]?["last_seq"]?.jsonText ?? "?"
+                        let leader = s["cluster"]?["leader"]?.stringValue ?? ""
+                        views.append("\(nodes[i].name): last \(last), leader \(leader.isEmpty ? "none" : leader)")
+                        if leader.isEmpty { seen.withLock { $0 = views.joined(separator: "; ") }; return false }
+                    }
+                }
+            }
+            seen.withLock { $0 = views.joined(separator: "; ") }
+            let distinct = Set(views.map { $0.split(separator: ":", maxSplits: 1)[1] })
+            return !views.isEmpty && distinct.count == 1
+        }
+        if !agreed { throw ClusterError("the replicas of \(stream) did not agree within \(timeout): \(seen.withLock { $0 })") }
+    }
+
+    /// Every message of `stream`, read back through the stream's get API once the replicas agree
+    /// (``waitUntilReplicasAgree(_:timeout:)``).
     public func messages(_ stream: String) async throws -> [NATSStoredMessage] {
+        try await waitUntilReplicasAgree(stream)
         let c = try await connect()
         guard let info = try await c.streamInfo(stream) else { throw ClusterError("no stream \(stream)") }
         let all = info.lastSequence == 0 ? [] : try await c.storedMessages(stream: stream, sequences: 1...info.lastSequence)
