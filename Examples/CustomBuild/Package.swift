@@ -9,11 +9,11 @@ let package = Package(
     products: [.executable(name: "locgate-custom", targets: ["CustomLocgate"])],
     dependencies: [.package(name: "locgate", path: "../..")],
     targets: [
-        .target(name: "BeaconSource", dependencies: [.product(name: "GatewayCore", package: "locgate")]),
+        .target(name: "BeaconInput", dependencies: [.product(name: "GatewayCore", package: "locgate")]),
         // Target names must be unique across the package graph (locgate has a target `locgate`);
         // its executable is `locgate-custom`, beside the stock `locgate` that the dependency also builds.
         .executableTarget(name: "CustomLocgate", dependencies: [
-            "BeaconSource",
+            "BeaconInput",
             .product(name: "LocgateCLI", package: "locgate"),
             .product(name: "PluginCatalog", package: "locgate"),
         ]),

@@ -1,4 +1,4 @@
-import BeaconSource
+import BeaconInput
 import PluginCatalog
 import LocgateCLI
 

@@ -16,7 +16,7 @@ public enum BeaconSourcePlugin: SourcePlugin {
     public static let info = PluginInfo(
         type: "beacon", kind: .source,
         summary: "Emits a fixed, configured position every interval (a surveyed point, a parked asset).",
-        folder: "Examples/CustomBuild/Sources/BeaconSource",
+        folder: "Examples/CustomBuild/Sources/BeaconInput",
         options: [
             OptionSpec("lat", "number", required: true, "Latitude, degrees WGS84."),
             OptionSpec("lon", "number", required: true, "Longitude, degrees WGS84."),
