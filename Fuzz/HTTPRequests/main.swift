@@ -16,6 +16,10 @@ let template: TemplateReader = {
         FieldMapping(name: "latitude", value: .field(.lat, scale: nil, decimals: nil)),
         FieldMapping(name: "longitude", value: .field(.lon, scale: nil, decimals: nil)),
         FieldMapping(name: "steps", value: .field(.attribute("steps"), scale: nil, decimals: nil)),
+        // Fields read as whole numbers (a double too large for an Int must be refused, not trap).
+        FieldMapping(name: "mode", value: .field(.mode, scale: nil, decimals: nil)),
+        FieldMapping(name: "status", value: .field(.status, scale: nil, decimals: nil)),
+        FieldMapping(name: "sats", value: .field(.uSat, scale: nil, decimals: nil)),
     ]
     return TemplateReader(BodyTemplate(prefix: [], suffix: [], fields: fields, document: document))
 }()

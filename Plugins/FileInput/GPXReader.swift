@@ -120,7 +120,8 @@ struct GPXReader {
             case "ele": current?.elevation = Double(value)
             case "time":
                 if let t = Timestamp(iso8601: value), t >= earliest { current?.time = t }
-            case "sat": current?.satellites = Int(value)
+            // A count no receiver reports is left out: locgate's JSON would not read it back.
+            case "sat": current?.satellites = Int(value).flatMap { (0...Position.maximumSatellites).contains($0) ? $0 : nil }
             case "hdop": current?.hdop = Double(value)
             case "vdop": current?.vdop = Double(value)
             case "pdop": current?.pdop = Double(value)

@@ -101,6 +101,8 @@ package enum GpsdReportParser {
         } else if let satellites = o["satellites"]?.arrayValue {
             s.satellitesUsed = satellites.reduce(0) { $0 + ($1["used"]?.boolValue == true ? 1 : 0) }
         }
+        // A count no receiver reports is left out: locgate's JSON would not read it back.
+        if let n = s.satellitesUsed, !(0...Position.maximumSatellites).contains(n) { s.satellitesUsed = nil }
         s.hdop = finite(o["hdop"])
         s.vdop = finite(o["vdop"])
         s.pdop = finite(o["pdop"])

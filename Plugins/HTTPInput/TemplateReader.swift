@@ -141,6 +141,14 @@ package struct TemplateReader: Sendable {
             guard let n, n.isFinite else { throw RequestRejection(400, "bad_body", "\(name): expected a number, got \(v.jsonText.prefix(40))") }
             return n / (scale ?? 1)
         }
+        /// A whole number in `range`: `Int(_:)` of a larger double (a client's `1e300`) would trap.
+        func whole(_ range: ClosedRange<Int>, _ what: String) throws(RequestRejection) -> Int {
+            let n = try number()
+            guard n == n.rounded(), n >= Double(range.lowerBound), n <= Double(range.upperBound), let i = Int(exactly: n) else {
+                throw RequestRejection(400, "bad_body", "\(name): expected \(what), got \(JSONValue.number(n).jsonText)")
+            }
+            return i
+        }
         func text() throws(RequestRejection) -> String {
             guard let t = v.scalarText else { throw RequestRejection(400, "bad_body", "\(name): expected a string, got \(v.kindName)") }
             return t
@@ -149,15 +157,16 @@ package struct TemplateReader: Sendable {
         case .id: p.id = try text()
         case .source: break  // the receiving source's own id
         case .device: p.device = try text()
-        case .mode: p.mode = FixMode(rawValue: Int(try number())) ?? .unknown
-        case .status: p.quality = FixQuality(rawValue: Int(try number()))
+        // Whole numbers as before; one that names no mode or status reads as unknown.
+        case .mode: p.mode = FixMode(rawValue: try whole(-1_000_000_000...1_000_000_000, "a fix mode")) ?? .unknown
+        case .status: p.quality = FixQuality(rawValue: try whole(-1_000_000_000...1_000_000_000, "a fix status"))
         case .lat: p.latitude = try number()
         case .lon: p.longitude = try number()
         case .altMSL: p.altitude = try number()
         case .speed: p.speed = try number()
         case .track: p.course = try number()
         case .heading: p.heading = try number()
-        case .uSat: p.satellites = Int(try number())
+        case .uSat: p.satellites = try whole(0...Position.maximumSatellites, "a satellite count")
         case .hdop: p.hdop = try number()
         case .vdop: p.vdop = try number()
         case .pdop: p.pdop = try number()

@@ -17,7 +17,7 @@ public struct Position: Sendable, Hashable {
     @CompactDouble public var course: Double?
     public var mode: FixMode
     public var quality: FixQuality?
-    /// Satellites used in the fix.
+    /// Satellites used in the fix, 0 to ``maximumSatellites``.
     public var satellites: Int?
     @CompactDouble public var hdop: Double?
     @CompactDouble public var vdop: Double?
@@ -54,6 +54,10 @@ public struct Position: Sendable, Hashable {
 
     /// Most positions carry no event: boxed, it takes 8 bytes instead of 64.
     @usableFromInline var _event: EventBox?
+
+    /// The largest satellite count a position may carry: every decoder refuses a larger one
+    /// (more than all GNSS constellations fly), so whatever locgate writes, it reads back.
+    public static let maximumSatellites = 999
 
     public init(
         time: Timestamp? = nil, latitude: Double? = nil, longitude: Double? = nil,

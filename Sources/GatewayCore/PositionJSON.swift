@@ -343,7 +343,7 @@ public enum PositionJSON {
         p.course = try number("track")
         p.heading = try number("heading")
         if let u = try number("uSat") {
-            guard u >= 0, u < 1000, u == u.rounded() else { throw DecodeError(field: "uSat", problem: "expected a satellite count, got \(u)") }
+            guard u >= 0, u <= Double(Position.maximumSatellites), u == u.rounded() else { throw DecodeError(field: "uSat", problem: "expected a satellite count, got \(u)") }
             p.satellites = Int(u)
         }
         p.hdop = try number("hdop")

@@ -1,3 +1,5 @@
+import GatewayCore
+
 /// What the decoder learned from one checked sentence body.
 enum SentenceKind {
     case sentence(NMEASentence)
@@ -101,6 +103,7 @@ enum SentenceParser {
         s.quality = f.integer()
         if let q = s.quality, q > 9 { f.failed = true }
         s.satellites = f.integer()
+        if let n = s.satellites, n > Position.maximumSatellites { f.failed = true }
         s.hdop = f.decimal()
         s.altitude = f.decimal()
         return .gga(s)
@@ -124,6 +127,7 @@ enum SentenceParser {
             }
         }
         let satellites = f.integer()
+        if let n = satellites, n > Position.maximumSatellites { f.failed = true }
         let hdop = f.decimal()
         let altitude = f.decimal()
         return .gns(.init(time: time, latitude: latitude, longitude: longitude, modeIndicator: first,
