@@ -6,6 +6,8 @@
 #   Benchmarks/mqtt_sink.sh [EPOCHS]      (default 50000)
 #   ROUNDS=N (default 5)  MAX_INFLIGHT=N (the sink's max_inflight, default its own 100)
 #   SYNC=normal (the queue survives a crash of the process, not a power loss)
+#   PLACEMENT=apart (default: the broker pinned to CPU 0, the client to CPU 1), same (both on
+#   CPU 0) or free (no pinning, as before)
 #
 # The locgate figure is end to end: read an NMEA log, decode, commit each batch, publish, delete
 # on PUBACK, exit when the queue is empty. The ratio (locgate / mosquitto_pub) should be ≥ 1.
@@ -18,6 +20,15 @@
 # - The same socket options: the sink's connection has TCP_NODELAY, so mosquitto_pub gets
 #   `--nodelay`; the broker gets `set_tcp_nodelay true`, so neither client waits for PUBACKs held
 #   back by Nagle's algorithm until the delayed-ACK timer of its own side fires.
+# - The same placement on the CPUs. mosquitto_pub's rate is bimodal with where the scheduler puts
+#   it beside the broker: on one CPU, 50,000 messages took 0.34-0.38 s (client 0.12-0.13 s of
+#   CPU, broker 0.10-0.12); on two, 0.83-0.87 s (client 0.31-0.33 s, broker 0.30-0.32: each message a
+#   wake-up on each side), pinned with taskset, four runs each. Unpinned, the scheduler picks
+#   one or the other as the machine's other load comes and goes, so the reference alone moved by
+#   2.4x between rounds. Both clients are pinned the same way (locgate's threads share the
+#   client's CPU). Apart is the default: a gateway's broker is on another machine, and does not
+#   take the client's CPU; with both on one CPU the ratio is close to the ratio of CPU times
+#   (both placements, five rounds each: apart 0.99-1.12, same 0.39-0.71, free 0.60-1.74).
 # - Rounds: the machine's load moves in phases longer than one run, so each round runs both,
 #   back to back, in alternating order, and the ratio of each round is printed; the summary is
 #   the median and range over the rounds. CPU time (user + sys, from wait4) of the client
@@ -29,6 +40,13 @@ EPOCHS=${1:-50000}
 ROUNDS=${ROUNDS:-5}
 SYNC=${SYNC:-full}
 WINDOW=${MAX_INFLIGHT:-100}
+PLACEMENT=${PLACEMENT:-apart}
+case $PLACEMENT in
+    same) ON_BROKER=(taskset -c 0) ON_CLIENT=(taskset -c 0) ;;
+    apart) ON_BROKER=(taskset -c 0) ON_CLIENT=(taskset -c 1) ;;
+    free) ON_BROKER=() ON_CLIENT=() ;;
+    *) echo "mqtt_sink: PLACEMENT is same, apart or free" >&2; exit 2 ;;
+esac
 INFLIGHT=${MAX_INFLIGHT:+, \"max_inflight\": $MAX_INFLIGHT}
 BIN=$ROOT/.build/release/locgate
 swift build -c release --static-swift-stdlib --product locgate >&2
@@ -49,7 +67,7 @@ max_queued_messages 0
 set_tcp_nodelay true
 CONF
 chmod 755 "$WORK"
-/usr/sbin/mosquitto -c "$WORK/mosquitto.conf" 2> "$WORK/broker.log" &
+"${ON_BROKER[@]}" /usr/sbin/mosquitto -c "$WORK/mosquitto.conf" 2> "$WORK/broker.log" &
 BROKER_PID=$!
 for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.05; done
 
@@ -92,11 +110,11 @@ broker_cpu() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz
 
 run_pub() {
     MEASURE_STDIN=$WORK/lines.txt MEASURE_STDERR=$WORK/pub.log \
-        measure mosquitto_pub -h 127.0.0.1 -p "$PORT" -q 1 -t bench/van-1 -l -M "$WINDOW" --nodelay
+        measure "${ON_CLIENT[@]}" mosquitto_pub -h 127.0.0.1 -p "$PORT" -q 1 -t bench/van-1 -l -M "$WINDOW" --nodelay
 }
 run_locgate() {
     rm -f "$WORK"/queue.sqlite*
-    MEASURE_STDERR=$WORK/locgate.log measure "$BIN" run "$WORK/pipeline.json"
+    MEASURE_STDERR=$WORK/locgate.log measure "${ON_CLIENT[@]}" "$BIN" run "$WORK/pipeline.json"
 }
 # Checked in the script's own shell (run_locgate runs in a subshell, where exit would not stop it).
 check_queue() {
@@ -105,7 +123,7 @@ check_queue() {
     [[ $left == 0 ]] || { echo "mqtt_sink: the queue still holds: $left" >&2; tail -5 "$WORK/locgate.log" >&2; exit 1; }
 }
 
-echo "mqtt sink benchmark: $EPOCHS messages at QoS 1 (${LINES} payloads of $(($(wc -c < "$WORK/lines.txt") / LINES - 1)) bytes on average), window $WINDOW, mosquitto $(/usr/sbin/mosquitto -h 2>&1 | awk 'NR==1{print $3}') with set_tcp_nodelay on 127.0.0.1:$PORT; $ROUNDS rounds, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "mqtt sink benchmark: $EPOCHS messages at QoS 1 (${LINES} payloads of $(($(wc -c < "$WORK/lines.txt") / LINES - 1)) bytes on average), window $WINDOW, mosquitto $(/usr/sbin/mosquitto -h 2>&1 | awk 'NR==1{print $3}') with set_tcp_nodelay on 127.0.0.1:$PORT; placement $PLACEMENT; $ROUNDS rounds, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-5s %-6s %10s %8s %7s %10s %8s %7s %7s %9s\n' round first "pub msg/s" "pub s" "CPU s" "lg pos/s" "lg s" "CPU s" ratio "CPU ratio"
 RATIOS=()
 CPU_RATIOS=()
