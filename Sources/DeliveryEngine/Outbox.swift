@@ -60,12 +60,20 @@ public protocol Outbox: AnyObject, Sendable {
     func records(after seq: Int64, limit: Int) throws -> [OutboxRecord]
     /// Removes every record up to and including `seq`.
     func remove(through seq: Int64) throws
+    /// ``remove(through:)``, then, when `next` is given, ``markInFlight(through:)`` for the next
+    /// batch; an outbox on disk does both in one transaction (one fsync).
+    func remove(through seq: Int64, markingInFlight next: Int64?) throws
     /// Removes the given records (acknowledged out of order by a broker); unknown seqs are ignored.
     func remove(_ seqs: [Int64]) throws
     /// ``remove(_:)`` for a delivering loop that must not wait for it: an outbox that writes a
     /// disk does it on its own thread, in order with commits, so the loop goes on publishing while
     /// the disk syncs. `done` is called once, on any thread, with the outcome.
     func remove(_ seqs: [Int64], done: @escaping @Sendable (Result<Void, any Error>) -> Void)
+    /// Runs `body`, writes to this outbox, where the outbox writes: one that writes a disk does it
+    /// on its own thread, in order with commits, so that the caller (a delivering loop on the
+    /// pipeline's thread) is not held through an fsync. `body` runs once, even when the caller is
+    /// cancelled meanwhile.
+    func write<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T
     /// Moves records to the dead letters with the peer's answer (a rejection retrying cannot fix).
     func deadLetter(_ records: [OutboxRecord], status: Int, answer: String, at now: Timestamp) throws
     /// Drops records whose age origin is before `cutoff`; returns how many.
@@ -92,6 +100,17 @@ extension Outbox {
     /// In memory, appending is quick: done where it is called.
     public func commit(_ entries: [OutboxEntry], at now: Timestamp) async throws -> Int {
         try append(entries, at: now)
+    }
+
+    /// Two writes; in memory nothing is gained by joining them.
+    public func remove(through seq: Int64, markingInFlight next: Int64?) throws {
+        try remove(through: seq)
+        if let next { try markInFlight(through: next) }
+    }
+
+    /// In memory, writing is quick: done where it is called.
+    public func write<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try body()
     }
 
     /// In memory, removing is quick: done where it is called.

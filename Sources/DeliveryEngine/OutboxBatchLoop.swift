@@ -146,6 +146,7 @@ public struct OutboxBatchLoop: Sendable {
         var firstUnflushed: ContinuousClock.Instant?
         let clock = ContinuousClock()
         var records: [OutboxEntry] = []
+        let durable = OutboxOptions.isDurable(writer.mode)
         func intervalFlush() {
             if unflushedCount > 0 || outbox.depth > 0 { signal.post(ended: false, flushAll: true) }
             unflushedCount = 0
@@ -159,10 +160,22 @@ public struct OutboxBatchLoop: Sendable {
             switch await input.next(timeout: wait) {
             case .positions(let batch):
                 records.removeAll(keepingCapacity: true)
-                for p in batch {
-                    let entry = encode(p)
-                    unflushedBytes += entry.payload.count + 1
-                    records.append(entry)
+                func encodeBatch() {
+                    for p in batch {
+                        let entry = encode(p)
+                        unflushedBytes += entry.payload.count + 1
+                        records.append(entry)
+                    }
+                }
+                if durable {
+                    // Off the pipeline's thread, in this same task (nothing runs beside it): the
+                    // encoding is the sink's work, not the sources' and transforms' (four
+                    // transforms into a durable http sink, Benchmarks/nmea_replay.py: the
+                    // pipeline's thread took 1.3x the CPU of the same replay into a file sink).
+                    // A memory queue's stays there, as its delivering half does (OutboxHalves).
+                    await withTaskExecutorPreference(globalConcurrentExecutor) { encodeBatch() }
+                } else {
+                    encodeBatch()
                 }
                 try await writer.commit(records, acknowledging: input)
                 unflushedCount += batch.count
@@ -200,29 +213,51 @@ public struct OutboxBatchLoop: Sendable {
             ended = ended || s.ended
             if s.flushAll { flushRemaining = max(flushRemaining, outbox.depth) }
         }
-        while true {
-            try Task.checkCancellation()
-            guard let batch = try prepareBatch(transport) else {
-                if ended { return }
-                flushRemaining = 0
+        // The last batch the peer accepted, until it is deleted: when the next batch goes at once,
+        // in the transaction that marks that one in flight (one fsync for both), else before waiting.
+        var accepted: Int64?
+        func deleteAccepted() async throws {
+            guard let seq = accepted else { return }
+            try await writer.writes.perform("delete delivered position(s)", kind: "delete", interval: options.diskRetry) {
+                try await outbox.write { try outbox.remove(through: seq) }
+            }
+            accepted = nil
+        }
+        do {
+            while true {
+                try Task.checkCancellation()
+                guard let batch = try prepareBatch(transport, after: accepted ?? 0) else {
+                    try await deleteAccepted()
+                    if ended { return }
+                    flushRemaining = 0
+                    take(await signal.wait())
+                    try Task.checkCancellation()
+                    continue
+                }
+                if batch.isFull || flushRemaining > 0 || ended {
+                    let deleting = accepted
+                    accepted = nil
+                    accepted = try await deliver(batch, transport: transport, deleting: deleting)
+                    flushRemaining = max(0, flushRemaining - batch.records.count)
+                    continue
+                }
+                try await deleteAccepted()
                 take(await signal.wait())
                 try Task.checkCancellation()
-                continue
             }
-            if batch.isFull || flushRemaining > 0 || ended {
-                try await deliver(batch, transport: transport)
-                flushRemaining = max(0, flushRemaining - batch.records.count)
-                continue
-            }
-            take(await signal.wait())
-            try Task.checkCancellation()
+        } catch {
+            // Cancelled (a prompt stop) or failed: what was delivered leaves the queue now, or it
+            // would go again after a restart.
+            if let seq = accepted { try? await outbox.write { try outbox.remove(through: seq) } }
+            throw error
         }
     }
 
-    /// The oldest records up to the count limit, as many as the transport puts in one batch; nil
-    /// when the queue is empty.
-    public func prepareBatch<T: OutboxBatchTransport>(_ transport: T) throws -> OutboxPreparedBatch<T.Batch>? {
-        var records = try outbox.oldest(limit: options.maxRecords)
+    /// The oldest records (with a seq above `after`: those up to it were delivered and wait for
+    /// their delete) up to the count limit, as many as the transport puts in one batch; nil when
+    /// there are none.
+    public func prepareBatch<T: OutboxBatchTransport>(_ transport: T, after: Int64 = 0) throws -> OutboxPreparedBatch<T.Batch>? {
+        var records = try outbox.records(after: after, limit: options.maxRecords)
         guard !records.isEmpty else { return nil }
         // A batch that was in flight when the process stopped goes again exactly as it was, so
         // its Idempotency-Key matches the request the peer may already have committed.
@@ -238,13 +273,24 @@ public struct OutboxBatchLoop: Sendable {
     }
 
     /// Sends one batch until it is accepted or refused for good; retries keep it at the front.
-    private func deliver<T: OutboxBatchTransport>(_ prepared: OutboxPreparedBatch<T.Batch>, transport: T) async throws {
-        guard let last = prepared.records.last else { return }
+    /// First deletes the batch delivered before it (`deleting`), with this one's in-flight mark in
+    /// the same write. Returns the last seq of this batch when the peer took it: the caller
+    /// deletes it (nil when nothing is left to delete: refused, dead-lettered).
+    private func deliver<T: OutboxBatchTransport>(_ prepared: OutboxPreparedBatch<T.Batch>, transport: T, deleting: Int64?) async throws -> Int64? {
+        guard let last = prepared.records.last else { return deleting }
         let n = prepared.records.count
         let prefix = options.statsPrefix
         if options.marksInFlight {
-            try await writer.writes.perform("mark \(n) position(s) in flight (the request waits for it)", kind: "in-flight mark", interval: options.diskRetry) {
-                try outbox.markInFlight(through: last.seq)
+            let what = deleting == nil ? "mark \(n) position(s) in flight (the request waits for it)"
+                : "delete delivered position(s) and mark \(n) in flight (the request waits for it)"
+            try await writer.writes.perform(what, kind: "in-flight mark", interval: options.diskRetry) {
+                try await outbox.write {
+                    if let deleting { try outbox.remove(through: deleting, markingInFlight: last.seq) } else { try outbox.markInFlight(through: last.seq) }
+                }
+            }
+        } else if let deleting {
+            try await writer.writes.perform("delete delivered position(s)", kind: "delete", interval: options.diskRetry) {
+                try await outbox.write { try outbox.remove(through: deleting) }
             }
         }
         var backoff = Backoff(initial: options.retryInitial, cap: options.retryMax, multiplier: 2, jitter: 0.2)
@@ -254,37 +300,32 @@ public struct OutboxBatchLoop: Sendable {
             try Task.checkCancellation()
             switch try await transport.send(prepared.batch, records: prepared.records) {
             case .accepted:
-                // Delivered: a full disk must not make it go again, so the delete is what waits.
-                try await writer.writes.perform("delete \(n) delivered position(s)", kind: "delete", interval: options.diskRetry) {
-                    try outbox.remove(through: last.seq)
-                }
+                // Delivered: a full disk must not make it go again, so the delete (the caller's)
+                // is what waits.
                 context.stats.addEmitted(n)
                 context.stats.count("\(prefix).sent", by: n)
                 context.stats.count("\(prefix).requests")
                 if attempt > 1 { context.logger.info("delivered \(n) position(s) after \(attempt) attempts") }
-                return
+                return last.seq
             case .acceptedExcept(let refused):
                 for r in refused {
                     try await writer.writes.perform("move a refused position to the dead letters", kind: "dead letters", interval: options.diskRetry) {
-                        try writer.deadLetter([r.record], status: r.status, answer: r.answer)
+                        try await outbox.write { try writer.deadLetter([r.record], status: r.status, answer: r.answer) }
                     }
                     context.logger.error("\(options.peer) refused position \(r.record.id): \(r.answer); moved to dead letters")
-                }
-                try await writer.writes.perform("delete \(n - refused.count) delivered position(s)", kind: "delete", interval: options.diskRetry) {
-                    try outbox.remove(through: last.seq)
                 }
                 context.stats.addEmitted(n - refused.count)
                 context.stats.count("\(prefix).sent", by: n - refused.count)
                 context.stats.count("\(prefix).requests")
-                return
+                return last.seq
             case .rejected(let status, let answer):
                 try await deadLetter(prepared.records, status: status, answer: answer)
-                return
+                return nil
             case .retry(let reason, let retryAfter, let status, let answer):
                 if options.retryMaxAttempts > 0 && attempt >= options.retryMaxAttempts {
                     context.logger.error("giving up after \(attempt) attempts: \(reason)")
                     try await deadLetter(prepared.records, status: status, answer: answer.isEmpty ? reason : answer)
-                    return
+                    return nil
                 }
                 var delay = backoff.next()
                 if let retryAfter, retryAfter > delay { delay = retryAfter }
@@ -298,7 +339,7 @@ public struct OutboxBatchLoop: Sendable {
 
     private func deadLetter(_ records: [OutboxRecord], status: Int, answer: String) async throws {
         try await writer.writes.perform("move \(records.count) refused position(s) to the dead letters", kind: "dead letters", interval: options.diskRetry) {
-            try writer.deadLetter(records, status: status, answer: answer)
+            try await outbox.write { try writer.deadLetter(records, status: status, answer: answer) }
         }
         let first = records.first?.id ?? "", last = records.last?.id ?? ""
         context.logger.error("server rejected a batch of \(records.count) (ids \(first) … \(last)) with status \(status): \(answer); moved to dead letters")

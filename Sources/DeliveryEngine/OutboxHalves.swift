@@ -21,7 +21,20 @@ public enum OutboxHalves {
         let stop = OutboxOptions.isDurable(writer.mode) ? input.stopRequest : nil
         try await withThrowingTaskGroup(of: Finished.self) { group in
             group.addTask { try await receive(); return .received }
-            group.addTask { try await deliver(); return .delivered }
+            if OutboxOptions.isDurable(writer.mode) {
+                // A durable queue's delivering task runs on the global pool, not the pipeline's
+                // threads (which the receiving task, like every source and transform, prefers):
+                // reading the queue, building requests and settling acknowledgements are the
+                // sink's own work, and on the pipeline's one thread they took the CPU of the sources
+                // and transforms (Benchmarks/nmea_replay.py, four transforms into a durable http
+                // sink: that thread used 0.29 s where a file sink's run used 0.13 s). A memory
+                // queue's stays there: moved, its http sink delivered 20-25% fewer positions a
+                // second (Benchmarks/http_sink.sh; two threads on two cores cost more CPU, see
+                // PipelineThreads), and it has no fsync to keep off the thread.
+                group.addTask(executorPreference: globalConcurrentExecutor) { try await deliver(); return .delivered }
+            } else {
+                group.addTask { try await deliver(); return .delivered }
+            }
             do {
                 while let finished = try await group.next() {
                     switch finished {

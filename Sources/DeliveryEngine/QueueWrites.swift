@@ -52,10 +52,10 @@ public final class QueueWrites: Sendable {
     /// Runs `body` until it goes through, waiting `interval` after each attempt that found the disk
     /// full; other errors are thrown, and `CancellationError` when cancelled while waiting (the
     /// write is then not done: what it would have removed stays queued and is sent again).
-    public func perform(_ what: String, kind: String, interval: Duration, _ body: () throws -> Void) async throws {
+    public func perform(_ what: String, kind: String, interval: Duration, _ body: () async throws -> Void) async throws {
         while true {
             do {
-                try body()
+                try await body()
                 if let held = succeeded(kind) {
                     context.logger.warning("queue: \(what): done after \(DurationText.format(held)) of a full disk")
                 }

@@ -23,8 +23,12 @@ final class SQLiteConnection {
     private var db: OpaquePointer?
     private var statements: [String: SQLiteStatement] = [:]
 
-    init(path: String, readOnly: Bool = false, vfs: String? = nil) throws {
-        if !readOnly {
+    /// `create: false` for a second connection to a file this process has open: closing a
+    /// descriptor of it would drop every POSIX lock the process holds on it (fcntl(2)), the first
+    /// connection's included; another process then believes it is the last connection, and on
+    /// closing deletes the WAL and its index under the first (the next read: "disk I/O error").
+    init(path: String, readOnly: Bool = false, create: Bool = true, vfs: String? = nil) throws {
+        if !readOnly && create {
             // Queued positions are personal data: the file is created owner-only here, whatever
             // the umask, because SQLite would create it 0644. SQLite gives the -wal and -shm files
             // the mode of the database file, so they are 0600 too. An existing file keeps its mode.
@@ -32,7 +36,7 @@ final class SQLiteConnection {
             guard fd >= 0 else { throw SQLiteError(code: SQLITE_CANTOPEN, message: "cannot open: \(FileCheck.reason(errno))") }
             Glibc.close(fd)
         }
-        let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
+        let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0)) | SQLITE_OPEN_NOMUTEX
         let rc = sqlite3_open_v2(path, &db, flags, vfs)
         if rc != SQLITE_OK {
             var message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"

@@ -19,6 +19,13 @@ import Glibc
 /// statement pins the WAL and no checkpoint can complete behind it), SQLite's automatic
 /// checkpoint (every 1000 pages, ~4 MB) then recycles it, and `journal_size_limit` truncates it
 /// back after a burst. ``close()`` checkpoints and closes, which deletes the WAL file.
+///
+/// Two connections: writes (commits, deletes, marks, dead letters) go through one, the reads of
+/// a delivering loop (``records(after:limit:)``, ``newestSeq(forKey:)``) through the other, each
+/// under its own lock. A write holds its lock through its COMMIT's fsync (milliseconds, far more
+/// on a slow card); a loop that read through the same connection waited for it on the pipeline's
+/// thread, and every source and transform there with it. In WAL mode a reader sees the last
+/// committed state (a commit becomes visible only after its WAL sync), without waiting.
 public final class SQLiteOutbox: Outbox {
     public let path: String
     public let maxRecords: Int
@@ -26,6 +33,9 @@ public final class SQLiteOutbox: Outbox {
     private let lock = Locked(())
     // Only touched inside `run`, under `lock`; nil once closed.
     nonisolated(unsafe) private var connection: SQLiteConnection?
+    /// Guards `reader`, the connection reads go through; nil once closed.
+    private let readLock = Locked(())
+    nonisolated(unsafe) private var reader: SQLiteConnection?
     private let cachedDepth = Atomic<Int>(0)
     private let cachedOldest = Locked<Int64?>(nil)
     private let cachedInFlight = Locked<Int64?>(nil)
@@ -91,6 +101,11 @@ public final class SQLiteOutbox: Outbox {
             cachedOldest.withLock { $0 = try? c.queryInt("SELECT min(enqueued_ms) FROM pending") }
             try cachedInFlight.withLock { $0 = try c.queryInt("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'in_flight'") }
             connection = c
+            // Opened once the schema exists. Read-write (a read-only connection cannot always
+            // open a WAL file), but it only reads; never created (see `create`).
+            let r = try SQLiteConnection(path: path, create: false, vfs: vfs)
+            try r.execute("PRAGMA query_only=1")
+            reader = r
         } catch let e as SQLiteError {
             throw OutboxError(path: FileCheck.absolute(path), message: e.message, isDiskFull: e.isDiskFull)
         }
@@ -107,6 +122,11 @@ public final class SQLiteOutbox: Outbox {
     }
 
     private func closeConnection() {
+        // The reader first: closing the last connection is what deletes the WAL file.
+        readLock.withLock { _ in
+            reader?.close()
+            reader = nil
+        }
         lock.withLock { _ in
             guard let c = connection else { return }
             // TRUNCATE leaves an empty WAL; closing the last connection then deletes it.
@@ -199,21 +219,67 @@ public final class SQLiteOutbox: Outbox {
         }
     }
 
+    /// `body` on the reading connection (see the type's comment).
+    private func read<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
+        do {
+            return try readLock.withLock { _ in
+                guard let c = reader else { throw SQLiteError.misuse("the queue is closed") }
+                return try body(c)
+            }
+        } catch let e as SQLiteError {
+            throw OutboxError(path: path, message: e.message, isDiskFull: e.isDiskFull)
+        }
+    }
+
+    /// ``Outbox/write(_:)``: on the outbox's own thread, in order with commits and background
+    /// removals, so a delivering loop's delete or in-flight mark never holds the pipeline's thread
+    /// through its fsync.
+    public func write<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            commits.async { continuation.resume(with: Result { try body() }) }
+        }
+    }
+
     private func refreshOldest(_ c: SQLiteConnection) throws {
         let oldest = try c.queryInt("SELECT min(enqueued_ms) FROM pending")
         cachedOldest.withLock { $0 = oldest }
+    }
+
+    /// Rows of the multi-row INSERT ``append(_:at:)`` uses while at least this many are left
+    /// (4 parameters each: far below SQLite's limit of 32,766).
+    static let rowsPerInsert = 64
+
+    static func insertSQL(rows: Int) -> String {
+        let values = (0..<rows).map { r in "(?\(r * 4 + 1), ?\(r * 4 + 2), ?\(r * 4 + 3), ?\(r * 4 + 4))" }
+        return "INSERT INTO pending (id, key, position, enqueued_ms) VALUES " + values.joined(separator: ", ")
     }
 
     public func append(_ entries: [OutboxEntry], at now: Timestamp) throws -> Int {
         guard !entries.isEmpty else { return 0 }
         return try run { c in
             try c.transaction {
-                let insert = try c.statement("INSERT INTO pending (id, key, position, enqueued_ms) VALUES (?1, ?2, ?3, ?4)")
-                for e in entries {
-                    try insert.bind(1, e.id)
-                    try insert.bind(2, e.key)
-                    try insert.bind(3, e.payload)
-                    try insert.bind(4, OutboxAge.origin(fix: e.time, commit: now.milliseconds))
+                // Rows go in order, so seqs follow the entries. Many rows per statement: a statement
+                // run costs about as much as the row it inserts (resetting the VM, and, for the
+                // AUTOINCREMENT key, writing sqlite_sequence at its end), so one per row doubled the
+                // commit's CPU time (callgrind: ~25,000 instructions per row).
+                var next = entries.startIndex
+                func bind(_ statement: SQLiteStatement, _ e: OutboxEntry, row: Int32) throws {
+                    try statement.bind(row * 4 + 1, e.id)
+                    try statement.bind(row * 4 + 2, e.key)
+                    try statement.bind(row * 4 + 3, e.payload)
+                    try statement.bind(row * 4 + 4, OutboxAge.origin(fix: e.time, commit: now.milliseconds))
+                }
+                if entries.count >= SQLiteOutbox.rowsPerInsert {
+                    let many = try c.statement(SQLiteOutbox.insertSQL(rows: SQLiteOutbox.rowsPerInsert))
+                    while entries.endIndex - next >= SQLiteOutbox.rowsPerInsert {
+                        for row in 0..<SQLiteOutbox.rowsPerInsert { try bind(many, entries[next + row], row: Int32(row)) }
+                        try many.stepDone()
+                        next += SQLiteOutbox.rowsPerInsert
+                    }
+                }
+                let insert = try c.statement(SQLiteOutbox.insertSQL(rows: 1))
+                for e in entries[next...] {
+                    try bind(insert, e, row: 0)
                     try insert.stepDone()
                 }
             }
@@ -250,7 +316,7 @@ public final class SQLiteOutbox: Outbox {
     }
 
     public func records(after seq: Int64, limit: Int) throws -> [OutboxRecord] {
-        try run { c in
+        try read { c in
             let select = try c.statement("SELECT seq, id, key, position, enqueued_ms FROM pending WHERE seq > ?1 ORDER BY seq LIMIT ?2")
             try select.bind(1, seq)
             try select.bind(2, Int64(limit))
@@ -263,7 +329,7 @@ public final class SQLiteOutbox: Outbox {
     }
 
     public func newestSeq(forKey key: String) throws -> Int64? {
-        try run { c in
+        try read { c in
             let select = try c.statement("SELECT max(seq) FROM pending WHERE key = ?1")
             try select.bind(1, key)
             defer { select.release() }
@@ -273,12 +339,37 @@ public final class SQLiteOutbox: Outbox {
     }
 
     public func remove(through seq: Int64) throws {
+        try remove(through: seq, markingInFlight: nil)
+    }
+
+    /// One transaction, so one fsync: the delete, forgetting an in-flight mark it covers, and the
+    /// next mark. (The delete and forgetting the mark were two transactions, and the next batch's
+    /// mark a third: three fsyncs per batch of the http sink, the limit of its durable rate.)
+    public func remove(through seq: Int64, markingInFlight next: Int64?) throws {
         try run { c in
-            let delete = try c.statement("DELETE FROM pending WHERE seq <= ?1")
-            try delete.bind(1, seq)
-            try delete.stepDone()
-            cachedDepth.subtract(c.changes, ordering: .relaxed)
-            try settleInFlight(c, through: seq)
+            let marked = cachedInFlight.withLock { $0 }
+            let forget = marked.map { seq >= $0 } ?? false
+            var removed = 0
+            try c.transaction {
+                let delete = try c.statement("DELETE FROM pending WHERE seq <= ?1")
+                try delete.bind(1, seq)
+                try delete.stepDone()
+                removed = c.changes
+                if let next {
+                    if next != marked || forget {
+                        try c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('in_flight', '\(next)')")
+                    }
+                } else if forget {
+                    try c.execute("DELETE FROM meta WHERE key = 'in_flight'")
+                }
+            }
+            // Only after COMMIT: a failed commit changed nothing, and the caches must say so.
+            cachedDepth.subtract(removed, ordering: .relaxed)
+            if let next {
+                cachedInFlight.withLock { $0 = next }
+            } else if forget {
+                cachedInFlight.withLock { $0 = nil }
+            }
             try refreshOldest(c)
         }
     }
