@@ -31,10 +31,15 @@ final class SQLiteConnection {
         if !readOnly && create {
             // Queued positions are personal data: the file is created owner-only here, whatever
             // the umask, because SQLite would create it 0644. SQLite gives the -wal and -shm files
-            // the mode of the database file, so they are 0600 too. An existing file keeps its mode.
-            let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-            guard fd >= 0 else { throw SQLiteError(code: SQLITE_CANTOPEN, message: "cannot open: \(FileCheck.reason(errno))") }
-            Glibc.close(fd)
+            // the mode of the database file, so they are 0600 too. An existing file keeps its mode,
+            // and is never opened here (O_EXCL): closing a descriptor of a file this process has
+            // open elsewhere would drop that connection's locks (above); access(2) opens nothing.
+            let fd = Glibc.open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            if fd >= 0 {
+                Glibc.close(fd)
+            } else if errno != EEXIST || access(path, R_OK | W_OK) != 0 {
+                throw SQLiteError(code: SQLITE_CANTOPEN, message: "cannot open: \(FileCheck.reason(errno))")
+            }
         }
         let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0)) | SQLITE_OPEN_NOMUTEX
         let rc = sqlite3_open_v2(path, &db, flags, vfs)
