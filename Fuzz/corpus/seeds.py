@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "Fuzz" / "corpus"
 TRACKERS = ROOT / "Tests" / "TrackerProtocolsTests" / "Fixtures"
 GPSD = ROOT / "Tests" / "NMEATests" / "Fixtures" / "gpsd"
-GPX = ROOT / "Tests" / "FileReplayTests" / "Fixtures" / "gpx"
+GPX = ROOT / "Tests" / "FileInputTests" / "Fixtures" / "gpx"
 DOCS = ROOT / "Docs" / "examples"
 
 # A seed bigger than this slows every execution for little new coverage: logs are cut into pieces.
