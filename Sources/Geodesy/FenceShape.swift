@@ -14,14 +14,17 @@ public enum FenceShape: Sendable, Hashable {
     case multiPolygon(MultiPolygon)
 
     /// A box containing the shape, for a ``FenceIndex``: every point ``locate(_:)`` does not call
-    /// `.outside` is in it. A polygon's is its rings' box grown by ``Ring/boundaryTolerance``: a
-    /// point that close outside the southernmost vertex is on the boundary, and an index that
-    /// missed it made the fence's answer depend on whether it was asked through the index.
+    /// `.outside` is in it. A polygon's is its rings' box grown by twice ``Ring/boundaryTolerance``:
+    /// a point that close outside the southernmost vertex is on the boundary, and an index that
+    /// missed it made the fence's answer depend on whether it was asked through the index. Twice,
+    /// because `locate` compares after unwrapping the point's longitude, which rounds: a point
+    /// exactly the tolerance beyond a corner was on the boundary by an ulp and outside a box grown
+    /// by exactly the tolerance (fuzz crash-e3ce17c5). A larger box only offers extra candidates.
     public var box: GeoBox {
         switch self {
         case .circle(let c): c.box
-        case .polygon(let p): p.box.expanded(byDegrees: Ring.boundaryTolerance)
-        case .multiPolygon(let m): m.box.expanded(byDegrees: Ring.boundaryTolerance)
+        case .polygon(let p): p.box.expanded(byDegrees: 2 * Ring.boundaryTolerance)
+        case .multiPolygon(let m): m.box.expanded(byDegrees: 2 * Ring.boundaryTolerance)
         }
     }
 

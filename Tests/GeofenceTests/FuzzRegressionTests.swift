@@ -28,4 +28,31 @@ import Testing
         let fix = Support.position(GeoPoint(latitude: offset, longitude: 0.5), t: 0, n: 0)
         #expect(Support.run(&transform, [fix]).count == 1)
     }
+
+    /// Fuzz/GeoJSONFences crash-e3ce17c5 (the whole input, 10-minute run): a polygon with a
+    /// vertex at longitude 14352 (unwrapped to -48) whose corner (46.07, 14.52) is a vertex of
+    /// another fence. The point 1e-10 degrees north-east of that corner, as the other fence's
+    /// grown box gives it, is on this polygon's boundary by `locate`'s arithmetic (its unwrapping
+    /// rounds by an ulp), but lay an ulp outside an index box grown by exactly the tolerance.
+    static let cornerInput = #"{"type":"FeatureCollection","features":[{"type":"Feature","ptype":"Feature","properties":{"id":"depot","name":"Depot"},"geometry":{"type":"Polygon","coordinates":[[[14.52,46.07],[14.5,46.07],[14.5,46.05]],[[14.505,46.055],[14.51,46.055],[14.51,4.606],[14.505,46.055]]]}},{"type":"Feature","id":8,"properties":{"radius":150},"geometry":{"type":"Point","coordinates":[14.5058,46.0569]}},{"type":"Feature","properties":{"id":"islands"},"geometrroperties":{"id":"depot","name":"Depot"},"geometry":{"type":"Polygon","coordinates":[[[14.5,46.05],[14352,46.05],[14.52,46.07],[14.5,46.07],[14.5,46.05]],[[14.505,46.055],[14.51,46.055],[14.51,4.606],[14.505,46.055]]]}},{"type":"Feature","id":7,"properties":{"radius":150},"geometry":{"type":"Point","coordinates":[14.5058,46.0564]}},{"type":"Feature","properties":{"id":"is1lands"},"geometry":{"type":"MultiPolygon","coordinates":[[[[179.4,-15,-16],[179.5,-16],[179.5,-17]]],[[[0,0],[1,0],[0,1],[0,0]]]]}}]}"#
+
+    @Test func theIndexOffersEveryFenceThatContainsAPointAnUlpBeyondTheTolerance() throws {
+        let fences = try FenceLoader(idProperty: "id", nameProperty: "name").load(JSONValue.parse(string: Self.cornerInput))
+        let set = FenceSet(fences)
+        var probes: [GeoPoint] = []
+        for fence in fences {
+            let box = fence.shape.box
+            probes += [GeoPoint(latitude: box.minLatitude, longitude: box.minLongitude),
+                       GeoPoint(latitude: box.maxLatitude, longitude: box.maxLongitude)].map(\.normalized)
+        }
+        var checked = 0
+        for point in probes {
+            let candidates = Set(set.index.candidates(containing: point))
+            for (offset, fence) in fences.enumerated() where fence.shape.contains(point) {
+                #expect(candidates.contains(offset), "the index misses \(fence.id) at \(point)")
+                checked += 1
+            }
+        }
+        #expect(checked > 0)
+    }
 }
