@@ -97,4 +97,25 @@ import Testing
         let q = try #require(all.first { $0.satellites != nil })
         #expect(q.altitude != nil && q.satellites != nil && q.hdop != nil)
     }
+
+    /// A `<sat>` count no receiver reports is left out (written as `uSat`, locgate's own JSON
+    /// readers would refuse it); the point itself is kept.
+    @Test func aSatelliteCountBeyondTheMaximumIsLeftOut() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let gpx = """
+            <?xml version="1.0"?><gpx version="1.1" creator="t" xmlns="http://www.topografix.com/GPX/1/1"><trk><trkseg>
+            <trkpt lat="46.05" lon="14.5"><time>2024-05-01T10:00:00Z</time><sat>5000</sat></trkpt>
+            <trkpt lat="46.06" lon="14.5"><time>2024-05-01T10:00:01Z</time><sat>12</sat></trkpt>
+            </trkseg></trk></gpx>
+            """
+        try gpx.write(toFile: "\(dir)/sats.gpx", atomically: true, encoding: .utf8)
+        let context = ComponentContext(id: "gpx", kind: .source, logger: RecordingLogHandler().logger(label: "sources.gpx"),
+                                       stats: ComponentStats(id: "sources.gpx"), clock: SystemClock())
+        var reader = try PositionFileReader(configuration: FileReplayConfiguration(path: "\(dir)/sats.gpx"), context: context, idPrefix: "g-")
+        defer { reader.close() }
+        var all: [Position] = []
+        while let batch = try reader.next() { all += batch }
+        #expect(all.map(\.satellites) == [nil, 12])
+    }
 }

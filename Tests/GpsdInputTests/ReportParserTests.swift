@@ -49,6 +49,15 @@ import Testing
         #expect(old.satellitesUsed == 2 && old.hdop == nil)
     }
 
+    /// A count no receiver reports is left out: written as `uSat`, locgate's own JSON readers
+    /// would refuse it (Position.maximumSatellites).
+    @Test func aSatelliteCountBeyondTheMaximumIsLeftOut() throws {
+        guard case .sky(let s) = try Self.parse(#"{"class":"SKY","uSat":1000}"#) else { Issue.record(); return }
+        #expect(s.satellitesUsed == nil)
+        guard case .sky(let top) = try Self.parse(#"{"class":"SKY","uSat":999}"#) else { Issue.record(); return }
+        #expect(top.satellitesUsed == 999)
+    }
+
     @Test func otherClassesAreRecognisedAndSkipped() throws {
         #expect(try Self.parse(#"{"class":"VERSION","release":"3.22"}"#) == .other(className: "VERSION", message: "3.22"))
         #expect(try Self.parse(#"{"class":"GST","device":"x"}"#) == .other(className: "GST", message: nil))
