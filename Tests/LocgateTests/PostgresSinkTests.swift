@@ -11,7 +11,7 @@ struct PostgresSinkTests {
 
     static func pipeline(_ server: PostgresServer, log: String, extra: String = "") -> String {
         let sources = devices.enumerated().map { i, device in
-            #""s\#(i)":{"type":"file","path":"\#(log)","device":"\#(device)","progress":false}"#
+            #""s\#(i)":{"type":"file","path":"\#(log)","device":"\#(device)","rate":"8000x","progress":false}"#
         }.joined(separator: ",")
         return """
         {"settings":{"shutdown_timeout":"2s","stats_interval":false},
@@ -47,8 +47,10 @@ struct PostgresSinkTests {
         try Data(Self.pipeline(server, log: "empty.nmea").utf8).write(to: URL(fileURLWithPath: "\(dir)/drain.json"))
         let binary = try LocgateBinary.path()
 
-        // Each run replays the log from its start at full speed (so every run after the first
-        // re-sends stored positions) and is killed at a seeded moment while it writes.
+        // Each run replays the log from its start (so every run after the first re-sends stored
+        // positions) and is killed at a seeded moment while it writes. The replay is paced at
+        // 8000x (2.5 s for the log): the sink now stores 60,000 positions faster than the
+        // shortest wait below, and a run that ended before its kill proved nothing.
         var rng = SeededGenerator(seed: 31)
         var storedAtKills: [Int] = []
         // Everything seen committed (stored, or queued) after any kill: none of it may ever go.
