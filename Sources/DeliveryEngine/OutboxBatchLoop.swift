@@ -218,9 +218,7 @@ public struct OutboxBatchLoop: Sendable {
         var accepted: Int64?
         func deleteAccepted() async throws {
             guard let seq = accepted else { return }
-            try await writer.writes.perform("delete delivered position(s)", kind: "delete", interval: options.diskRetry) {
-                try await outbox.write { try outbox.remove(through: seq) }
-            }
+            try await deleteDelivered(through: seq)
             accepted = nil
         }
         do {
@@ -235,9 +233,9 @@ public struct OutboxBatchLoop: Sendable {
                     continue
                 }
                 if batch.isFull || flushRemaining > 0 || ended {
-                    let deleting = accepted
-                    accepted = nil
-                    accepted = try await deliver(batch, transport: transport, deleting: deleting)
+                    // `accepted` stays set until `deliver` returns: cancelled before its write, the
+                    // delivered batch is still deleted below.
+                    accepted = try await deliver(batch, transport: transport, deleting: accepted)
                     flushRemaining = max(0, flushRemaining - batch.records.count)
                     continue
                 }
@@ -273,6 +271,14 @@ public struct OutboxBatchLoop: Sendable {
     }
 
     /// Sends one batch until it is accepted or refused for good; retries keep it at the front.
+    /// Deletes records up to `seq`, which the peer took, on the outbox's thread; a full disk is
+    /// waited out (``QueueWrites``), since a delivered batch must not go again.
+    private func deleteDelivered(through seq: Int64) async throws {
+        try await writer.writes.perform("delete delivered position(s)", kind: "delete", interval: options.diskRetry) {
+            try await outbox.write { try outbox.remove(through: seq) }
+        }
+    }
+
     /// First deletes the batch delivered before it (`deleting`), with this one's in-flight mark in
     /// the same write. Returns the last seq of this batch when the peer took it: the caller
     /// deletes it (nil when nothing is left to delete: refused, dead-lettered).
@@ -289,9 +295,7 @@ public struct OutboxBatchLoop: Sendable {
                 }
             }
         } else if let deleting {
-            try await writer.writes.perform("delete delivered position(s)", kind: "delete", interval: options.diskRetry) {
-                try await outbox.write { try outbox.remove(through: deleting) }
-            }
+            try await deleteDelivered(through: deleting)
         }
         var backoff = Backoff(initial: options.retryInitial, cap: options.retryMax, multiplier: 2, jitter: 0.2)
         var attempt = 0

@@ -254,6 +254,11 @@ public final class SQLiteOutbox: Outbox {
         return "INSERT INTO pending (id, key, position, enqueued_ms) VALUES " + values.joined(separator: ", ")
     }
 
+    /// The two statements ``append(_:at:)`` runs, built once (the connection's statement cache is
+    /// keyed by the text).
+    static let insertManySQL = insertSQL(rows: rowsPerInsert)
+    static let insertOneSQL = insertSQL(rows: 1)
+
     public func append(_ entries: [OutboxEntry], at now: Timestamp) throws -> Int {
         guard !entries.isEmpty else { return 0 }
         return try run { c in
@@ -270,14 +275,14 @@ public final class SQLiteOutbox: Outbox {
                     try statement.bind(row * 4 + 4, OutboxAge.origin(fix: e.time, commit: now.milliseconds))
                 }
                 if entries.count >= SQLiteOutbox.rowsPerInsert {
-                    let many = try c.statement(SQLiteOutbox.insertSQL(rows: SQLiteOutbox.rowsPerInsert))
+                    let many = try c.statement(SQLiteOutbox.insertManySQL)
                     while entries.endIndex - next >= SQLiteOutbox.rowsPerInsert {
                         for row in 0..<SQLiteOutbox.rowsPerInsert { try bind(many, entries[next + row], row: Int32(row)) }
                         try many.stepDone()
                         next += SQLiteOutbox.rowsPerInsert
                     }
                 }
-                let insert = try c.statement(SQLiteOutbox.insertSQL(rows: 1))
+                let insert = try c.statement(SQLiteOutbox.insertOneSQL)
                 for e in entries[next...] {
                     try bind(insert, e, row: 0)
                     try insert.stepDone()

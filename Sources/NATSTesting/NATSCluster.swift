@@ -176,23 +176,21 @@ public final class NATSCluster: @unchecked Sendable {
     public func waitUntilReplicasAgree(_ stream: String, timeout: Duration = .seconds(60)) async throws {
         let seen = Locked("")
         let agreed = await Poll.until(timeout: timeout, interval: .milliseconds(100)) { [self] in
-            var views: [String] = []
+            // Each replica's view: its last sequence and the leader it knows ("" for none).
+            var views: [(node: String, last: String, leader: String)] = []
             for i in nodes.indices where nodes[i].process != nil {
                 guard let report = try? await jsz(i, query: "?streams=true"),
                       case .array(let accounts)? = report["account_details"] else { return false }
                 for account in accounts {
                     guard case .array(let streams)? = account["stream_detail"] else { continue }
                     for s in streams where s["name"]?.stringValue == stream {
-                        let last = s["state"]?["last_seq"]?.jsonText ?? "?"
-                        let leader = s["cluster"]?["leader"]?.stringValue ?? ""
-                        views.append("\(nodes[i].name): last \(last), leader \(leader.isEmpty ? "none" : leader)")
-                        if leader.isEmpty { seen.withLock { $0 = views.joined(separator: "; ") }; return false }
+                        views.append((nodes[i].name, s["state"]?["last_seq"]?.jsonText ?? "?", s["cluster"]?["leader"]?.stringValue ?? ""))
                     }
                 }
             }
-            seen.withLock { $0 = views.joined(separator: "; ") }
-            let distinct = Set(views.map { $0.split(separator: ":", maxSplits: 1)[1] })
-            return !views.isEmpty && distinct.count == 1
+            seen.withLock { $0 = views.map { "\($0.node): last \($0.last), leader \($0.leader.isEmpty ? "none" : $0.leader)" }.joined(separator: "; ") }
+            guard let first = views.first, !first.leader.isEmpty else { return false }
+            return views.allSatisfy { $0.last == first.last && $0.leader == first.leader }
         }
         if !agreed { throw ClusterError("the replicas of \(stream) did not agree within \(timeout): \(seen.withLock { $0 })") }
     }
