@@ -137,7 +137,8 @@ public final class MemoryOutbox: Outbox {
 
     public var inFlightThrough: Int64? { state.withLock { $0.inFlight } }
 
-    public func markInFlight(through seq: Int64) throws { state.withLock { $0.inFlight = seq } }
+    /// Nothing survives a power cut here: `durably` changes nothing.
+    public func markInFlight(through seq: Int64, durably: Bool) throws { state.withLock { $0.inFlight = seq } }
 
     public var oldestEnqueuedAt: Int64? { state.withLock { s in s.live.lazy.map(\.enqueuedAt).min() } }
 

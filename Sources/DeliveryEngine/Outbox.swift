@@ -59,10 +59,14 @@ public protocol Outbox: AnyObject, Sendable {
     /// Up to `limit` records with a seq above `seq`, oldest first (`after: 0` reads from the front).
     func records(after seq: Int64, limit: Int) throws -> [OutboxRecord]
     /// Removes every record up to and including `seq`.
+    ///
+    /// Removals need not reach the disk before they return (an outbox on disk writes them to the
+    /// operating system; its next commit syncs them): after a power cut, removed records may be
+    /// back, never appended ones gone.
     func remove(through seq: Int64) throws
-    /// ``remove(through:)``, then, when `next` is given, ``markInFlight(through:)`` for the next
-    /// batch; an outbox on disk does both in one transaction (one fsync).
-    func remove(through seq: Int64, markingInFlight next: Int64?) throws
+    /// ``remove(through:)``, then, when `next` is given, ``markInFlight(through:durably:)`` for the
+    /// next batch; an outbox on disk does both in one transaction, synced when `durably`.
+    func remove(through seq: Int64, markingInFlight next: Int64?, durably: Bool) throws
     /// Removes the given records (acknowledged out of order by a broker); unknown seqs are ignored.
     func remove(_ seqs: [Int64]) throws
     /// ``remove(_:)`` for a delivering loop that must not wait for it: an outbox that writes a
@@ -88,7 +92,10 @@ public protocol Outbox: AnyObject, Sendable {
     /// same batch (with the same Idempotency-Key) is sent again first.
     var inFlightThrough: Int64? { get }
     /// Notes that records up to `seq` are being sent; forgotten when they leave the queue.
-    func markInFlight(through seq: Int64) throws
+    /// `durably`: synced before it returns, so it survives a power cut (a batch whose records
+    /// could be read differently after a restart: a partial one); otherwise, like a removal,
+    /// written to the operating system.
+    func markInFlight(through seq: Int64, durably: Bool) throws
     /// Dead letters kept (0 for the memory outbox, which keeps none).
     func deadLetterCount() throws -> Int
     /// Finishes writing and releases the file (a clean exit leaves no WAL behind). Idempotent;
@@ -103,9 +110,9 @@ extension Outbox {
     }
 
     /// Two writes; in memory nothing is gained by joining them.
-    public func remove(through seq: Int64, markingInFlight next: Int64?) throws {
+    public func remove(through seq: Int64, markingInFlight next: Int64?, durably: Bool) throws {
         try remove(through: seq)
-        if let next { try markInFlight(through: next) }
+        if let next { try markInFlight(through: next, durably: durably) }
     }
 
     /// In memory, writing is quick: done where it is called.

@@ -1,4 +1,6 @@
 import GatewayCore
+import Locking
+import Synchronization
 
 /// The half of a batch sink that talks to the peer: builds one request from queued records and
 /// sends it (an HTTP POST, a PostgreSQL transaction).
@@ -72,8 +74,15 @@ public struct OutboxPreparedBatch<Batch: Sendable>: Sendable {
 /// - The sender deletes a batch only after the peer accepted it; retryable failures are retried
 ///   with backoff (or the peer's Retry-After) before anything newer is sent, so order holds; a
 ///   refused batch, or one that failed `retryMaxAttempts` times, goes to the dead letters.
-/// - With `marksInFlight`, the batch is marked in the queue before it goes: after a restart the
-///   same records go again as one batch, so the peer sees the same Idempotency-Key.
+/// - With `marksInFlight`, a batch that is not full is marked in the queue, durably, before it
+///   goes: after a restart (a power cut included) the same records go again as one batch, so the
+///   peer sees the same Idempotency-Key. A full batch needs no durable mark: it is the first
+///   `maxRecords` records after the previous batch (or as many as `maxBytes` allows), and the
+///   queue reads the same after a restart; its mark rides along with the delete behind it.
+/// - With a durable queue, the delete of a delivered batch runs behind the requests
+///   (``TrailingDelete``): the next batch is read after the delivered one and sent without
+///   waiting for the queue's thread, which may be busy committing what arrives. A crash before
+///   the delete sends those records again (same batches, same keys); nothing is lost.
 /// - Every write to the queue waits out a full disk (``QueueWrites``); nothing is lost and the
 ///   sink does not fail.
 /// - Returns when the input ended and the queue is empty, or, with a durable queue, at once when
@@ -213,19 +222,15 @@ public struct OutboxBatchLoop: Sendable {
             ended = ended || s.ended
             if s.flushAll { flushRemaining = max(flushRemaining, outbox.depth) }
         }
-        // The last batch the peer accepted, until it is deleted: when the next batch goes at once,
-        // in the transaction that marks that one in flight (one fsync for both), else before waiting.
-        var accepted: Int64?
-        func deleteAccepted() async throws {
-            guard let seq = accepted else { return }
-            try await deleteDelivered(through: seq)
-            accepted = nil
-        }
+        // The last seq the peer accepted: the next batch is read after it, whether or not its
+        // delete has run. Deletes go through `trailing`, which knows how far they reached.
+        var accepted: Int64 = 0
+        let trailing = TrailingDelete()
         do {
             while true {
                 try Task.checkCancellation()
-                guard let batch = try prepareBatch(transport, after: accepted ?? 0) else {
-                    try await deleteAccepted()
+                guard let batch = try prepareBatch(transport, after: accepted) else {
+                    try await deleteDelivered(through: accepted, trailing: trailing)
                     if ended { return }
                     flushRemaining = 0
                     take(await signal.wait())
@@ -233,22 +238,70 @@ public struct OutboxBatchLoop: Sendable {
                     continue
                 }
                 if batch.isFull || flushRemaining > 0 || ended {
-                    // `accepted` stays set until `deliver` returns: cancelled before its write, the
-                    // delivered batch is still deleted below.
-                    accepted = try await deliver(batch, transport: transport, deleting: accepted)
+                    try await prepareToSend(batch, after: accepted, trailing: trailing)
+                    if let seq = try await deliver(batch, transport: transport) { accepted = seq }
                     flushRemaining = max(0, flushRemaining - batch.records.count)
                     continue
                 }
-                try await deleteAccepted()
+                try await deleteDelivered(through: accepted, trailing: trailing)
                 take(await signal.wait())
                 try Task.checkCancellation()
             }
         } catch {
             // Cancelled (a prompt stop) or failed: what was delivered leaves the queue now, or it
-            // would go again after a restart.
-            if let seq = accepted { try? await outbox.write { try outbox.remove(through: seq) } }
+            // would go again after a restart. A delete running behind finishes first (a write on
+            // the queue's thread runs even when its caller is cancelled; a wait out of a full disk
+            // ends at the cancellation).
+            trailing.cancel()
+            try? await trailing.finish()
+            if accepted > trailing.through {
+                let seq = accepted
+                try? await outbox.write { try outbox.remove(through: seq) }
+            }
             throw error
         }
+    }
+
+    /// The writes before a batch goes. A batch that is not full, with `marksInFlight`, waits for
+    /// its durable mark (with the delete of what was delivered before it, in one transaction):
+    /// after a power cut the queue could be read into a different batch. Otherwise, on a durable
+    /// queue, the delete of what was delivered (and this batch's mark, not synced) is started
+    /// behind the request, unless one is still running: the next starts when it is done, and
+    /// takes everything delivered by then. On a memory queue the writes are done at once.
+    private func prepareToSend<Batch>(_ batch: OutboxPreparedBatch<Batch>, after accepted: Int64, trailing: TrailingDelete) async throws {
+        guard let last = batch.records.last?.seq else { return }
+        let mark = options.marksInFlight ? last : nil
+        let durable = OutboxOptions.isDurable(writer.mode)
+        if durable && (mark == nil || batch.isFull) {
+            guard try trailing.isIdle(), accepted > trailing.through || mark != nil else { return }
+            let outbox = self.outbox, writes = writer.writes, interval = options.diskRetry
+            let deleting = accepted > trailing.through ? accepted : nil
+            trailing.start(through: accepted) {
+                try await writes.perform("delete delivered position(s)", kind: "delete", interval: interval) {
+                    try await outbox.write {
+                        if let deleting { try outbox.remove(through: deleting, markingInFlight: mark, durably: false) } else if let mark { try outbox.markInFlight(through: mark, durably: false) }
+                    }
+                }
+            }
+            return
+        }
+        try await trailing.finish()
+        let deleting = accepted > trailing.through ? accepted : nil
+        let n = batch.records.count
+        if let mark {
+            let what = deleting == nil ? "mark \(n) position(s) in flight (the request waits for it)"
+                : "delete delivered position(s) and mark \(n) in flight (the request waits for it)"
+            try await writer.writes.perform(what, kind: "in-flight mark", interval: options.diskRetry) {
+                try await outbox.write {
+                    if let deleting { try outbox.remove(through: deleting, markingInFlight: mark, durably: true) } else { try outbox.markInFlight(through: mark, durably: true) }
+                }
+            }
+        } else if let deleting {
+            try await writer.writes.perform("delete delivered position(s)", kind: "delete", interval: options.diskRetry) {
+                try await outbox.write { try outbox.remove(through: deleting) }
+            }
+        }
+        trailing.through = max(trailing.through, accepted)
     }
 
     /// The oldest records (with a seq above `after`: those up to it were delivered and wait for
@@ -270,33 +323,25 @@ public struct OutboxBatchLoop: Sendable {
         return OutboxPreparedBatch(records: Array(records.prefix(max(1, count))), batch: batch, isFull: full)
     }
 
-    /// Sends one batch until it is accepted or refused for good; retries keep it at the front.
-    /// Deletes records up to `seq`, which the peer took, on the outbox's thread; a full disk is
-    /// waited out (``QueueWrites``), since a delivered batch must not go again.
-    private func deleteDelivered(through seq: Int64) async throws {
+    /// Deletes records up to `seq`, which the peer took, on the outbox's thread, after the delete
+    /// running behind (if any); a full disk is waited out (``QueueWrites``), since a delivered
+    /// batch must not go again.
+    private func deleteDelivered(through seq: Int64, trailing: TrailingDelete) async throws {
+        try await trailing.finish()
+        guard seq > trailing.through else { return }
         try await writer.writes.perform("delete delivered position(s)", kind: "delete", interval: options.diskRetry) {
             try await outbox.write { try outbox.remove(through: seq) }
         }
+        trailing.through = seq
     }
 
-    /// First deletes the batch delivered before it (`deleting`), with this one's in-flight mark in
-    /// the same write. Returns the last seq of this batch when the peer took it: the caller
-    /// deletes it (nil when nothing is left to delete: refused, dead-lettered).
-    private func deliver<T: OutboxBatchTransport>(_ prepared: OutboxPreparedBatch<T.Batch>, transport: T, deleting: Int64?) async throws -> Int64? {
-        guard let last = prepared.records.last else { return deleting }
+    /// Sends one batch until it is accepted or refused for good; retries keep it at the front.
+    /// Returns the last seq of the batch when the peer took it, for the caller to delete (nil when
+    /// it left the queue otherwise: refused, dead-lettered).
+    private func deliver<T: OutboxBatchTransport>(_ prepared: OutboxPreparedBatch<T.Batch>, transport: T) async throws -> Int64? {
+        guard let last = prepared.records.last else { return nil }
         let n = prepared.records.count
         let prefix = options.statsPrefix
-        if options.marksInFlight {
-            let what = deleting == nil ? "mark \(n) position(s) in flight (the request waits for it)"
-                : "delete delivered position(s) and mark \(n) in flight (the request waits for it)"
-            try await writer.writes.perform(what, kind: "in-flight mark", interval: options.diskRetry) {
-                try await outbox.write {
-                    if let deleting { try outbox.remove(through: deleting, markingInFlight: last.seq) } else { try outbox.markInFlight(through: last.seq) }
-                }
-            }
-        } else if let deleting {
-            try await deleteDelivered(through: deleting)
-        }
         var backoff = Backoff(initial: options.retryInitial, cap: options.retryMax, multiplier: 2, jitter: 0.2)
         var attempt = 0
         while true {
@@ -348,4 +393,56 @@ public struct OutboxBatchLoop: Sendable {
         let first = records.first?.id ?? "", last = records.last?.id ?? ""
         context.logger.error("server rejected a batch of \(records.count) (ids \(first) … \(last)) with status \(status): \(answer); moved to dead letters")
     }
+}
+
+/// The delete of delivered records running behind the requests of a batch sink with a durable
+/// queue (``OutboxBatchLoop``). One at a time: the loop starts the next when the last is done,
+/// and it deletes everything delivered by then, so deletes never pile up on the queue's thread
+/// while it commits; the loop waits for one only before a write that must come after it, when it
+/// has nothing to send, and when it stops. Used by the delivering task alone.
+final class TrailingDelete {
+    /// How the delete running now ended, set when it is done.
+    private final class Outcome: Sendable {
+        let done = Atomic<Bool>(false)
+        let failure = Locked<(any Error)?>(nil)
+    }
+
+    private var task: Task<Void, Never>?
+    private var outcome = Outcome()
+    /// Records up to here were handed to a delete (finished or running).
+    var through: Int64 = 0
+
+    /// True when no delete runs; throws what the last one threw (a fault that ends the sink).
+    func isIdle() throws -> Bool {
+        guard task != nil else { return true }
+        guard outcome.done.load(ordering: .acquiring) else { return false }
+        task = nil
+        if let error = outcome.failure.withLock({ $0 }) { throw error }
+        return true
+    }
+
+    /// Starts `body`, a delete of the records up to `seq`; only when ``isIdle()``.
+    func start(through seq: Int64, _ body: @escaping @Sendable () async throws -> Void) {
+        let outcome = Outcome()
+        self.outcome = outcome
+        through = max(through, seq)
+        task = Task {
+            do {
+                try await body()
+            } catch {
+                outcome.failure.withLock { $0 = error }
+            }
+            outcome.done.store(true, ordering: .releasing)
+        }
+    }
+
+    /// Waits for the delete running now, if any; throws what it threw.
+    func finish() async throws {
+        guard let task else { return }
+        self.task = nil
+        await task.value
+        if let error = outcome.failure.withLock({ $0 }) { throw error }
+    }
+
+    func cancel() { task?.cancel() }
 }

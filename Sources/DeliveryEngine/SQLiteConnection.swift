@@ -80,6 +80,17 @@ final class SQLiteConnection {
     /// Rows changed by the last statement.
     var changes: Int { Int(sqlite3_changes(db)) }
 
+    /// The `PRAGMA synchronous` level set last through ``setSynchronous(_:)``.
+    private var synchronous: String?
+
+    /// Sets `PRAGMA synchronous` (`"FULL"`, `"NORMAL"`) for the transactions that follow; a no-op
+    /// when it is already the level. Only between transactions.
+    func setSynchronous(_ level: String) throws {
+        guard synchronous != level else { return }
+        try execute("PRAGMA synchronous=\(level)")
+        synchronous = level
+    }
+
     /// The cached statement for `sql`, reset and with its bindings cleared.
     func statement(_ sql: String) throws -> SQLiteStatement {
         if let s = statements[sql] {

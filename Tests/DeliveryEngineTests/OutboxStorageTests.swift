@@ -216,4 +216,30 @@ func fileSize(_ path: String) -> Int {
         #expect(try q.oldest(limit: 5).map(\.id) == ["old1", "old2", "p0"])
         #expect(try q.oldest(limit: 5).map(\.key) == ["", "", "k"])
     }
+
+    /// Only records with a key (an mqtt topic) are in the key's index: a full index cost every
+    /// insert and delete of the other sinks an entry. A file of an earlier version loses its full
+    /// index, and the newest record of a key is still found.
+    @Test func onlyRecordsWithAKeyAreIndexedByIt() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/q.sqlite"
+        let old = """
+            CREATE TABLE pending (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, position TEXT NOT NULL, enqueued_ms INTEGER NOT NULL, key TEXT NOT NULL DEFAULT '');
+            CREATE INDEX pending_key ON pending (key, seq);
+            """
+        #expect(Tmpfs.sh("sqlite3 '\(path)' \"\(old)\"") == 0)
+        let q = try SQLiteOutbox(path: path, maxRecords: 100, synchronousFull: true)
+        _ = try q.append(entries(0..<3) + entries(3..<5, key: "fleet/a") + entries(5..<6), at: Timestamp(milliseconds: 7))
+        let all = try q.oldest(limit: 10)
+        #expect(try q.newestSeq(forKey: "fleet/a") == all[4].seq)
+        #expect(try q.newestSeq(forKey: "") == all[5].seq)
+        #expect(try q.newestSeq(forKey: "fleet/b") == nil)
+        q.close()
+        let c = try SQLiteConnection(path: path, readOnly: true)
+        defer { c.close() }
+        #expect(try c.queryTexts("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'pending' ORDER BY name") == ["pending_age", "pending_topic"])
+        // Entries in the index's pages (dbstat): the two keyed records only.
+        #expect(try c.queryInt("SELECT sum(ncell) FROM dbstat WHERE name = 'pending_topic' AND pagetype = 'leaf'") == 2)
+    }
 }

@@ -24,7 +24,7 @@ import Testing
             _ = try q.append(records(0..<3), at: Timestamp(milliseconds: 0))
             let batch = try #require(try sink(q).prepareBatch())
             key = HTTPSink.idempotencyKey(batch.records)
-            try q.markInFlight(through: try #require(batch.records.last?.seq))
+            try q.markInFlight(through: try #require(batch.records.last?.seq), durably: true)
             // More positions arrive while the request is out; then the process dies.
             _ = try q.append(records(3..<10), at: Timestamp(milliseconds: 0))
         }

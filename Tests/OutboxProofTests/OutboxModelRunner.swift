@@ -151,7 +151,7 @@ enum OutboxModelRunner {
         case .take(let after, let limit): actual = .records(try outbox.records(after: after, limit: limit))
         case .removeThrough(let seq): try outbox.remove(through: seq); actual = .nothing
         case .remove(let seqs): try outbox.remove(seqs); actual = .nothing
-        case .markInFlight(let seq): try outbox.markInFlight(through: seq); actual = .nothing
+        case .markInFlight(let seq): try outbox.markInFlight(through: seq, durably: true); actual = .nothing
         case .deadLetter(_, let status):
             try live.writer.deadLetter(queued, status: status, answer: ModelWorld.answer(status))
             actual = .nothing
@@ -300,7 +300,7 @@ final class OffByOneOutbox: Outbox {
     var depth: Int { inner.depth }
     var oldestEnqueuedAt: Int64? { inner.oldestEnqueuedAt }
     var inFlightThrough: Int64? { inner.inFlightThrough }
-    func markInFlight(through seq: Int64) throws { try inner.markInFlight(through: seq) }
+    func markInFlight(through seq: Int64, durably: Bool) throws { try inner.markInFlight(through: seq, durably: durably) }
     func deadLetterCount() throws -> Int { 0 }
     func close() {}
 }

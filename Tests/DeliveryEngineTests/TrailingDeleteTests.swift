@@ -1,0 +1,60 @@
+import Foundation
+import GatewayCore
+import GatewayRuntime
+import GatewayTesting
+@testable import DeliveryEngine
+import Locking
+import Testing
+
+/// A batch sink with a durable queue sends its next batch without waiting for the delete of the
+/// last (``TrailingDelete``). Here another process holds the queue file's write lock, as a slow
+/// disk's fsync holds the queue's thread: every full batch goes while no delete can run, and the
+/// deletes run once the lock is released.
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct TrailingDeleteTests {
+    final class Recorder: Sendable {
+        let batches = Locked<[[String]]>([])
+        var count: Int { batches.withLock { $0.count } }
+    }
+
+    /// A batch is the ids of its records; every batch is accepted.
+    struct Transport: OutboxBatchTransport {
+        let recorder: Recorder
+        func encode(_ records: [OutboxRecord]) throws -> (batch: [String], count: Int) { (records.map(\.id), records.count) }
+        func send(_ batch: [String], records: [OutboxRecord]) async throws -> OutboxBatchOutcome {
+            recorder.batches.withLock { $0.append(batch) }
+            return .accepted
+        }
+    }
+
+    @Test func fullBatchesGoWhileTheQueueCannotWrite() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/q.sqlite"
+        let context = ComponentContext(id: "up", kind: .sink, logger: RecordingLogHandler().logger(label: "sinks.up"), stats: ComponentStats(id: "up"))
+        let mode = OutboxMode.disk(path: path, maxRecords: 1_000_000, maxAge: nil, synchronousFull: true)
+        let outbox = try OutboxOptions.open(mode, context: context)
+        defer { outbox.close() }
+        _ = try outbox.append(entries(0..<50), at: Timestamp(milliseconds: 1000))
+        let loop = OutboxBatchLoop(writer: OutboxWriter(outbox: outbox, mode: mode, context: context), options: .init(
+            maxRecords: 10, maxBytes: 1 << 20, interval: .seconds(60), retryInitial: .seconds(1), retryMax: .seconds(1),
+            retryMaxAttempts: 0, marksInFlight: true, statsPrefix: "test"))
+        let input = SinkBuffer(capacity: 100, policy: .block, durable: true, stats: ComponentStats(id: "up"))
+
+        let holder = try SQLiteLockHolder(path: path)
+        defer { holder.finish() }
+        let recorder = Recorder()
+        let run = Task {
+            try await loop.run(input: input, transport: Transport(recorder: recorder), encoder: { { _ in OutboxEntry(id: "", payload: [], time: nil) } })
+        }
+        #expect(await Poll.until(timeout: .seconds(3)) { recorder.count == 5 }, "sent \(recorder.count) of 5 batches while the queue could not write")
+        #expect(outbox.depth == 50, "a delete went through while the file was locked: the test proves nothing")
+
+        holder.finish()
+        input.close()
+        try await run.value
+        #expect(recorder.batches.withLock { $0 } == (0..<5).map { b in (b * 10..<b * 10 + 10).map { "p\($0)" } })
+        #expect(outbox.depth == 0)
+        #expect(try outbox.oldest(limit: 10).isEmpty)
+    }
+}
