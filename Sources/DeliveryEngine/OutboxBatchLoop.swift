@@ -411,20 +411,30 @@ final class TrailingDelete {
     private var outcome = Outcome()
     /// Records up to here were handed to a delete (finished or running).
     var through: Int64 = 0
+    /// `through` before the running delete: where it goes back if that delete fails.
+    private var before: Int64 = 0
 
     /// True when no delete runs; throws what the last one threw (a fault that ends the sink).
     func isIdle() throws -> Bool {
         guard task != nil else { return true }
         guard outcome.done.load(ordering: .acquiring) else { return false }
         task = nil
-        if let error = outcome.failure.withLock({ $0 }) { throw error }
+        try rethrow()
         return true
+    }
+
+    /// Throws what the last delete threw, with `through` back where it was before it.
+    private func rethrow() throws {
+        guard let error = outcome.failure.withLock({ $0 }) else { return }
+        through = before
+        throw error
     }
 
     /// Starts `body`, a delete of the records up to `seq`; only when ``isIdle()``.
     func start(through seq: Int64, _ body: @escaping @Sendable () async throws -> Void) {
         let outcome = Outcome()
         self.outcome = outcome
+        before = through
         through = max(through, seq)
         task = Task {
             do {
@@ -441,7 +451,7 @@ final class TrailingDelete {
         guard let task else { return }
         self.task = nil
         await task.value
-        if let error = outcome.failure.withLock({ $0 }) { throw error }
+        try rethrow()
     }
 
     func cancel() { task?.cancel() }
