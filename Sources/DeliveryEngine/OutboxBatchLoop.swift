@@ -271,37 +271,44 @@ public struct OutboxBatchLoop: Sendable {
     private func prepareToSend<Batch>(_ batch: OutboxPreparedBatch<Batch>, after accepted: Int64, trailing: TrailingDelete) async throws {
         guard let last = batch.records.last?.seq else { return }
         let mark = options.marksInFlight ? last : nil
-        let durable = OutboxOptions.isDurable(writer.mode)
-        if durable && (mark == nil || batch.isFull) {
-            guard try trailing.isIdle(), accepted > trailing.through || mark != nil else { return }
-            let outbox = self.outbox, writes = writer.writes, interval = options.diskRetry
+        let durably = mark != nil && !batch.isFull
+        if OutboxOptions.isDurable(writer.mode) && !durably {
+            guard try trailing.isIdle() else { return }
             let deleting = accepted > trailing.through ? accepted : nil
-            trailing.start(through: accepted) {
-                try await writes.perform("delete delivered position(s)", kind: "delete", interval: interval) {
-                    try await outbox.write {
-                        if let deleting { try outbox.remove(through: deleting, markingInFlight: mark, durably: false) } else if let mark { try outbox.markInFlight(through: mark, durably: false) }
-                    }
-                }
-            }
+            guard deleting != nil || mark != nil else { return }
+            trailing.start(through: accepted, settle(deleting: deleting, marking: mark, count: batch.records.count, durably: false, behind: true))
             return
         }
         try await trailing.finish()
         let deleting = accepted > trailing.through ? accepted : nil
-        let n = batch.records.count
-        if let mark {
-            let what = deleting == nil ? "mark \(n) position(s) in flight (the request waits for it)"
-                : "delete delivered position(s) and mark \(n) in flight (the request waits for it)"
-            try await writer.writes.perform(what, kind: "in-flight mark", interval: options.diskRetry) {
+        guard deleting != nil || mark != nil else { return }
+        try await settle(deleting: deleting, marking: mark, count: batch.records.count, durably: durably, behind: false)()
+        trailing.through = max(trailing.through, accepted)
+    }
+
+    /// The write that deletes records up to `deleting` (delivered: the peer took them) and marks
+    /// `marking` in flight (a batch of `count` about to go), one transaction on the outbox's
+    /// thread, synced when `durably`; a full disk is waited out (``QueueWrites``), since a
+    /// delivered batch must not go again. `behind`: it runs behind the request (the log says so).
+    private func settle(deleting: Int64?, marking mark: Int64?, count: Int, durably: Bool, behind: Bool) -> @Sendable () async throws -> Void {
+        let outbox = self.outbox, writes = writer.writes, interval = options.diskRetry
+        let waits = behind ? "" : " (the request waits for it)"
+        let what = switch (deleting, mark) {
+        case (nil, _): "mark \(count) position(s) in flight" + waits
+        case (_, nil): "delete delivered position(s)"
+        default: "delete delivered position(s) and mark \(count) in flight" + waits
+        }
+        return {
+            try await writes.perform(what, kind: mark == nil ? "delete" : "in-flight mark", interval: interval) {
                 try await outbox.write {
-                    if let deleting { try outbox.remove(through: deleting, markingInFlight: mark, durably: true) } else { try outbox.markInFlight(through: mark, durably: true) }
+                    if let deleting {
+                        try outbox.remove(through: deleting, markingInFlight: mark, durably: durably)
+                    } else if let mark {
+                        try outbox.markInFlight(through: mark, durably: durably)
+                    }
                 }
             }
-        } else if let deleting {
-            try await writer.writes.perform("delete delivered position(s)", kind: "delete", interval: options.diskRetry) {
-                try await outbox.write { try outbox.remove(through: deleting) }
-            }
         }
-        trailing.through = max(trailing.through, accepted)
     }
 
     /// The oldest records (with a seq above `after`: those up to it were delivered and wait for
@@ -323,15 +330,11 @@ public struct OutboxBatchLoop: Sendable {
         return OutboxPreparedBatch(records: Array(records.prefix(max(1, count))), batch: batch, isFull: full)
     }
 
-    /// Deletes records up to `seq`, which the peer took, on the outbox's thread, after the delete
-    /// running behind (if any); a full disk is waited out (``QueueWrites``), since a delivered
-    /// batch must not go again.
+    /// Deletes records up to `seq`, which the peer took, after the delete running behind (if any).
     private func deleteDelivered(through seq: Int64, trailing: TrailingDelete) async throws {
         try await trailing.finish()
         guard seq > trailing.through else { return }
-        try await writer.writes.perform("delete delivered position(s)", kind: "delete", interval: options.diskRetry) {
-            try await outbox.write { try outbox.remove(through: seq) }
-        }
+        try await settle(deleting: seq, marking: nil, count: 0, durably: false, behind: false)()
         trailing.through = seq
     }
 

@@ -15,11 +15,10 @@ struct CommitThreadTests {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let path = dir + "/q.sqlite"
-        let context = ComponentContext(id: "up", kind: .sink, logger: RecordingLogHandler().logger(label: "sinks.up"), stats: ComponentStats(id: "up"))
-        let mode = OutboxMode.disk(path: path, maxRecords: 1_000_000, maxAge: nil, synchronousFull: true)
-        let outbox = try OutboxOptions.open(mode, context: context)
+        let queue = try DiskQueue(path: path)
+        let outbox = queue.outbox
         defer { outbox.close() }
-        let writer = OutboxWriter(outbox: outbox, mode: mode, context: context)
+        let writer = queue.writer
         let buffer = SinkBuffer(capacity: 100, policy: .block, durable: true, stats: ComponentStats(id: "up"))
 
         // Another process takes the file's write lock and keeps it until told to commit.
@@ -42,6 +41,19 @@ struct CommitThreadTests {
         try await commit.value
         #expect(committed.isSet)
         #expect(try outbox.oldest(limit: 10).map(\.id) == ["p0"])
+    }
+}
+
+/// A durable queue (`synchronous` full) of the sink "up" at `path`, and its writer.
+struct DiskQueue {
+    let outbox: any Outbox
+    let writer: OutboxWriter
+
+    init(path: String) throws {
+        let context = ComponentContext(id: "up", kind: .sink, logger: RecordingLogHandler().logger(label: "sinks.up"), stats: ComponentStats(id: "up"))
+        let mode = OutboxMode.disk(path: path, maxRecords: 1_000_000, maxAge: nil, synchronousFull: true)
+        outbox = try OutboxOptions.open(mode, context: context)
+        writer = OutboxWriter(outbox: outbox, mode: mode, context: context)
     }
 }
 

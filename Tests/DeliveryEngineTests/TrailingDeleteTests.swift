@@ -31,12 +31,11 @@ struct TrailingDeleteTests {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let path = dir + "/q.sqlite"
-        let context = ComponentContext(id: "up", kind: .sink, logger: RecordingLogHandler().logger(label: "sinks.up"), stats: ComponentStats(id: "up"))
-        let mode = OutboxMode.disk(path: path, maxRecords: 1_000_000, maxAge: nil, synchronousFull: true)
-        let outbox = try OutboxOptions.open(mode, context: context)
+        let queue = try DiskQueue(path: path)
+        let outbox = queue.outbox
         defer { outbox.close() }
         _ = try outbox.append(entries(0..<50), at: Timestamp(milliseconds: 1000))
-        let loop = OutboxBatchLoop(writer: OutboxWriter(outbox: outbox, mode: mode, context: context), options: .init(
+        let loop = OutboxBatchLoop(writer: queue.writer, options: .init(
             maxRecords: 10, maxBytes: 1 << 20, interval: .seconds(60), retryInitial: .seconds(1), retryMax: .seconds(1),
             retryMaxAttempts: 0, marksInFlight: true, statsPrefix: "test"))
         let input = SinkBuffer(capacity: 100, policy: .block, durable: true, stats: ComponentStats(id: "up"))
