@@ -238,8 +238,52 @@ func fileSize(_ path: String) -> Int {
         q.close()
         let c = try SQLiteConnection(path: path, readOnly: true)
         defer { c.close() }
-        #expect(try c.queryTexts("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'pending' ORDER BY name") == ["pending_age", "pending_topic"])
+        #expect(try c.queryTexts("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'pending' ORDER BY name") == ["pending_late", "pending_topic"])
         // Entries in the index's pages (dbstat): the two keyed records only.
         #expect(try c.queryInt("SELECT sum(ncell) FROM dbstat WHERE name = 'pending_topic' AND pagetype = 'leaf'") == 2)
+    }
+    /// Records younger than one before them (a fix ahead of the clock, a clock stepped back) go in
+    /// `late`, and only those are in the age index; the oldest and the expired are still exact,
+    /// after a reopen too, and a file of an earlier version (no `late`: all its records late)
+    /// loses its index of every age.
+    @Test func onlyRecordsOutOfAgeOrderAreIndexedByAge() throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/q.sqlite"
+        let old = """
+            CREATE TABLE pending (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, position TEXT NOT NULL, enqueued_ms INTEGER NOT NULL, key TEXT NOT NULL DEFAULT '');
+            CREATE INDEX pending_age ON pending (enqueued_ms);
+            INSERT INTO pending (id, position, enqueued_ms) VALUES ('old1', '{}', 3000), ('old2', '{}', 500);
+            """
+        #expect(Tmpfs.sh("sqlite3 '\(path)' \"\(old)\"") == 0)
+        do {
+            let q = try SQLiteOutbox(path: path, maxRecords: 100, synchronousFull: false)
+            #expect(q.oldestEnqueuedAt == 500)
+            // Commits at 10 s; p1's fix is 50 s ahead of the clock, so p2 and p3 come in late.
+            _ = try q.append(entries(0..<1) + entries(1..<2, time: 60_000) + entries(2..<4), at: Timestamp(milliseconds: 10_000))
+            // The clock stepped back: p4 is older than p1 (late); p5 (70 s) is in order again.
+            _ = try q.append(entries(4..<5), at: Timestamp(milliseconds: 8_000))
+            _ = try q.append(entries(5..<6), at: Timestamp(milliseconds: 70_000))
+            #expect(q.oldestEnqueuedAt == 500)
+            #expect(try q.dropOlder(than: Timestamp(milliseconds: 9_000)) == 3)
+            #expect(try q.oldest(limit: 10).map(\.id) == ["p0", "p1", "p2", "p3", "p5"])
+            #expect(q.oldestEnqueuedAt == 10_000)
+            q.close()
+        }
+        let c = try SQLiteConnection(path: path, readOnly: true)
+        #expect(try c.queryTexts("SELECT id FROM pending WHERE late ORDER BY seq") == ["p2", "p3"])
+        #expect(try c.queryInt("SELECT sum(ncell) FROM dbstat WHERE name = 'pending_late' AND pagetype = 'leaf'") == 2)
+        #expect(try c.queryTexts("SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'pending_age'") == [])
+        c.close()
+        // Reopened, the newest record in order (p5, 70 s) decides what is late.
+        let q = try SQLiteOutbox(path: path, maxRecords: 100, synchronousFull: false)
+        defer { q.close() }
+        #expect(q.oldestEnqueuedAt == 10_000)
+        _ = try q.append(entries(6..<7), at: Timestamp(milliseconds: 65_000))
+        try q.remove(through: try q.oldest(limit: 1)[0].seq)
+        #expect(q.oldestEnqueuedAt == 10_000)
+        #expect(try q.dropOlder(than: Timestamp(milliseconds: 66_000)) == 4)
+        #expect(try q.oldest(limit: 10).map(\.id) == ["p5"])
+        #expect(q.oldestEnqueuedAt == 70_000)
     }
 }
