@@ -273,7 +273,12 @@ public struct OutboxBatchLoop: Sendable {
         let mark = options.marksInFlight ? last : nil
         let durably = mark != nil && !batch.isFull
         if OutboxOptions.isDurable(writer.mode) && !durably {
-            guard try trailing.isIdle() else { return }
+            guard try trailing.isIdle() else {
+                // A full batch's mark waits behind the running write, so a restart with other
+                // limits still reads this batch as it went (its Idempotency-Key the same).
+                if let mark { trailing.queueMark(settle(deleting: nil, marking: mark, count: batch.records.count, durably: false, behind: true)) }
+                return
+            }
             let deleting = accepted > trailing.through ? accepted : nil
             guard deleting != nil || mark != nil else { return }
             trailing.start(through: accepted, settle(deleting: deleting, marking: mark, count: batch.records.count, durably: false, behind: true))
@@ -455,6 +460,36 @@ final class TrailingDelete {
         self.task = nil
         await task.value
         try rethrow()
+    }
+
+    /// The mark waiting behind the running write (``queueMark(_:)``); a newer one replaces it.
+    private final class MarkSlot: Sendable {
+        let waiting = Locked<(@Sendable () async throws -> Void)?>(nil)
+    }
+    private let queuedMark = MarkSlot()
+
+    /// Runs `write`, an in-flight mark that deletes nothing, after the write running now. At most one waits: a later mark replaces it (the batch before it
+    /// was answered by then, so its mark no longer matters).
+    func queueMark(_ write: @escaping @Sendable () async throws -> Void) {
+        guard let running = task else { return start(through: through, write) }
+        let waiting = queuedMark.waiting.withLock { queued in
+            defer { queued = write }
+            return queued != nil
+        }
+        guard !waiting else { return }
+        let earlier = outcome, next = Outcome()
+        outcome = next
+        let queuedMark = self.queuedMark
+        task = Task {
+            await withTaskCancellationHandler { await running.value } onCancel: { running.cancel() }
+            // A failed write before it ends the sink; this one does not run.
+            if let error = earlier.failure.withLock({ $0 }) {
+                next.failure.withLock { $0 = error }
+            } else if let mark = queuedMark.waiting.withLock({ q in defer { q = nil }; return q }) {
+                do { try await mark() } catch { next.failure.withLock { $0 = error } }
+            }
+            next.done.store(true, ordering: .releasing)
+        }
     }
 
     func cancel() { task?.cancel() }

@@ -190,10 +190,13 @@ public final class SQLiteOutbox: Outbox {
         }
     }
 
-    private func forgetInFlight(_ c: SQLiteConnection) throws {
-        guard cachedInFlight.withLock({ $0 }) != nil else { return }
+    /// Deletes the in-flight mark, inside the caller's transaction (rows of the batch it names
+    /// were dropped: a resend after a restart cannot be the same batch); true when there was one,
+    /// and the caller forgets the cached mark after its COMMIT.
+    private func forgetInFlight(_ c: SQLiteConnection) throws -> Bool {
+        guard cachedInFlight.withLock({ $0 }) != nil else { return false }
         try c.execute("DELETE FROM meta WHERE key = 'in_flight'")
-        cachedInFlight.withLock { $0 = nil }
+        return true
     }
 
     /// Reports a path that is a directory, a missing or unwritable directory, a filesystem that
@@ -295,8 +298,10 @@ public final class SQLiteOutbox: Outbox {
             search.release()
         } else {
             search.release()
-            // None: every record queued now is late, and the next one gets a higher seq.
+            // None: every record queued now is late, and the next one gets a higher seq; it
+            // starts the order again (no record in order is left for it to follow).
             inOrderFrom = (try c.queryInt("SELECT max(seq) FROM pending")).map { $0 + 1 } ?? inOrderFrom
+            inOrderAge = nil
         }
         let late = try c.queryInt("SELECT min(enqueued_ms) FROM pending WHERE late")
         cachedOldest.withLock { $0 = [first, late].compactMap { $0 }.min() }
@@ -322,6 +327,10 @@ public final class SQLiteOutbox: Outbox {
         return try run { c in
             try synchronous(c, durable: true)
             var inOrder = inOrderAge
+            // Past `max_records` the oldest go, in the same transaction: a crash cannot leave the
+            // queue over its limit, nor an in-flight mark naming rows that are gone.
+            let over = depth + entries.count - maxRecords
+            var dropped = 0, forgot = false
             try c.transaction {
                 // Rows go in order, so seqs follow the entries. Many rows per statement: a statement
                 // run costs about as much as the row it inserts (resetting the VM, and, for the
@@ -351,22 +360,20 @@ public final class SQLiteOutbox: Outbox {
                     try bind(insert, i, row: 0)
                     try insert.stepDone()
                 }
+                if over > 0 {
+                    let drop = try c.statement("DELETE FROM pending WHERE seq IN (SELECT seq FROM pending ORDER BY seq LIMIT ?1)")
+                    try drop.bind(1, Int64(over))
+                    try drop.stepDone()
+                    dropped = c.changes
+                    forgot = try dropped > 0 && forgetInFlight(c)
+                }
             }
             // Only after COMMIT (a failed one inserted nothing; keeping the higher age would only
             // make later records late, which is never wrong).
             inOrderAge = inOrder
             // Committed: count them before anything else can fail.
-            let depth = cachedDepth.add(entries.count, ordering: .relaxed).newValue
-            var dropped = 0
-            if depth > maxRecords {
-                let drop = try c.statement("DELETE FROM pending WHERE seq IN (SELECT seq FROM pending ORDER BY seq LIMIT ?1)")
-                try drop.bind(1, Int64(depth - maxRecords))
-                try drop.stepDone()
-                dropped = c.changes
-                cachedDepth.subtract(dropped, ordering: .relaxed)
-                // Rows of a batch in flight may be gone: a resend after a restart cannot be the same batch.
-                try forgetInFlight(c)
-            }
+            cachedDepth.add(entries.count - dropped, ordering: .relaxed)
+            if forgot { cachedInFlight.withLock { $0 = nil } }
             // New records may be older than any queued (ages need not follow queue order).
             let oldestNew = origins.min() ?? now.milliseconds
             if dropped > 0 || cachedOldest.withLock({ $0.map { oldestNew < $0 } ?? true }) { try refreshOldest(c) }
@@ -528,7 +535,7 @@ public final class SQLiteOutbox: Outbox {
         guard let oldest = oldestEnqueuedAt, oldest < cutoff.milliseconds else { return 0 }
         return try run { c in
             try synchronous(c, durable: true)
-            var n = 0
+            var n = 0, forgot = false
             try c.transaction {
                 // In queue order (see `init`), the expired records are those before the first
                 // that is not: the scan stops there.
@@ -546,9 +553,10 @@ public final class SQLiteOutbox: Outbox {
                 try late.bind(1, cutoff.milliseconds)
                 try late.stepDone()
                 n += c.changes
+                forgot = try n > 0 && forgetInFlight(c)
             }
             cachedDepth.subtract(n, ordering: .relaxed)
-            if n > 0 { try forgetInFlight(c) }
+            if forgot { cachedInFlight.withLock { $0 = nil } }
             try refreshOldest(c)
             return n
         }

@@ -6,8 +6,8 @@ import DeliveryEngine
 import Testing
 
 /// The SQLite outbox under simulated power cuts. On ``PowerCutVFS``, a seeded run of a sink at
-/// work (appends, acknowledgements in and out of order, dead letters, in-flight marks, clean
-/// restarts), then of steady delivery long enough for SQLite's automatic checkpoint, is cut before
+/// work (appends, some past `max_records`, acknowledgements in and out of order, dead letters,
+/// in-flight marks, expiry of records in and out of age order, clean restarts), then of steady delivery long enough for SQLite's automatic checkpoint, is cut before
 /// every write, truncate, sync, create and delete. Each image a cut leaves is opened as the next
 /// start would open it (the normal VFS, the real `SQLiteOutbox`) and must hold every record whose
 /// append had returned (upstream was told it is safe) unless its removal had returned, no record
@@ -20,11 +20,15 @@ import Testing
 @Suite(.serialized) struct PowerCutTests {
     /// Steps of the sink at work (times LOCGATE_PROOF_SCALE).
     static let steps = 90
+    /// The queue's `max_records`: the run's queue outgrows it now and then.
+    static let maxRecords = 24
 
     /// What happened to one record: the steps its append and its removal happened in.
     struct History {
         var id: String
         var payload: [UInt8]
+        /// Its age origin (``OutboxAge``): what expiry compares.
+        var origin: Int64
         var appended: Int
         var removed: Int?
     }
@@ -46,8 +50,8 @@ import Testing
             synced.last { $0 < step } ?? 0
         }
 
-        mutating func append(_ seq: Int64, _ entry: OutboxEntry, step: Int) {
-            history[seq] = History(id: entry.id, payload: entry.payload, appended: step)
+        mutating func append(_ seq: Int64, _ entry: OutboxEntry, origin: Int64, step: Int) {
+            history[seq] = History(id: entry.id, payload: entry.payload, origin: origin, appended: step)
             queued.append(seq)
             appendedAt[step, default: []].append(seq)
         }
@@ -86,12 +90,16 @@ import Testing
     struct Measurement {
         var cutPoints = 0
         var steps = 0
+        /// Records dropped past `max_records` (in the append's transaction), and expired.
+        var droppedOverLimit = 0, expired = 0
+        /// Records committed out of age order (`late`, found by the partial index).
+        var late = 0
         /// WAL headers written in steady delivery (restarts of the WAL after a checkpoint).
         var walRestarts = 0
         var kinds: [PowerCutVFS.CutImage.Kind: Tally] = [:]
 
         func report(_ synchronous: String) -> String {
-            (["synchronous=\(synchronous): \(steps) steps, \(cutPoints) cut points (writes, truncates, syncs, creates, deletes), \(kinds[.powerLoss]?.images ?? 0) of them cut and checked; \(walRestarts) WAL restart(s) in steady delivery"]
+            (["synchronous=\(synchronous): \(steps) steps, \(cutPoints) cut points (writes, truncates, syncs, creates, deletes), \(kinds[.powerLoss]?.images ?? 0) of them cut and checked; \(walRestarts) WAL restart(s) in steady delivery; \(droppedOverLimit) record(s) dropped past max_records, \(expired) expired, \(late) committed out of age order"]
                 + PowerCutVFS.CutImage.Kind.allCases.map { "  \($0.rawValue): \(kinds[$0]?.summary ?? "no images")" })
                 .joined(separator: "\n")
         }
@@ -121,12 +129,23 @@ import Testing
         }
 
         func payload(_ size: Int) -> [UInt8] { (0..<size).map { _ in UInt8.random(in: 32...126, using: &rng) } }
+        // The clock: one millisecond a step.
+        func now(_ step: Int) -> Int64 { 1_780_000_000_000 + Int64(step) }
+        var newestOrigin = Int64.min
         func append(_ entries: [OutboxEntry], step: Int) throws {
-            _ = try outbox.append(entries, at: Timestamp(milliseconds: 1_780_000_000_000 + Int64(step)))
+            let dropped = try outbox.append(entries, at: Timestamp(milliseconds: now(step)))
             for e in entries {
-                ledger.append(nextSeq, e, step: step)
+                let origin = OutboxAge.origin(fix: e.time, commit: now(step))
+                if origin < newestOrigin { measurement.late += 1 }
+                newestOrigin = max(newestOrigin, origin)
+                ledger.append(nextSeq, e, origin: origin, step: step)
                 nextSeq += 1
             }
+            // Past the limit the oldest go, in the same transaction.
+            let over = max(0, ledger.queued.count - PowerCutTests.maxRecords)
+            ledger.remove(Set(ledger.queued.prefix(over)), step: step)
+            measurement.droppedOverLimit += over
+            #expect(dropped == over, "step \(step): dropped \(dropped) past max_records, expected \(over)")
         }
         func removeFront(through seq: Int64, step: Int) throws {
             try outbox.remove(through: seq)
@@ -139,7 +158,7 @@ import Testing
         }
 
         // Step 0 opens the queue (the file, the WAL, the schema), as a sink's start does.
-        let open = { try SQLiteOutbox(path: path, maxRecords: 1_000_000, synchronousFull: full, vfs: vfs.name) }
+        let open = { try SQLiteOutbox(path: path, maxRecords: PowerCutTests.maxRecords, synchronousFull: full, vfs: vfs.name) }
         var outbox = try open()
         settle(step: 0, synced: true)
         check(step: 0)
@@ -154,7 +173,10 @@ import Testing
                 synced = true
                 try append((0..<Int.random(in: 1...4, using: &rng)).map { _ in
                     let size = Int.random(in: 0..<15, using: &rng) == 0 ? Int.random(in: 3000...6000, using: &rng) : Int.random(in: 60...400, using: &rng)
-                    return OutboxEntry(id: "p\(nextSeq)", key: ["", "a", "b"][Int.random(in: 0..<3, using: &rng)], payload: payload(size), time: nil)
+                    // Some fixes are stamped ahead of the clock: their age starts later, and the
+                    // records after them are out of age order.
+                    let time = Int.random(in: 0..<4, using: &rng) == 0 ? now(step) + Int64.random(in: 1...20, using: &rng) : nil
+                    return OutboxEntry(id: "p\(nextSeq)", key: ["", "a", "b"][Int.random(in: 0..<3, using: &rng)], payload: payload(size), time: time)
                 }, step: step)
             case ..<65 where !ledger.queued.isEmpty:
                 // The front acknowledged, as the http sink does; half the time with the next
@@ -179,9 +201,18 @@ import Testing
                     synced = true
                 }
                 ledger.remove(picked, step: step)
-            case ..<92 where !ledger.queued.isEmpty:
-                synced = roll < 86
+            case ..<88 where !ledger.queued.isEmpty:
+                synced = roll < 84
                 try outbox.markInFlight(through: ledger.queued[Int.random(in: 0..<ledger.queued.count, using: &rng)], durably: synced)
+            case ..<92 where !ledger.queued.isEmpty:
+                // Expiry (`max_age`): what is older than the cutoff goes, in and out of age order.
+                let cutoff = now(step) - Int64.random(in: 0...12, using: &rng)
+                let expired = Set(ledger.queued.filter { ledger.history[$0]!.origin < cutoff })
+                let n = try outbox.dropOlder(than: Timestamp(milliseconds: cutoff))
+                #expect(n == expired.count, "step \(step): \(n) expired, expected \(expired.count)")
+                ledger.remove(expired, step: step)
+                measurement.expired += n
+                synced = n > 0
             case ..<96:
                 outbox.close()
                 outbox = try open()
@@ -339,6 +370,7 @@ import Testing
         let m = try Self.measure(full: true, seed: 0xF011)
         print(m.report("full"))
         #expect(m.walRestarts >= 1, "steady delivery never reached SQLite's automatic checkpoint")
+        #expect(m.droppedOverLimit > 0 && m.expired > 0 && m.late > 0, "the run never dropped past max_records, expired or went out of age order: \(m.report(""))")
         for kind in PowerCutVFS.CutImage.Kind.allCases {
             let t = try #require(m.kinds[kind], "no \(kind.rawValue) images")
             #expect(t.lost == 0 && t.damaged == 0 && t.foreign == 0 && t.partial == 0 && t.syncedUndone == 0, "\(kind.rawValue): \(t.summary)\n\(t.examples.joined(separator: "\n"))")
@@ -357,6 +389,7 @@ import Testing
         let m = try Self.measure(full: false, seed: 0xF011)
         print(m.report("normal"))
         #expect(m.walRestarts >= 1, "steady delivery never reached SQLite's automatic checkpoint")
+        #expect(m.droppedOverLimit > 0 && m.expired > 0 && m.late > 0, "the run never dropped past max_records, expired or went out of age order: \(m.report(""))")
         for kind in PowerCutVFS.CutImage.Kind.allCases {
             let t = try #require(m.kinds[kind], "no \(kind.rawValue) images")
             #expect(t.damaged == 0 && t.foreign == 0 && t.partial == 0, "\(kind.rawValue): \(t.summary)\n\(t.examples.joined(separator: "\n"))")
