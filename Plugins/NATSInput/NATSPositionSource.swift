@@ -24,8 +24,8 @@ struct StreamMissing: Error, CustomStringConvertible {
 /// - JetStream: a durable pull consumer with explicit acks. A message is acknowledged only in
 ///   the emit's completion, which the runtime calls once every sink took the position over (or
 ///   a transform dropped it). A message never acknowledged (a crash, a shutdown that lost it)
-///   is delivered again after `ack_wait`; a redelivered message whose position was handled
-///   recently is acknowledged and dropped.
+///   is delivered again after `ack_wait`; a message whose position (device and id) was handled
+///   recently, delivered again or stored twice, is acknowledged and dropped.
 /// - Bad messages (not JSON, not a position, no coordinates, too large) are counted, terminated
 ///   (`+TERM`: never delivered again) and skipped.
 /// - Acks go through whichever connection is current: a reply subject stays valid across reconnects.
@@ -159,16 +159,17 @@ struct NATSPositionSource: PositionSource {
             backoff.reset()
             stats.count("nats.messages", by: messages.count)
             var batch = decoder.decode(messages)
-            // Delivered before and already taken over by every sink (its ack was lost): drop.
+            // Already taken over by every sink: drop. A redelivery (its ack was lost), but also a
+            // first delivery: after a consumer's leader moves, JetStream delivers what was in
+            // flight again with a delivery count of 1, and a publisher that re-sent a position
+            // after the stream's duplicate window stored it twice.
             var keep: [Int] = []
             var duplicates: [NATSAckToken] = []
             for (i, m) in batch.sources.enumerated() {
-                if (m.deliveries ?? 1) > 1 {
-                    stats.count("nats.redelivered")
-                    if recent.contains(batch.keys[i]) {
-                        if let t = m.ackToken { duplicates.append(t) }
-                        continue
-                    }
+                if (m.deliveries ?? 1) > 1 { stats.count("nats.redelivered") }
+                if recent.contains(batch.keys[i]) {
+                    if let t = m.ackToken { duplicates.append(t) }
+                    continue
                 }
                 keep.append(i)
             }

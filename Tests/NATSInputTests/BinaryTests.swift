@@ -202,7 +202,13 @@ func idsInFile(_ path: String) -> [String: Int] {
         let script = LocgateBinary.packageRoot.appendingPathComponent("Docs/examples/fleet/fleet.sh").path
         let p = try LocgateBinary.launch(["/bin/bash", script, binary], stderr: dir + ".log", stdout: dir + ".out", environment: ["FLEET_EPOCHS": "400"])
         let ended = await Poll.until(timeout: .seconds(300), interval: .milliseconds(200)) { !p.isRunning }
-        if !ended { kill(p.processIdentifier, SIGTERM); p.waitUntilExit() }
+        if !ended {
+            // The script's EXIT trap kills what it started; if it does not end (its trap stuck
+            // waiting on a child), SIGKILL, so the test ends within its limit.
+            kill(p.processIdentifier, SIGTERM)
+            if await !Poll.until(timeout: .seconds(20), interval: .milliseconds(200), { !p.isRunning }) { kill(p.processIdentifier, SIGKILL) }
+            p.waitUntilExit()
+        }
         let summary = (try? String(contentsOfFile: dir + ".out", encoding: .utf8)) ?? ""
         let log = (try? String(contentsOfFile: dir + ".log", encoding: .utf8)) ?? ""
         defer { try? FileManager.default.removeItem(atPath: dir + ".out"); try? FileManager.default.removeItem(atPath: dir + ".log") }

@@ -150,4 +150,44 @@ func withSource(_ json: String, output: SourceOutput, _ body: (ComponentStats) a
             #expect(await Poll.until { (try? await cluster.consumer("LOCGATE", "agg"))?.numAckPending == 0 })
         }
     }
+
+    /// A position stored twice (published again with another message id, as a gateway re-sends
+    /// after the stream's duplicate window) comes with a delivery count of 1, as does what a
+    /// consumer's new leader delivers again: once the first copy was taken over, the second is
+    /// acknowledged and dropped.
+    @Test(.timeLimit(.minutes(3)))
+    func aPositionStoredTwiceIsEmittedOnce() async throws {
+        let cluster = try NATSCluster(size: 1)
+        defer { cluster.stop() }
+        try await cluster.start()
+        try await cluster.createStream("LOCGATE", subjects: ["locgate.>"], replicas: 1)
+        let publisher = try await cluster.connect()
+        let config = #"{ "servers": [\#(cluster.urls.map { "\"\($0)\"" }.joined(separator: ", "))], "stream": "LOCGATE", "consumer": "agg" }"#
+        let collector = PositionCollector()
+        func isNew(_ r: NATSPublishResult) -> Bool {
+            if case .stored(_, _, duplicate: false) = r { true } else { false }
+        }
+        try await withSource(config, output: collector.output) { stats in
+            for i in 0..<5 {
+                let r = try await publisher.publishAndWait(subject: "locgate.positions.van-0", payload: positionJSON(i), messageID: "first-\(i)", timeout: .seconds(5))
+                #expect(isNew(r), "publish \(i): \(r)")
+            }
+            #expect(await collector.waitForCount(5))
+            #expect(await Poll.until { (try? await cluster.consumer("LOCGATE", "agg"))?.numAckPending == 0 })
+            // The same positions again, as new messages; and one never seen.
+            for i in 0..<6 {
+                let r = try await publisher.publishAndWait(subject: "locgate.positions.van-0", payload: positionJSON(i), messageID: "again-\(i)", timeout: .seconds(5))
+                #expect(isNew(r), "publish again \(i): \(r)")
+            }
+            #expect(await collector.waitForCount(6))
+            #expect(await Poll.until {
+                guard let info = try? await cluster.consumer("LOCGATE", "agg") else { return false }
+                return info.numAckPending == 0 && info.numPending == 0
+            }, "the copies were not all acknowledged")
+            #expect(stats.value("nats.duplicates_dropped") == 5)
+            #expect(stats.value("nats.redelivered") == 0)
+        }
+        await publisher.close()
+        #expect(collector.positions.map(\.id) == (0..<6).map { "rx-\($0)" })
+    }
 }
