@@ -114,6 +114,35 @@ public final class NATSKeyValueBucket: @unchecked Sendable {
         return NATSKeyValueBucket.entry(e)
     }
 
+    /// The last entry of `key` as the leader of the bucket's stream has it (a delete or purge
+    /// marker is an entry marked `deleted`), or nil when it has none.
+    ///
+    /// ``get(_:)`` is a direct get (nats.c creates buckets with allow_direct), which any replica
+    /// that is about current may answer, so it can miss a write the leader already applied.
+    /// This goes through the stream's message get API, which only the stream leader answers:
+    /// it fails while the stream or the cluster's meta group has no leader.
+    public func latest(_ key: String) throws -> NATSKeyValueEntry? {
+        guard let js = connection.js else { throw NATSError(summary: "get \(name) \(key)", detail: "the connection has no JetStream context", jetStreamCode: 0, status: "") }
+        var msg: OpaquePointer?
+        var code = jsErrCode(0)
+        // The stream and subject nats.c's KV functions use for a bucket bound without a domain.
+        let s = js_GetLastMsg(&msg, js, "KV_" + name, "$KV.\(name).\(key)", nil, &code)
+        if s == NATS_NOT_FOUND || code == JSNoMessageFoundErr { return nil }
+        try NATSConnection.check(s, "get \(name) \(key) from the stream leader", code: code)
+        guard let msg else { return nil }
+        defer { natsMsg_Destroy(msg) }
+        let length = Int(natsMsg_GetDataLength(msg))
+        let value: [UInt8] = natsMsg_GetData(msg).map { p in
+            Array(UnsafeRawBufferPointer(start: p, count: length))
+        } ?? []
+        // As nats.c reads a marker: KV-Operation DEL or PURGE (a put has none).
+        var operation: UnsafePointer<CChar>?
+        let deleted = natsMsgHeader_Get(msg, "KV-Operation", &operation) == NATS_OK
+            && ["DEL", "PURGE"].contains(operation.map { String(cString: $0) } ?? "")
+        return NATSKeyValueEntry(key: key, value: value, revision: natsMsg_GetSequence(msg),
+                                 createdMilliseconds: natsMsg_GetTime(msg) / 1_000_000, deleted: deleted)
+    }
+
     /// Writes `key` only if it has no value (never written, or deleted).
     public func create(_ key: String, value: [UInt8]) throws -> NATSKeyValueWrite {
         var rev: UInt64 = 0

@@ -29,7 +29,10 @@ import Glibc
 /// A write that failed for another reason (no leader during an election, a disconnect) stays
 /// pending and is tried again a second later, holding the acknowledgements upstream (logged
 /// once a minute). Since a write that timed out may still have been stored, a key whose write
-/// failed is read back first: the value it wrote means the write took.
+/// failed is read back first: the value it wrote means the write took. That read can come too
+/// early (the write was still in flight, and lands after it) or from a replica that is behind,
+/// so the next write can be refused by the store's own earlier value: a refusal of a key with
+/// such writes is checked against the stream leader's value before it counts as a conflict.
 public final class NATSKeyValueStateStore: DeviceStateStore {
     private struct Pending {
         var changes: [DeviceStateRecord]
@@ -46,8 +49,11 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
         var bytes = 0
         /// Another gateway wrote it: every write is refused from now on.
         var conflicted = false
-        /// The value of a write that failed without an answer: it may have been stored.
-        var uncertain: [UInt8]?
+        /// The values of the writes that failed without an answer since the last that got one,
+        /// oldest first: any of them may have been stored, even after a later read showed the
+        /// value before them (in flight during a leader election). Kept until a write of the key
+        /// is answered, at most ``NATSKeyValueStateStore/uncertainKept``.
+        var uncertain: [[UInt8]] = []
     }
 
     private struct State {
@@ -72,7 +78,7 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
 
     public let location: String
     private let connection: NATSConnection
-    private let bucket: NATSKeyValueBucket
+    private let bucket: any StateBucket
     private let interval: Duration
     private let timeout: Duration
     private let queue = DispatchQueue(label: "locgate-state-nats")
@@ -82,8 +88,15 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
 
     /// Connects (waiting up to `configuration.timeout`), binds the bucket or creates it with the
     /// asked replicas (default 3, at most the servers the cluster has) and `maxAge` as its TTL.
-    public init(_ configuration: NATSStateConfiguration, interval: Duration = .zero, maxAge: Duration = StateSettings.defaultMaxAge,
-                context: StateStoreContext) throws {
+    public convenience init(_ configuration: NATSStateConfiguration, interval: Duration = .zero, maxAge: Duration = StateSettings.defaultMaxAge,
+                            context: StateStoreContext) throws {
+        try self.init(configuration, interval: interval, maxAge: maxAge, context: context, bucket: { $0 })
+    }
+
+    /// `bucket` stands between the store and the bucket it bound: tests wrap it to choose when
+    /// a write that got no answer lands.
+    init(_ configuration: NATSStateConfiguration, interval: Duration, maxAge: Duration, context: StateStoreContext,
+         bucket wrap: (NATSKeyValueBucket) -> any StateBucket) throws {
         var options = configuration.connection
         options.name = "locgate state"
         let logger = context.logger
@@ -120,7 +133,7 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
             logger.info("created key-value bucket \(configuration.bucket) (\(replicas) replica(s), TTL \(DurationText.format(maxAge)))")
         }
         self.connection = connection
-        self.bucket = bound.bucket
+        self.bucket = wrap(bound.bucket)
         self.location = "nats bucket \(configuration.bucket)"
         self.interval = interval
         self.timeout = configuration.timeout
@@ -132,6 +145,11 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
 
     /// The longest one request waits before it is sent again.
     static let requestTimeout: Duration = .seconds(3)
+
+    /// The most values of unanswered writes kept per key. A write lands, if at all, once the
+    /// stall or election that held its answer is over; 16 rounds (a timeout and a second each)
+    /// outlast that, and the bound keeps a long outage from piling up values.
+    static let uncertainKept = 16
 
     // MARK: - Reading
 
@@ -320,16 +338,18 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
         var k = state.withLock { $0.keys[key] } ?? KeyState()
         if k.conflicted { return .conflict("refused before: another gateway wrote it") }
         do {
-            if let uncertain = k.uncertain {
-                // The last write got no answer: if the server has its value, it was stored.
-                let current = try bucket.get(key)
-                if let current, current.value == uncertain { k.revision = current.revision }
-                k.uncertain = nil
-                state.withLock { $0.keys[key, default: KeyState()].revision = k.revision; $0.keys[key]?.uncertain = nil }
-            }
+            // Earlier writes got no answer: if the server has one of their values, it was stored.
+            if !k.uncertain.isEmpty, let current = try bucket.get(key) { adopt(current, &k, key: key, transform: r.transform) }
             guard let value = r.state else {
-                let current = try bucket.get(key)
-                if let current, current.revision != k.revision { return markConflict(key, "revision \(current.revision), this gateway knew \(k.revision.map(String.init) ?? "none")") }
+                var current = try bucket.get(key)
+                if let seen = current, seen.revision != k.revision {
+                    // Before calling it another gateway's: the read may come from a replica that
+                    // is behind, or show a write of ours that got no answer. The leader decides.
+                    current = try bucket.latest(key).flatMap { $0.deleted ? nil : $0 }
+                    if let current, current.revision != k.revision, !adopt(current, &k, key: key, transform: r.transform) {
+                        return markConflict(key, "revision \(current.revision), this gateway knew \(k.revision.map(String.init) ?? "none")")
+                    }
+                }
                 if current != nil { try bucket.delete(key) }
                 state.withLock { s in
                     s.account(transform: r.transform, key: key, bytes: nil)
@@ -339,15 +359,27 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
                 return .written
             }
             let bytes = NATSKeyValueStateStore.encode(r, value: value, now: now)
-            state.withLock { $0.keys[key, default: KeyState()].uncertain = bytes }
-            let result = try k.revision.map { try bucket.update(key, value: bytes, last: $0) } ?? bucket.create(key, value: bytes)
+            let earlier = k.uncertain
+            k.uncertain = Array((earlier + [bytes]).suffix(Self.uncertainKept))
+            state.withLock { [k] in $0.keys[key, default: KeyState()].uncertain = k.uncertain }
+            var result = try put(key, bytes, on: k.revision)
+            if case .conflict = result, !earlier.isEmpty {
+                // The refusal may be our own doing: an earlier write that got no answer landed
+                // after the read above (still in flight when it was answered; from nats-server
+                // 2.11 a write is refused at once while another of its key is in flight), or
+                // that read came from a replica that is behind. If the leader has one of those
+                // values, its revision is ours and the write goes again on it.
+                if let current = try refused(key, named: k.revision), adopt(current, &k, key: key, transform: r.transform) {
+                    result = try put(key, bytes, on: k.revision)
+                }
+            }
             switch result {
             case .written(let revision):
                 state.withLock { s in
                     s.account(transform: r.transform, key: key, bytes: bytes.count)
                     s.keys[key]?.revision = revision
                     s.keys[key]?.sequence = sequence
-                    s.keys[key]?.uncertain = nil
+                    s.keys[key]?.uncertain = []
                 }
                 return .written
             case .conflict(let text):
@@ -358,10 +390,50 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
         }
     }
 
+    /// On `queue`: the compare-and-swap write naming `revision` (nil: the key has no value).
+    private func put(_ key: String, _ bytes: [UInt8], on revision: UInt64?) throws -> NATSKeyValueWrite {
+        try revision.map { try bucket.update(key, value: bytes, last: $0) } ?? bucket.create(key, value: bytes)
+    }
+
+    /// On `queue`: when `current` holds the value of one of `key`'s writes that got no answer
+    /// (newer than the revision known), that write was stored: its revision becomes the known
+    /// one, and the totals count its value. The uncertain values stay until a write is
+    /// answered: one sent after it may still land on top of it (nats-server 2.9 checks the
+    /// revision a write names before proposing it, so two proposed together both land).
+    @discardableResult
+    private func adopt(_ current: NATSKeyValueEntry, _ k: inout KeyState, key: String, transform: String) -> Bool {
+        guard !current.deleted, current.revision > (k.revision ?? 0), k.uncertain.contains(current.value) else { return false }
+        k.revision = current.revision
+        state.withLock { s in
+            s.account(transform: transform, key: key, bytes: current.value.count)
+            s.keys[key]?.revision = current.revision
+        }
+        return true
+    }
+
+    /// On `queue`: `key`'s entry as the stream leader has it, after a write naming `named` (nil:
+    /// none) was refused. While it still shows `named` it is read again: the refusal proves the
+    /// server has something else, which the leader has not applied yet (a write still in flight
+    /// refuses the next one from nats-server 2.11; a new leader catching up). Past a request
+    /// timeout the write fails and is tried again later, rather than called another gateway's
+    /// without that gateway's value having been seen.
+    private func refused(_ key: String, named: UInt64?) throws -> NATSKeyValueEntry? {
+        let deadline = clock.now().milliseconds + min(timeout, Self.requestTimeout).milliseconds
+        while true {
+            let current = try bucket.latest(key)
+            let unchanged = named.map { current?.revision == $0 } ?? (current == nil || current?.deleted == true)
+            if !unchanged { return current }
+            if clock.now().milliseconds >= deadline {
+                throw DeviceStateStoreError.unavailable("\(location) refused a write of key \(key) naming revision \(named.map(String.init) ?? "none"), and its stream leader still has that revision")
+            }
+            usleep(50_000)
+        }
+    }
+
     private func markConflict(_ key: String, _ text: String) -> Outcome {
         state.withLock { s in
             s.keys[key, default: KeyState()].conflicted = true
-            s.keys[key]?.uncertain = nil
+            s.keys[key]?.uncertain = []
         }
         return .conflict("\(location) key \(key): \(text)")
     }
@@ -384,3 +456,16 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
         connection.closeNow()
     }
 }
+
+/// What the store needs of a Key-Value bucket: ``NATSKeyValueBucket``'s calls (see there).
+protocol StateBucket: AnyObject, Sendable {
+    var name: String { get }
+    func entries(matching filter: String, timeout: Duration) throws -> [NATSKeyValueEntry]
+    func get(_ key: String) throws -> NATSKeyValueEntry?
+    func latest(_ key: String) throws -> NATSKeyValueEntry?
+    func create(_ key: String, value: [UInt8]) throws -> NATSKeyValueWrite
+    func update(_ key: String, value: [UInt8], last: UInt64) throws -> NATSKeyValueWrite
+    func delete(_ key: String) throws
+}
+
+extension NATSKeyValueBucket: StateBucket {}

@@ -1,6 +1,7 @@
 import Foundation
 import GatewayCore
 import GatewayTesting
+import Locking
 import NATSClient
 @testable import NATSState
 import NATSTesting
@@ -10,12 +11,12 @@ import Testing
 /// Serialized: each test runs its own cluster, and several at once would starve a 2-core machine.
 @Suite(.serialized) struct KeyValueStateStoreTests {
     static func open(_ cluster: NATSCluster, bucket: String = "locgate-state", replicas: Int? = nil, servers: [String]? = nil,
-                     log: RecordingLogHandler = RecordingLogHandler()) throws -> NATSKeyValueStateStore {
+                     timeout: Duration = .seconds(20), log: RecordingLogHandler = RecordingLogHandler()) throws -> NATSKeyValueStateStore {
         var c = NATSStateConfiguration()
         c.connection.servers = servers ?? cluster.urls
         c.bucket = bucket
         c.replicas = replicas
-        c.timeout = .seconds(20)
+        c.timeout = timeout
         return try NATSKeyValueStateStore(c, context: StateStoreContext(logger: log.logger(label: "state"), clock: SystemClock()))
     }
 
@@ -167,5 +168,210 @@ import Testing
         defer { reader.close() }
         // Whatever gathered, the newest sequence's value is what is stored.
         #expect(Self.values(try reader.load(transform: "depot")) == ["d0": 199, "d1": 199, "d2": 199, "d3": 199])
+    }
+
+    // MARK: - Writes that got no answer
+
+    /// A store whose bucket is wrapped in an ``UnansweredWriteBucket``.
+    static func openHolding(_ cluster: NATSCluster) throws -> (store: NATSKeyValueStateStore, bucket: UnansweredWriteBucket) {
+        var c = NATSStateConfiguration()
+        c.connection.servers = cluster.urls
+        c.bucket = "locgate-state"
+        c.timeout = .seconds(20)
+        var made: UnansweredWriteBucket?
+        let store = try NATSKeyValueStateStore(c, interval: .zero, maxAge: StateSettings.defaultMaxAge,
+                                               context: StateStoreContext(logger: RecordingLogHandler().logger(label: "state"), clock: SystemClock()),
+                                               bucket: { b in
+            let w = UnansweredWriteBucket(b)
+            made = w
+            return w
+        })
+        guard let made else { throw ClusterError("the store bound no bucket") }
+        return (store, made)
+    }
+
+    /// The colleague's kill -9/cluster report: a write that got no answer but was stored, seen
+    /// too late by the read-back before the next write (the proposal was still in flight), or
+    /// not seen by it (answered by a replica that is behind). The next write names the revision
+    /// before it and the server refuses it: that is the store's own value, which is adopted and
+    /// written on, not another gateway's. (With real servers only nats-server 2.11 and later show
+    /// the first case on their own: they refuse a write while one of its key is in flight, as
+    /// a SIGSTOP of both followers makes the leader do; 2.9 stores both.)
+    @Test(.timeLimit(.minutes(1)), arguments: [UnansweredWriteBucket.Landing.afterTheReadBack, .beforeAReadFromAReplicaBehind])
+    func aWriteStoredWithoutAnAnswerIsAdoptedWhenItRefusesTheNext(landing: UnansweredWriteBucket.Landing) async throws {
+        let cluster = try NATSCluster(size: 1)
+        defer { cluster.stop() }
+        try await cluster.start()
+        let (store, bucket) = try Self.openHolding(cluster)
+        defer { store.close() }
+        #expect(try store.load(transform: "depot").isEmpty)
+        #expect(await Self.write(store, [Self.record("van-1", 1)], sequence: 1) == nil)
+
+        bucket.holdNextWrite(landing)
+        let error = await Self.write(store, [Self.record("van-1", 2)], sequence: 2)
+        #expect(error == nil, "\(String(describing: error))")
+        #expect(bucket.landed)
+        #expect(store.conflicts == 0)
+        #expect(store.totals(transform: "depot")?.devices == 1)
+
+        let reader = try Self.open(cluster)
+        defer { reader.close() }
+        #expect(Self.values(try reader.load(transform: "depot")) == ["van-1": 2])
+        // The store goes on writing the key on the revision it adopted.
+        #expect(await Self.write(store, [Self.record("van-1", 3)], sequence: 3) == nil)
+        #expect(Self.values(try reader.load(transform: "depot")) == ["van-1": 3])
+    }
+
+    /// A delete checks the key's revision first: there the write that got no answer shows up
+    /// (the read-back came from a replica that is behind) as a revision this gateway did not
+    /// know, which is its own, not another gateway's.
+    @Test(.timeLimit(.minutes(1)))
+    func aDeleteAfterAWriteStoredWithoutAnAnswerIsNotAConflict() async throws {
+        let cluster = try NATSCluster(size: 1)
+        defer { cluster.stop() }
+        try await cluster.start()
+        let (store, bucket) = try Self.openHolding(cluster)
+        defer { store.close() }
+        #expect(try store.load(transform: "depot").isEmpty)
+        #expect(await Self.write(store, [Self.record("van-1", 1), Self.record("van-2", 1)], sequence: 1) == nil)
+
+        bucket.holdNextWrite(.beforeAReadFromAReplicaBehind)
+        async let written = Self.write(store, [Self.record("van-1", 2)], sequence: 2)
+        // Once the write went unanswered, the delete joins it in the round that tries it again.
+        #expect(await Poll.until { bucket.held })
+        let deleted = await Self.write(store, [DeviceStateRecord(transform: "depot", device: "van-1", format: "test/1", state: nil)], sequence: 3)
+        #expect(deleted == nil, "\(String(describing: deleted))")
+        let error = await written
+        #expect(error == nil, "\(String(describing: error))")
+        #expect(store.conflicts == 0)
+        #expect(store.totals(transform: "depot")?.devices == 1)
+
+        let reader = try Self.open(cluster)
+        defer { reader.close() }
+        #expect(Self.values(try reader.load(transform: "depot")) == ["van-2": 1])
+    }
+
+    /// The same refusal when the value that landed is another gateway's (the write without an
+    /// answer was lost): still a conflict, and that gateway's value stays.
+    @Test(.timeLimit(.minutes(1)))
+    func anotherGatewaysValueLandingAfterTheReadBackIsStillAConflict() async throws {
+        let cluster = try NATSCluster(size: 1)
+        defer { cluster.stop() }
+        try await cluster.start()
+        let (store, bucket) = try Self.openHolding(cluster)
+        defer { store.close() }
+        #expect(try store.load(transform: "depot").isEmpty)
+        #expect(await Self.write(store, [Self.record("van-1", 1)], sequence: 1) == nil)
+
+        let theirs = Self.record("van-1", 99)
+        let state = try #require(theirs.state)
+        bucket.holdNextWrite(.lostAndAnothersLandsAfterTheReadBack(NATSKeyValueStateStore.encode(theirs, value: state, now: 1)))
+        let error = await Self.write(store, [Self.record("van-1", 2)], sequence: 2)
+        #expect((error as? DeviceStateStoreError)?.devices == ["depot/van-1"])
+        #expect((error as? DeviceStateStoreError)?.isConflict == true)
+        #expect(bucket.landed)
+        #expect(store.conflicts == 1)
+        let again = await Self.write(store, [Self.record("van-1", 3)], sequence: 3)
+        #expect((again as? DeviceStateStoreError)?.isConflict == true)
+
+        let reader = try Self.open(cluster)
+        defer { reader.close() }
+        #expect(Self.values(try reader.load(transform: "depot")) == ["van-1": 99])
+    }
+}
+
+/// A real bucket whose next write, once armed, gets no answer (it fails as a timeout does) and
+/// is stored when the test's ``Landing`` says: the timing of a write that was still in flight,
+/// or of a replica that is behind, which a real cluster does not show on demand.
+final class UnansweredWriteBucket: StateBucket, @unchecked Sendable {
+    enum Landing: Sendable, CustomStringConvertible {
+        /// Stored right after the store's next read of the key has been answered.
+        case afterTheReadBack
+        /// Stored at once; the next read of the key answers the entry before it.
+        case beforeAReadFromAReplicaBehind
+        /// Never stored; this value (another gateway's, naming the same revision) is stored
+        /// right after the next read instead.
+        case lostAndAnothersLandsAfterTheReadBack([UInt8])
+
+        var description: String {
+            switch self {
+            case .afterTheReadBack: "after the read-back"
+            case .beforeAReadFromAReplicaBehind: "before a read from a replica that is behind"
+            case .lostAndAnothersLandsAfterTheReadBack: "lost, another gateway's after the read-back"
+            }
+        }
+    }
+
+    struct Unanswered: Error, CustomStringConvertible {
+        var description: String { "Timeout (the test held the answer)" }
+    }
+
+    private struct Plan {
+        var armed: Landing?
+        /// Stored after the next read: key, value, revision named (nil: a create).
+        var afterRead: (key: String, value: [UInt8], last: UInt64?)?
+        /// Answered to the next read instead of the bucket's entry.
+        var staleRead: NATSKeyValueEntry??
+        var held = false
+        var landed = false
+    }
+
+    private let inner: NATSKeyValueBucket
+    private let plan = Locked(Plan())
+
+    init(_ inner: NATSKeyValueBucket) { self.inner = inner }
+
+    var name: String { inner.name }
+    /// The armed write came and got no answer.
+    var held: Bool { plan.withLock { $0.held } }
+    /// The held write (or the other gateway's value) was stored.
+    var landed: Bool { plan.withLock { $0.landed } }
+
+    func holdNextWrite(_ landing: Landing) { plan.withLock { $0.armed = landing } }
+
+    func entries(matching filter: String, timeout: Duration) throws -> [NATSKeyValueEntry] {
+        try inner.entries(matching: filter, timeout: timeout)
+    }
+
+    func get(_ key: String) throws -> NATSKeyValueEntry? {
+        let (afterRead, staleRead) = plan.withLock { p in
+            defer { p.afterRead = nil; p.staleRead = nil }
+            return (p.afterRead, p.staleRead)
+        }
+        if let staleRead { return staleRead }
+        let current = try inner.get(key)
+        if let w = afterRead { try store(w.key, w.value, last: w.last) }
+        return current
+    }
+
+    func latest(_ key: String) throws -> NATSKeyValueEntry? { try inner.latest(key) }
+
+    func create(_ key: String, value: [UInt8]) throws -> NATSKeyValueWrite { try write(key, value, last: nil) }
+
+    func update(_ key: String, value: [UInt8], last: UInt64) throws -> NATSKeyValueWrite { try write(key, value, last: last) }
+
+    func delete(_ key: String) throws { try inner.delete(key) }
+
+    private func write(_ key: String, _ value: [UInt8], last: UInt64?) throws -> NATSKeyValueWrite {
+        guard let landing = plan.withLock({ p in defer { p.held = p.held || p.armed != nil; p.armed = nil }; return p.armed }) else {
+            return try last.map { try inner.update(key, value: value, last: $0) } ?? inner.create(key, value: value)
+        }
+        switch landing {
+        case .afterTheReadBack:
+            plan.withLock { $0.afterRead = (key, value, last) }
+        case .beforeAReadFromAReplicaBehind:
+            let before = try inner.latest(key)
+            try store(key, value, last: last)
+            plan.withLock { $0.staleRead = .some(before) }
+        case .lostAndAnothersLandsAfterTheReadBack(let theirs):
+            plan.withLock { $0.afterRead = (key, theirs, last) }
+        }
+        throw Unanswered()
+    }
+
+    private func store(_ key: String, _ value: [UInt8], last: UInt64?) throws {
+        let result = try last.map { try inner.update(key, value: value, last: $0) } ?? inner.create(key, value: value)
+        guard case .written = result else { throw ClusterError("the held write was refused: \(result)") }
+        plan.withLock { $0.landed = true }
     }
 }
