@@ -7,6 +7,9 @@ package struct MessageDecoder {
     struct Delivery {
         var ackToken: NATSAckToken?
         var deliveries: Int?
+        /// The publisher gave the position its id. One made up here (from the device and fix
+        /// time, or the stream sequence) can be shared by two distinct positions.
+        var idGiven = true
     }
 
     /// The positions of a batch, each with its dedupe key and its message; `bad`: the messages
@@ -32,11 +35,11 @@ package struct MessageDecoder {
         out.positions.reserveCapacity(messages.count)
         for m in messages {
             switch position(m) {
-            case .success(let p):
+            case .success(let (p, idGiven)):
                 out.positions.append(p)
                 // Ids are unique per publishing source, not across devices of a fleet.
                 out.keys.append("\(p.device ?? "")\u{1F}\(p.id)")
-                out.sources.append(Delivery(ackToken: m.ackToken, deliveries: m.deliveries))
+                out.sources.append(Delivery(ackToken: m.ackToken, deliveries: m.deliveries, idGiven: idGiven))
             case .failure(let problem):
                 context.stats.count(problem.counter)
                 logged += 1
@@ -53,7 +56,8 @@ package struct MessageDecoder {
         var text: String
     }
 
-    private mutating func position(_ m: NATSReceivedMessage) -> Result<Position, Problem> {
+    /// The message's position, and whether its id came with it.
+    private mutating func position(_ m: NATSReceivedMessage) -> Result<(Position, Bool), Problem> {
         if m.payload.count > NATSPositionSource.maxMessageBytes {
             return .failure(Problem(counter: "nats.too_large", text: "\(m.payload.count) bytes, more than a position (\(NATSPositionSource.maxMessageBytes))"))
         }
@@ -75,7 +79,8 @@ package struct MessageDecoder {
         // This component produced it; the id (from the publishing gateway) stays the idempotency key.
         p.source = context.id
         if p.device == nil, let last = m.subject.split(separator: ".").last { p.device = String(last) }
-        if p.id.isEmpty {
+        let idGiven = !p.id.isEmpty
+        if !idGiven {
             let device = p.device.map { "\($0)-" } ?? ""
             if let t = p.time {
                 p.id = "\(context.id)-\(device)\(t.milliseconds)"
@@ -87,6 +92,6 @@ package struct MessageDecoder {
                 p.id = "\(context.id)-\(device)n\(runToken)-\(untimed)"
             }
         }
-        return .success(p)
+        return .success((p, idGiven))
     }
 }

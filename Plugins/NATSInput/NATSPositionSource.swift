@@ -160,14 +160,17 @@ struct NATSPositionSource: PositionSource {
             stats.count("nats.messages", by: messages.count)
             var batch = decoder.decode(messages)
             // Already taken over by every sink: drop. A redelivery (its ack was lost), but also a
-            // first delivery: after a consumer's leader moves, JetStream delivers what was in
-            // flight again with a delivery count of 1, and a publisher that re-sent a position
-            // after the stream's duplicate window stored it twice.
+            // first delivery of a position whose publisher gave it its id: after a consumer's
+            // leader moves, JetStream delivers what was in flight again with a delivery count of
+            // 1, and a publisher that re-sent a position after the stream's duplicate window
+            // stored it twice. An id made up here (device and fix time) is checked only on a
+            // redelivery: two distinct positions can share it.
             var keep: [Int] = []
             var duplicates: [NATSAckToken] = []
             for (i, m) in batch.sources.enumerated() {
-                if (m.deliveries ?? 1) > 1 { stats.count("nats.redelivered") }
-                if recent.contains(batch.keys[i]) {
+                let redelivered = (m.deliveries ?? 1) > 1
+                if redelivered { stats.count("nats.redelivered") }
+                if redelivered || m.idGiven, recent.contains(batch.keys[i]) {
                     if let t = m.ackToken { duplicates.append(t) }
                     continue
                 }

@@ -274,9 +274,15 @@ public struct OutboxBatchLoop: Sendable {
         let durably = mark != nil && !batch.isFull
         if OutboxOptions.isDurable(writer.mode) && !durably {
             guard try trailing.isIdle() else {
-                // A full batch's mark waits behind the running write, so a restart with other
-                // limits still reads this batch as it went (its Idempotency-Key the same).
-                if let mark { trailing.queueMark(settle(deleting: nil, marking: mark, count: batch.records.count, durably: false, behind: true)) }
+                // A full batch's mark waits behind the running write, with the delete of what was
+                // delivered before it (a mark covers the queue from its front), so a restart with
+                // other limits still reads this batch as it went (its Idempotency-Key the same).
+                if let mark {
+                    let count = batch.records.count
+                    trailing.queueMark(deleting: accepted > trailing.through ? accepted : nil, marking: mark) { deleting, mark in
+                        try await self.settle(deleting: deleting, marking: mark, count: count, durably: false, behind: true)()
+                    }
+                }
                 return
             }
             let deleting = accepted > trailing.through ? accepted : nil
@@ -462,18 +468,24 @@ final class TrailingDelete {
         try rethrow()
     }
 
-    /// The mark waiting behind the running write (``queueMark(_:)``); a newer one replaces it.
-    private final class MarkSlot: Sendable {
-        let waiting = Locked<(@Sendable () async throws -> Void)?>(nil)
+    /// The write waiting behind the running one (``queueMark(deleting:marking:_:)``): the
+    /// delete and mark it makes, and how. A newer one replaces it and deletes at least as far.
+    final class MarkSlot: Sendable {
+        typealias Write = @Sendable (_ deleting: Int64?, _ mark: Int64) async throws -> Void
+        let waiting = Locked<(deleting: Int64?, mark: Int64, write: Write)?>(nil)
     }
     private let queuedMark = MarkSlot()
 
-    /// Runs `write`, an in-flight mark that deletes nothing, after the write running now. At most one waits: a later mark replaces it (the batch before it
-    /// was answered by then, so its mark no longer matters).
-    func queueMark(_ write: @escaping @Sendable () async throws -> Void) {
-        guard let running = task else { return start(through: through, write) }
+    /// Runs `write`, the delete of the records up to `deleting` (delivered) with the in-flight
+    /// mark of the batch ending at `mark`, after the write running now. At most one waits: a
+    /// later one replaces it (the batch before it was answered by then, so its mark no longer
+    /// matters) and deletes as far as the two.
+    func queueMark(deleting: Int64?, marking mark: Int64, _ write: @escaping MarkSlot.Write) {
+        guard let running = task else { return start(through: max(through, deleting ?? 0)) { try await write(deleting, mark) } }
+        through = max(through, deleting ?? 0)
         let waiting = queuedMark.waiting.withLock { queued in
-            defer { queued = write }
+            let far = [queued?.deleting, deleting].compactMap { $0 }.max()
+            defer { queued = (far, mark, write) }
             return queued != nil
         }
         guard !waiting else { return }
@@ -485,8 +497,8 @@ final class TrailingDelete {
             // A failed write before it ends the sink; this one does not run.
             if let error = earlier.failure.withLock({ $0 }) {
                 next.failure.withLock { $0 = error }
-            } else if let mark = queuedMark.waiting.withLock({ q in defer { q = nil }; return q }) {
-                do { try await mark() } catch { next.failure.withLock { $0 = error } }
+            } else if let queued = queuedMark.waiting.withLock({ q in defer { q = nil }; return q }) {
+                do { try await queued.write(queued.deleting, queued.mark) } catch { next.failure.withLock { $0 = error } }
             }
             next.done.store(true, ordering: .releasing)
         }

@@ -52,7 +52,7 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
         /// The values of the writes that failed without an answer since the last that got one,
         /// oldest first: any of them may have been stored, even after a later read showed the
         /// value before them (in flight during a leader election). Kept until a write of the key
-        /// is answered, at most ``NATSKeyValueStateStore/uncertainKept``.
+        /// is stored (a refused one is no such write), at most ``NATSKeyValueStateStore/uncertainKept``.
         var uncertain: [[UInt8]] = []
     }
 
@@ -146,9 +146,10 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
     /// The longest one request waits before it is sent again.
     static let requestTimeout: Duration = .seconds(3)
 
-    /// The most values of unanswered writes kept per key. A write lands, if at all, once the
-    /// stall or election that held its answer is over; 16 rounds (a timeout and a second each)
-    /// outlast that, and the bound keeps a long outage from piling up values.
+    /// The most values of unanswered writes kept per key (refused ones are not kept: a refusal
+    /// is an answer). A write lands, if at all, once the stall or election that held its answer
+    /// is over; the bound keeps a long outage, one unanswered write a round, from piling up
+    /// values, and the oldest are the ones kept.
     static let uncertainKept = 16
 
     // MARK: - Reading
@@ -350,7 +351,8 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
                         return markConflict(key, "revision \(current.revision), this gateway knew \(k.revision.map(String.init) ?? "none")")
                     }
                 }
-                if current != nil { try bucket.delete(key) }
+                // A write of ours that got no answer may land yet: delete even when nothing shows.
+                if current != nil || !k.uncertain.isEmpty { try bucket.delete(key) }
                 state.withLock { s in
                     s.account(transform: r.transform, key: key, bytes: nil)
                     s.keys[key]?.revision = nil
@@ -360,9 +362,7 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
             }
             let bytes = NATSKeyValueStateStore.encode(r, value: value, now: now)
             let earlier = k.uncertain
-            k.uncertain = Array((earlier + [bytes]).suffix(Self.uncertainKept))
-            state.withLock { [k] in $0.keys[key, default: KeyState()].uncertain = k.uncertain }
-            var result = try put(key, bytes, on: k.revision)
+            var result = try attempt(key, bytes, &k, earlier: earlier)
             if case .conflict = result, !earlier.isEmpty {
                 // The refusal may be our own doing: an earlier write that got no answer landed
                 // after the read above (still in flight when it was answered; from nats-server
@@ -370,7 +370,7 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
                 // that read came from a replica that is behind. If the leader has one of those
                 // values, its revision is ours and the write goes again on it.
                 if let current = try refused(key, named: k.revision), adopt(current, &k, key: key, transform: r.transform) {
-                    result = try put(key, bytes, on: k.revision)
+                    result = try attempt(key, bytes, &k, earlier: earlier)
                 }
             }
             switch result {
@@ -388,6 +388,22 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
         } catch {
             return .failed(error)
         }
+    }
+
+    /// On `queue`: ``put(_:_:on:)`` of `bytes` on the revision `k` knows. Until it is answered
+    /// its value counts as uncertain beside `earlier` (the values of unanswered writes before
+    /// it): if it throws (no answer), it may have been stored. A refusal is an answer: the value
+    /// was not stored and leaves the list again. Past ``uncertainKept`` the oldest stay (from
+    /// nats-server 2.11 only the first of a key's writes in flight can land).
+    private func attempt(_ key: String, _ bytes: [UInt8], _ k: inout KeyState, earlier: [[UInt8]]) throws -> NATSKeyValueWrite {
+        k.uncertain = Array((earlier + [bytes]).prefix(Self.uncertainKept))
+        state.withLock { [k] in $0.keys[key, default: KeyState()].uncertain = k.uncertain }
+        let result = try put(key, bytes, on: k.revision)
+        if case .conflict = result {
+            k.uncertain = earlier
+            state.withLock { [k] in $0.keys[key, default: KeyState()].uncertain = k.uncertain }
+        }
+        return result
     }
 
     /// On `queue`: the compare-and-swap write naming `revision` (nil: the key has no value).

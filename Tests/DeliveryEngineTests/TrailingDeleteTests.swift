@@ -70,8 +70,9 @@ struct TrailingDeleteTests {
     }
 
     /// A full batch that goes while a write is still running has its in-flight mark written after
-    /// that write (a restart with other limits must read it as it went); a newer mark replaces
-    /// one still waiting, so the queue's thread never falls behind by more than one.
+    /// that write, with the delete of the batches delivered before it (a restart with other
+    /// limits must read it as it went); a newer mark replaces one still waiting, so the queue's
+    /// thread never falls behind by more than one.
     @Test func aFullBatchSentWhileAWriteRunsIsMarkedAfterIt() async throws {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -97,6 +98,8 @@ struct TrailingDeleteTests {
         holder.finish()
         #expect(await Poll.until(timeout: .seconds(3)) { outbox.inFlightThrough == 30 },
                 "the third batch (p20…p29) is in flight, but the mark says \(outbox.inFlightThrough.map(String.init) ?? "none")")
+        // A mark covers the queue from its front: the two batches delivered before it went with it.
+        #expect(try outbox.oldest(limit: 1).map(\.id) == ["p20"])
         letGo.yield()
         input.close()
         try await run.value
