@@ -11,7 +11,7 @@ import Glibc
 /// aggregator takes its devices' state along.
 ///
 /// One key per transform and device, `<transform>.<device>` (``StateKeys``), whose value is
-/// `{"format": …, "updated_ms": …, "state": …}`. Writes run on a queue of their own, never the
+/// `{"format": …, "updated_ms": …, "writer": …, "state": …}`. Writes run on a queue of their own, never the
 /// pipeline's threads, and gather like the SQLite store's: every change handed in while a round
 /// of writes is under way goes into the next round, one write per key (its latest change). A
 /// write completes once the bucket's stream acknowledged every key of it.
@@ -77,6 +77,11 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
     }
 
     public let location: String
+    /// Random, one per store: in every value it writes, so that a value read back is known for
+    /// its own only when this store wrote it. Two aggregators on one partition compute the same
+    /// state, and could write it in the same millisecond: without it, one would take the other's
+    /// write for its own unanswered one and overwrite it.
+    let writer = String(UInt64.random(in: .min ... .max), radix: 16)
     private let connection: NATSConnection
     private let bucket: any StateBucket
     private let interval: Duration
@@ -360,7 +365,7 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
                 }
                 return .written
             }
-            let bytes = NATSKeyValueStateStore.encode(r, value: value, now: now)
+            let bytes = NATSKeyValueStateStore.encode(r, value: value, now: now, writer: writer)
             let earlier = k.uncertain
             var result = try attempt(key, bytes, &k, earlier: earlier)
             if case .conflict = result, !earlier.isEmpty {
@@ -454,8 +459,9 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
         return .conflict("\(location) key \(key): \(text)")
     }
 
-    static func encode(_ r: DeviceStateRecord, value: JSONValue, now: Int64) -> [UInt8] {
-        Array(JSONValue.object(JSONObject([("format", .string(r.format)), ("updated_ms", .number(Double(now))), ("state", value)])).jsonText.utf8)
+    /// A value as the bucket holds it; `writer` names the store that wrote it (see ``writer``).
+    static func encode(_ r: DeviceStateRecord, value: JSONValue, now: Int64, writer: String) -> [UInt8] {
+        Array(JSONValue.object(JSONObject([("format", .string(r.format)), ("updated_ms", .number(Double(now))), ("writer", .string(writer)), ("state", value)])).jsonText.utf8)
     }
 
     // MARK: - Closing

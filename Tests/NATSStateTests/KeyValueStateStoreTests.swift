@@ -173,14 +173,14 @@ import Testing
     // MARK: - Writes that got no answer
 
     /// A store whose bucket is wrapped in an ``UnansweredWriteBucket``.
-    static func openHolding(_ cluster: NATSCluster) throws -> (store: NATSKeyValueStateStore, bucket: UnansweredWriteBucket) {
+    static func openHolding(_ cluster: NATSCluster, clock: any GatewayClock = SystemClock()) throws -> (store: NATSKeyValueStateStore, bucket: UnansweredWriteBucket) {
         var c = NATSStateConfiguration()
         c.connection.servers = cluster.urls
         c.bucket = "locgate-state"
         c.timeout = .seconds(20)
         var made: UnansweredWriteBucket?
         let store = try NATSKeyValueStateStore(c, interval: .zero, maxAge: StateSettings.defaultMaxAge,
-                                               context: StateStoreContext(logger: RecordingLogHandler().logger(label: "state"), clock: SystemClock()),
+                                               context: StateStoreContext(logger: RecordingLogHandler().logger(label: "state"), clock: clock),
                                                bucket: { b in
             let w = UnansweredWriteBucket(b)
             made = w
@@ -265,7 +265,7 @@ import Testing
 
         let theirs = Self.record("van-1", 99)
         let state = try #require(theirs.state)
-        bucket.holdNextWrite(.lostAndAnothersLandsAfterTheReadBack(NATSKeyValueStateStore.encode(theirs, value: state, now: 1)))
+        bucket.holdNextWrite(.lostAndAnothersLandsAfterTheReadBack(NATSKeyValueStateStore.encode(theirs, value: state, now: 1, writer: "another-gateway")))
         let error = await Self.write(store, [Self.record("van-1", 2)], sequence: 2)
         #expect((error as? DeviceStateStoreError)?.devices == ["depot/van-1"])
         #expect((error as? DeviceStateStoreError)?.isConflict == true)
@@ -277,6 +277,29 @@ import Testing
         let reader = try Self.open(cluster)
         defer { reader.close() }
         #expect(Self.values(try reader.load(transform: "depot")) == ["van-1": 99])
+    }
+
+    /// Another gateway's value equal to ours, written in the same millisecond (two aggregators
+    /// on one partition compute the same state): still another gateway's, not a write of ours
+    /// that got no answer.
+    @Test(.timeLimit(.minutes(1)))
+    func aValueLikeOursWrittenByAnotherGatewayIsStillAConflict() async throws {
+        let cluster = try NATSCluster(size: 1)
+        defer { cluster.stop() }
+        try await cluster.start()
+        let clock = ManualClock()
+        let (store, bucket) = try Self.openHolding(cluster, clock: clock)
+        defer { store.close() }
+        #expect(try store.load(transform: "depot").isEmpty)
+        #expect(await Self.write(store, [Self.record("van-1", 1)], sequence: 1) == nil)
+
+        let same = Self.record("van-1", 2)
+        let state = try #require(same.state)
+        bucket.holdNextWrite(.lostAndAnothersLandsAfterTheReadBack(NATSKeyValueStateStore.encode(same, value: state, now: clock.now().milliseconds, writer: "another-gateway")))
+        let error = await Self.write(store, [same], sequence: 2)
+        #expect((error as? DeviceStateStoreError)?.isConflict == true, "\(String(describing: error))")
+        #expect(bucket.landed)
+        #expect(store.conflicts == 1)
     }
 }
 
