@@ -54,6 +54,8 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
         /// value before them (in flight during a leader election). Kept until a write of the key
         /// is stored (a refused one is no such write), at most ``NATSKeyValueStateStore/uncertainKept``.
         var uncertain: [[UInt8]] = []
+        /// A delete of the key got no answer: it may have been stored.
+        var uncertainDelete = false
     }
 
     private struct State {
@@ -357,24 +359,38 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
                     }
                 }
                 // A write of ours that got no answer may land yet: delete even when nothing shows.
-                if current != nil || !k.uncertain.isEmpty { try bucket.delete(key) }
+                if current != nil || !k.uncertain.isEmpty {
+                    state.withLock { $0.keys[key, default: KeyState()].uncertainDelete = true }
+                    try bucket.delete(key)
+                }
                 state.withLock { s in
                     s.account(transform: r.transform, key: key, bytes: nil)
                     s.keys[key]?.revision = nil
                     s.keys[key]?.sequence = sequence
+                    s.keys[key]?.uncertainDelete = false
                 }
                 return .written
             }
             let bytes = NATSKeyValueStateStore.encode(r, value: value, now: now, writer: writer)
             let earlier = k.uncertain
             var result = try attempt(key, bytes, &k, earlier: earlier)
-            if case .conflict = result, !earlier.isEmpty {
-                // The refusal may be our own doing: an earlier write that got no answer landed
-                // after the read above (still in flight when it was answered; from nats-server
-                // 2.11 a write is refused at once while another of its key is in flight), or
-                // that read came from a replica that is behind. If the leader has one of those
-                // values, its revision is ours and the write goes again on it.
-                if let current = try refused(key, named: k.revision), adopt(current, &k, key: key, transform: r.transform) {
+            if case .conflict = result, !earlier.isEmpty || k.uncertainDelete {
+                // The refusal may be our own doing: an earlier write (or delete) that got no
+                // answer landed after the read above (still in flight when it was answered; from
+                // nats-server 2.11 a write is refused at once while another of its key is in
+                // flight), or that read came from a replica that is behind. If the leader has
+                // one of those values, or our delete, its revision is ours and the write goes
+                // again on it.
+                let current = try refused(key, named: k.revision)
+                if let current, adopt(current, &k, key: key, transform: r.transform) {
+                    result = try attempt(key, bytes, &k, earlier: earlier)
+                } else if k.uncertainDelete, current?.deleted ?? true {
+                    k.revision = nil
+                    state.withLock { s in
+                        s.account(transform: r.transform, key: key, bytes: nil)
+                        s.keys[key]?.revision = nil
+                        s.keys[key]?.uncertainDelete = false
+                    }
                     result = try attempt(key, bytes, &k, earlier: earlier)
                 }
             }
@@ -385,6 +401,7 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
                     s.keys[key]?.revision = revision
                     s.keys[key]?.sequence = sequence
                     s.keys[key]?.uncertain = []
+                    s.keys[key]?.uncertainDelete = false
                 }
                 return .written
             case .conflict(let text):

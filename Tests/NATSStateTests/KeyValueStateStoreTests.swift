@@ -279,6 +279,36 @@ import Testing
         #expect(Self.values(try reader.load(transform: "depot")) == ["van-1": 99])
     }
 
+    /// A delete that was stored without an answer, then a newer write of the key in the round
+    /// that tries again: the write names the revision before the delete and is refused; the
+    /// leader shows the store's own delete, so the key is written anew, not called another
+    /// gateway's.
+    @Test(.timeLimit(.minutes(1)))
+    func aWriteAfterADeleteStoredWithoutAnAnswerIsNotAConflict() async throws {
+        let cluster = try NATSCluster(size: 1)
+        defer { cluster.stop() }
+        try await cluster.start()
+        let (store, bucket) = try Self.openHolding(cluster)
+        defer { store.close() }
+        #expect(try store.load(transform: "depot").isEmpty)
+        #expect(await Self.write(store, [Self.record("van-1", 1)], sequence: 1) == nil)
+
+        bucket.holdNextDelete()
+        async let deleted = Self.write(store, [DeviceStateRecord(transform: "depot", device: "van-1", format: "test/1", state: nil)], sequence: 2)
+        #expect(await Poll.until { bucket.held })
+        let written = await Self.write(store, [Self.record("van-1", 3)], sequence: 3)
+        #expect(written == nil, "\(String(describing: written))")
+        let deleteError = await deleted
+        #expect(deleteError == nil, "\(String(describing: deleteError))")
+        #expect(bucket.landed)
+        #expect(store.conflicts == 0)
+        #expect(store.totals(transform: "depot")?.devices == 1)
+
+        let reader = try Self.open(cluster)
+        defer { reader.close() }
+        #expect(Self.values(try reader.load(transform: "depot")) == ["van-1": 3])
+    }
+
     /// Another gateway's value equal to ours, written in the same millisecond (two aggregators
     /// on one partition compute the same state): still another gateway's, not a write of ours
     /// that got no answer.
@@ -337,6 +367,8 @@ final class UnansweredWriteBucket: StateBucket, @unchecked Sendable {
         var staleRead: NATSKeyValueEntry??
         var held = false
         var landed = false
+        /// The next delete is stored and gets no answer.
+        var deleteArmed = false
     }
 
     private let inner: NATSKeyValueBucket
@@ -351,6 +383,9 @@ final class UnansweredWriteBucket: StateBucket, @unchecked Sendable {
     var landed: Bool { plan.withLock { $0.landed } }
 
     func holdNextWrite(_ landing: Landing) { plan.withLock { $0.armed = landing } }
+
+    /// The next delete is stored at once but gets no answer.
+    func holdNextDelete() { plan.withLock { $0.deleteArmed = true } }
 
     func entries(matching filter: String, timeout: Duration) throws -> [NATSKeyValueEntry] {
         try inner.entries(matching: filter, timeout: timeout)
@@ -373,7 +408,14 @@ final class UnansweredWriteBucket: StateBucket, @unchecked Sendable {
 
     func update(_ key: String, value: [UInt8], last: UInt64) throws -> NATSKeyValueWrite { try write(key, value, last: last) }
 
-    func delete(_ key: String) throws { try inner.delete(key) }
+    func delete(_ key: String) throws {
+        let held = plan.withLock { p in defer { p.held = p.held || p.deleteArmed; p.deleteArmed = false }; return p.deleteArmed }
+        try inner.delete(key)
+        if held {
+            plan.withLock { $0.landed = true }
+            throw Unanswered()
+        }
+    }
 
     private func write(_ key: String, _ value: [UInt8], last: UInt64?) throws -> NATSKeyValueWrite {
         guard let landing = plan.withLock({ p in defer { p.held = p.held || p.armed != nil; p.armed = nil }; return p.armed }) else {
