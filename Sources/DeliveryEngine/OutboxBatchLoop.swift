@@ -273,19 +273,20 @@ public struct OutboxBatchLoop: Sendable {
         let mark = options.marksInFlight ? last : nil
         let durably = mark != nil && !batch.isFull
         if OutboxOptions.isDurable(writer.mode) && !durably {
-            guard try trailing.isIdle() else {
+            let idle = try trailing.isIdle()
+            let deleting = accepted > trailing.through ? accepted : nil
+            guard idle else {
                 // A full batch's mark waits behind the running write, with the delete of what was
                 // delivered before it (a mark covers the queue from its front), so a restart with
                 // other limits still reads this batch as it went (its Idempotency-Key the same).
                 if let mark {
                     let count = batch.records.count
-                    trailing.queueMark(deleting: accepted > trailing.through ? accepted : nil, marking: mark) { deleting, mark in
+                    trailing.queueMark(deleting: deleting, marking: mark) { deleting, mark in
                         try await self.settle(deleting: deleting, marking: mark, count: count, durably: false, behind: true)()
                     }
                 }
                 return
             }
-            let deleting = accepted > trailing.through ? accepted : nil
             guard deleting != nil || mark != nil else { return }
             trailing.start(through: accepted, settle(deleting: deleting, marking: mark, count: batch.records.count, durably: false, behind: true))
             return
@@ -481,7 +482,7 @@ final class TrailingDelete {
     /// later one replaces it (the batch before it was answered by then, so its mark no longer
     /// matters) and deletes as far as the two.
     func queueMark(deleting: Int64?, marking mark: Int64, _ write: @escaping MarkSlot.Write) {
-        guard let running = task else { return start(through: max(through, deleting ?? 0)) { try await write(deleting, mark) } }
+        guard let running = task else { return start(through: deleting ?? through) { try await write(deleting, mark) } }
         through = max(through, deleting ?? 0)
         let waiting = queuedMark.waiting.withLock { queued in
             let far = [queued?.deleting, deleting].compactMap { $0 }.max()

@@ -363,12 +363,7 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
                     state.withLock { $0.keys[key, default: KeyState()].uncertainDelete = true }
                     try bucket.delete(key)
                 }
-                state.withLock { s in
-                    s.account(transform: r.transform, key: key, bytes: nil)
-                    s.keys[key]?.revision = nil
-                    s.keys[key]?.sequence = sequence
-                    s.keys[key]?.uncertainDelete = false
-                }
+                noteDeleted(key, transform: r.transform, &k, sequence: sequence)
                 return .written
             }
             let bytes = NATSKeyValueStateStore.encode(r, value: value, now: now, writer: writer)
@@ -385,12 +380,7 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
                 if let current, adopt(current, &k, key: key, transform: r.transform) {
                     result = try attempt(key, bytes, &k, earlier: earlier)
                 } else if k.uncertainDelete, current?.deleted ?? true {
-                    k.revision = nil
-                    state.withLock { s in
-                        s.account(transform: r.transform, key: key, bytes: nil)
-                        s.keys[key]?.revision = nil
-                        s.keys[key]?.uncertainDelete = false
-                    }
+                    noteDeleted(key, transform: r.transform, &k)
                     result = try attempt(key, bytes, &k, earlier: earlier)
                 }
             }
@@ -433,10 +423,24 @@ public final class NATSKeyValueStateStore: DeviceStateStore {
         try revision.map { try bucket.update(key, value: bytes, last: $0) } ?? bucket.create(key, value: bytes)
     }
 
+    /// On `queue`: `key`'s delete by this store was stored (answered, or found at the leader):
+    /// it has no value now, and the totals no longer count it. `sequence`: of the change that
+    /// deleted it, when that is the one being written.
+    private func noteDeleted(_ key: String, transform: String, _ k: inout KeyState, sequence: UInt64? = nil) {
+        k.revision = nil
+        k.uncertainDelete = false
+        state.withLock { s in
+            s.account(transform: transform, key: key, bytes: nil)
+            s.keys[key]?.revision = nil
+            s.keys[key]?.uncertainDelete = false
+            if let sequence { s.keys[key]?.sequence = sequence }
+        }
+    }
+
     /// On `queue`: when `current` holds the value of one of `key`'s writes that got no answer
     /// (newer than the revision known), that write was stored: its revision becomes the known
     /// one, and the totals count its value. The uncertain values stay until a write is
-    /// answered: one sent after it may still land on top of it (nats-server 2.9 checks the
+    /// stored: one sent after it may still land on top of it (nats-server 2.9 checks the
     /// revision a write names before proposing it, so two proposed together both land).
     @discardableResult
     private func adopt(_ current: NATSKeyValueEntry, _ k: inout KeyState, key: String, transform: String) -> Bool {

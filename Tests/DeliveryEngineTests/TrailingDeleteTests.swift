@@ -17,17 +17,24 @@ struct TrailingDeleteTests {
         var count: Int { batches.withLock { $0.count } }
     }
 
-    /// A batch is the ids of its records; every batch is accepted.
+    /// A batch is the ids of its records; every batch is accepted. With `release`, the third
+    /// waits in `send` until the test lets it go.
     struct Transport: OutboxBatchTransport {
         let recorder: Recorder
+        var release: AsyncStream<Void>?
         func encode(_ records: [OutboxRecord]) throws -> (batch: [String], count: Int) { (records.map(\.id), records.count) }
         func send(_ batch: [String], records: [OutboxRecord]) async throws -> OutboxBatchOutcome {
-            recorder.batches.withLock { $0.append(batch) }
+            let n = recorder.batches.withLock { $0.append(batch); return $0.count }
+            if n == 3, let release { for await _ in release { break } }
             return .accepted
         }
     }
 
-    @Test func fullBatchesGoWhileTheQueueCannotWrite() async throws {
+    /// A durable queue of 50 records, its sink's loop sending them in full batches of 10 (marked
+    /// in flight) over `transport`, while `body` runs with another process holding the file's
+    /// write lock. Then the lock goes and the input ends: every batch went once, in order, and
+    /// the queue is empty, with no mark left.
+    static func withLockedQueue(_ transport: Transport, _ body: (_ outbox: any Outbox, _ holder: SQLiteLockHolder) async throws -> Void) async throws {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let path = dir + "/q.sqlite"
@@ -39,33 +46,26 @@ struct TrailingDeleteTests {
             maxRecords: 10, maxBytes: 1 << 20, interval: .seconds(60), retryInitial: .seconds(1), retryMax: .seconds(1),
             retryMaxAttempts: 0, marksInFlight: true, statsPrefix: "test"))
         let input = SinkBuffer(capacity: 100, policy: .block, durable: true, stats: ComponentStats(id: "up"))
-
         let holder = try SQLiteLockHolder(path: path)
         defer { holder.finish() }
-        let recorder = Recorder()
         let run = Task {
-            try await loop.run(input: input, transport: Transport(recorder: recorder), encoder: { { _ in OutboxEntry(id: "", payload: [], time: nil) } })
+            try await loop.run(input: input, transport: transport, encoder: { { _ in OutboxEntry(id: "", payload: [], time: nil) } })
         }
-        #expect(await Poll.until(timeout: .seconds(3)) { recorder.count == 5 }, "sent \(recorder.count) of 5 batches while the queue could not write")
-        #expect(outbox.depth == 50, "a delete went through while the file was locked: the test proves nothing")
-
+        try await body(outbox, holder)
         holder.finish()
         input.close()
         try await run.value
-        #expect(recorder.batches.withLock { $0 } == (0..<5).map { b in (b * 10..<b * 10 + 10).map { "p\($0)" } })
+        #expect(transport.recorder.batches.withLock { $0 } == (0..<5).map { b in (b * 10..<b * 10 + 10).map { "p\($0)" } })
         #expect(outbox.depth == 0)
         #expect(try outbox.oldest(limit: 10).isEmpty)
+        #expect(outbox.inFlightThrough == nil)
     }
 
-    /// Accepts every batch; the third waits in `send` until the test lets it go.
-    struct HeldTransport: OutboxBatchTransport {
-        let recorder: Recorder
-        let release: AsyncStream<Void>
-        func encode(_ records: [OutboxRecord]) throws -> (batch: [String], count: Int) { (records.map(\.id), records.count) }
-        func send(_ batch: [String], records: [OutboxRecord]) async throws -> OutboxBatchOutcome {
-            let n = recorder.batches.withLock { $0.append(batch); return $0.count }
-            if n == 3 { for await _ in release { break } }
-            return .accepted
+    @Test func fullBatchesGoWhileTheQueueCannotWrite() async throws {
+        let recorder = Recorder()
+        try await Self.withLockedQueue(Transport(recorder: recorder)) { outbox, _ in
+            #expect(await Poll.until(timeout: .seconds(3)) { recorder.count == 5 }, "sent \(recorder.count) of 5 batches while the queue could not write")
+            #expect(outbox.depth == 50, "a delete went through while the file was locked: the test proves nothing")
         }
     }
 
@@ -74,37 +74,18 @@ struct TrailingDeleteTests {
     /// limits must read it as it went); a newer mark replaces one still waiting, so the queue's
     /// thread never falls behind by more than one.
     @Test func aFullBatchSentWhileAWriteRunsIsMarkedAfterIt() async throws {
-        let dir = try makeTemporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let path = dir + "/q.sqlite"
-        let queue = try DiskQueue(path: path)
-        let outbox = queue.outbox
-        defer { outbox.close() }
-        _ = try outbox.append(entries(0..<50), at: Timestamp(milliseconds: 1000))
-        let loop = OutboxBatchLoop(writer: queue.writer, options: .init(
-            maxRecords: 10, maxBytes: 1 << 20, interval: .seconds(60), retryInitial: .seconds(1), retryMax: .seconds(1),
-            retryMaxAttempts: 0, marksInFlight: true, statsPrefix: "test"))
-        let input = SinkBuffer(capacity: 100, policy: .block, durable: true, stats: ComponentStats(id: "up"))
-        let holder = try SQLiteLockHolder(path: path)
-        defer { holder.finish() }
         let recorder = Recorder()
         let (release, letGo) = AsyncStream<Void>.makeStream()
-        let run = Task {
-            try await loop.run(input: input, transport: HeldTransport(recorder: recorder, release: release), encoder: { { _ in OutboxEntry(id: "", payload: [], time: nil) } })
+        try await Self.withLockedQueue(Transport(recorder: recorder, release: release)) { outbox, holder throws in
+            // The first batch's mark waits for the lock; the second's and then the third's wait behind it.
+            #expect(await Poll.until(timeout: .seconds(3)) { recorder.count == 3 }, "sent \(recorder.count) of 3 batches")
+            #expect(outbox.inFlightThrough == nil, "a mark went through while the file was locked: the test proves nothing")
+            holder.finish()
+            #expect(await Poll.until(timeout: .seconds(3)) { outbox.inFlightThrough == 30 },
+                    "the third batch (p20…p29) is in flight, but the mark says \(outbox.inFlightThrough.map(String.init) ?? "none")")
+            // A mark covers the queue from its front: the two batches delivered before it went with it.
+            #expect(try outbox.oldest(limit: 1).map(\.id) == ["p20"])
+            letGo.yield()
         }
-        // The first batch's mark waits for the lock; the second's and then the third's wait behind it.
-        #expect(await Poll.until(timeout: .seconds(3)) { recorder.count == 3 }, "sent \(recorder.count) of 3 batches")
-        #expect(outbox.inFlightThrough == nil, "a mark went through while the file was locked: the test proves nothing")
-        holder.finish()
-        #expect(await Poll.until(timeout: .seconds(3)) { outbox.inFlightThrough == 30 },
-                "the third batch (p20…p29) is in flight, but the mark says \(outbox.inFlightThrough.map(String.init) ?? "none")")
-        // A mark covers the queue from its front: the two batches delivered before it went with it.
-        #expect(try outbox.oldest(limit: 1).map(\.id) == ["p20"])
-        letGo.yield()
-        input.close()
-        try await run.value
-        #expect(recorder.batches.withLock { $0 } == (0..<5).map { b in (b * 10..<b * 10 + 10).map { "p\($0)" } })
-        #expect(outbox.depth == 0)
-        #expect(outbox.inFlightThrough == nil)
     }
 }

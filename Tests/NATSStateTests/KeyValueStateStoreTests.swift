@@ -31,6 +31,11 @@ import Testing
         }
     }
 
+    /// A device's state deleted.
+    static func deletion(_ device: String, transform: String = "depot") -> DeviceStateRecord {
+        DeviceStateRecord(transform: transform, device: device, format: "test/1", state: nil)
+    }
+
     static func values(_ records: [DeviceStateRecord]) -> [String: Double] {
         var out: [String: Double] = [:]
         for r in records { if case .object(let o)? = r.state, case .number(let n)? = o["v"] { out[r.device] = n } }
@@ -47,7 +52,7 @@ import Testing
         let devices = ["van-1", "van.2", "", "owntracks/anna/phone", "Zürich 1"]
         #expect(await Self.write(a, devices.enumerated().map { Self.record($1, Double($0)) }, sequence: 1) == nil)
         #expect(await Self.write(a, [Self.record("van-1", 10), Self.record("other-transform", 5, transform: "moved")], sequence: 2) == nil)
-        #expect(await Self.write(a, [DeviceStateRecord(transform: "depot", device: "van.2", format: "test/1", state: nil)], sequence: 3) == nil)
+        #expect(await Self.write(a, [Self.deletion("van.2")], sequence: 3) == nil)
         #expect(a.totals(transform: "depot")?.devices == 4)
         a.close()
 
@@ -190,6 +195,27 @@ import Testing
         return (store, made)
     }
 
+    /// A one-node cluster and a store on an ``UnansweredWriteBucket``, with `first` written
+    /// (sequence 1) while every write is answered; `body` holds the writes after it.
+    static func withHoldingStore(first: [DeviceStateRecord] = [record("van-1", 1)], clock: any GatewayClock = SystemClock(),
+                                 _ body: (NATSCluster, NATSKeyValueStateStore, UnansweredWriteBucket) async throws -> Void) async throws {
+        let cluster = try NATSCluster(size: 1)
+        defer { cluster.stop() }
+        try await cluster.start()
+        let (store, bucket) = try openHolding(cluster, clock: clock)
+        defer { store.close() }
+        #expect(try store.load(transform: "depot").isEmpty)
+        #expect(await write(store, first, sequence: 1) == nil)
+        try await body(cluster, store, bucket)
+    }
+
+    /// The values of the "depot" transform as another store loads them from the bucket.
+    static func stored(in cluster: NATSCluster) throws -> [String: Double] {
+        let reader = try open(cluster)
+        defer { reader.close() }
+        return values(try reader.load(transform: "depot"))
+    }
+
     /// The colleague's kill -9/cluster report: a write that got no answer but was stored, seen
     /// too late by the read-back before the next write (the proposal was still in flight), or
     /// not seen by it (answered by a replica that is behind). The next write names the revision
@@ -199,27 +225,18 @@ import Testing
     /// a SIGSTOP of both followers makes the leader do; 2.9 stores both.)
     @Test(.timeLimit(.minutes(1)), arguments: [UnansweredWriteBucket.Landing.afterTheReadBack, .beforeAReadFromAReplicaBehind])
     func aWriteStoredWithoutAnAnswerIsAdoptedWhenItRefusesTheNext(landing: UnansweredWriteBucket.Landing) async throws {
-        let cluster = try NATSCluster(size: 1)
-        defer { cluster.stop() }
-        try await cluster.start()
-        let (store, bucket) = try Self.openHolding(cluster)
-        defer { store.close() }
-        #expect(try store.load(transform: "depot").isEmpty)
-        #expect(await Self.write(store, [Self.record("van-1", 1)], sequence: 1) == nil)
-
-        bucket.holdNextWrite(landing)
-        let error = await Self.write(store, [Self.record("van-1", 2)], sequence: 2)
-        #expect(error == nil, "\(String(describing: error))")
-        #expect(bucket.landed)
-        #expect(store.conflicts == 0)
-        #expect(store.totals(transform: "depot")?.devices == 1)
-
-        let reader = try Self.open(cluster)
-        defer { reader.close() }
-        #expect(Self.values(try reader.load(transform: "depot")) == ["van-1": 2])
-        // The store goes on writing the key on the revision it adopted.
-        #expect(await Self.write(store, [Self.record("van-1", 3)], sequence: 3) == nil)
-        #expect(Self.values(try reader.load(transform: "depot")) == ["van-1": 3])
+        try await Self.withHoldingStore { cluster, store, bucket throws in
+            bucket.holdNextWrite(landing)
+            let error = await Self.write(store, [Self.record("van-1", 2)], sequence: 2)
+            #expect(error == nil, "\(String(describing: error))")
+            #expect(bucket.landed)
+            #expect(store.conflicts == 0)
+            #expect(store.totals(transform: "depot")?.devices == 1)
+            #expect(try Self.stored(in: cluster) == ["van-1": 2])
+            // The store goes on writing the key on the revision it adopted.
+            #expect(await Self.write(store, [Self.record("van-1", 3)], sequence: 3) == nil)
+            #expect(try Self.stored(in: cluster) == ["van-1": 3])
+        }
     }
 
     /// A delete checks the key's revision first: there the write that got no answer shows up
@@ -227,56 +244,38 @@ import Testing
     /// know, which is its own, not another gateway's.
     @Test(.timeLimit(.minutes(1)))
     func aDeleteAfterAWriteStoredWithoutAnAnswerIsNotAConflict() async throws {
-        let cluster = try NATSCluster(size: 1)
-        defer { cluster.stop() }
-        try await cluster.start()
-        let (store, bucket) = try Self.openHolding(cluster)
-        defer { store.close() }
-        #expect(try store.load(transform: "depot").isEmpty)
-        #expect(await Self.write(store, [Self.record("van-1", 1), Self.record("van-2", 1)], sequence: 1) == nil)
-
-        bucket.holdNextWrite(.beforeAReadFromAReplicaBehind)
-        async let written = Self.write(store, [Self.record("van-1", 2)], sequence: 2)
-        // Once the write went unanswered, the delete joins it in the round that tries it again.
-        #expect(await Poll.until { bucket.held })
-        let deleted = await Self.write(store, [DeviceStateRecord(transform: "depot", device: "van-1", format: "test/1", state: nil)], sequence: 3)
-        #expect(deleted == nil, "\(String(describing: deleted))")
-        let error = await written
-        #expect(error == nil, "\(String(describing: error))")
-        #expect(store.conflicts == 0)
-        #expect(store.totals(transform: "depot")?.devices == 1)
-
-        let reader = try Self.open(cluster)
-        defer { reader.close() }
-        #expect(Self.values(try reader.load(transform: "depot")) == ["van-2": 1])
+        try await Self.withHoldingStore(first: [Self.record("van-1", 1), Self.record("van-2", 1)]) { cluster, store, bucket throws in
+            bucket.holdNextWrite(.beforeAReadFromAReplicaBehind)
+            async let written = Self.write(store, [Self.record("van-1", 2)], sequence: 2)
+            // Once the write went unanswered, the delete joins it in the round that tries it again.
+            #expect(await Poll.until { bucket.held })
+            let deleted = await Self.write(store, [Self.deletion("van-1")], sequence: 3)
+            #expect(deleted == nil, "\(String(describing: deleted))")
+            let error = await written
+            #expect(error == nil, "\(String(describing: error))")
+            #expect(store.conflicts == 0)
+            #expect(store.totals(transform: "depot")?.devices == 1)
+            #expect(try Self.stored(in: cluster) == ["van-2": 1])
+        }
     }
 
     /// The same refusal when the value that landed is another gateway's (the write without an
     /// answer was lost): still a conflict, and that gateway's value stays.
     @Test(.timeLimit(.minutes(1)))
     func anotherGatewaysValueLandingAfterTheReadBackIsStillAConflict() async throws {
-        let cluster = try NATSCluster(size: 1)
-        defer { cluster.stop() }
-        try await cluster.start()
-        let (store, bucket) = try Self.openHolding(cluster)
-        defer { store.close() }
-        #expect(try store.load(transform: "depot").isEmpty)
-        #expect(await Self.write(store, [Self.record("van-1", 1)], sequence: 1) == nil)
-
-        let theirs = Self.record("van-1", 99)
-        let state = try #require(theirs.state)
-        bucket.holdNextWrite(.lostAndAnothersLandsAfterTheReadBack(NATSKeyValueStateStore.encode(theirs, value: state, now: 1, writer: "another-gateway")))
-        let error = await Self.write(store, [Self.record("van-1", 2)], sequence: 2)
-        #expect((error as? DeviceStateStoreError)?.devices == ["depot/van-1"])
-        #expect((error as? DeviceStateStoreError)?.isConflict == true)
-        #expect(bucket.landed)
-        #expect(store.conflicts == 1)
-        let again = await Self.write(store, [Self.record("van-1", 3)], sequence: 3)
-        #expect((again as? DeviceStateStoreError)?.isConflict == true)
-
-        let reader = try Self.open(cluster)
-        defer { reader.close() }
-        #expect(Self.values(try reader.load(transform: "depot")) == ["van-1": 99])
+        try await Self.withHoldingStore { cluster, store, bucket throws in
+            let theirs = Self.record("van-1", 99)
+            let state = try #require(theirs.state)
+            bucket.holdNextWrite(.lostAndAnothersLandsAfterTheReadBack(NATSKeyValueStateStore.encode(theirs, value: state, now: 1, writer: "another-gateway")))
+            let error = await Self.write(store, [Self.record("van-1", 2)], sequence: 2)
+            #expect((error as? DeviceStateStoreError)?.devices == ["depot/van-1"])
+            #expect((error as? DeviceStateStoreError)?.isConflict == true)
+            #expect(bucket.landed)
+            #expect(store.conflicts == 1)
+            let again = await Self.write(store, [Self.record("van-1", 3)], sequence: 3)
+            #expect((again as? DeviceStateStoreError)?.isConflict == true)
+            #expect(try Self.stored(in: cluster) == ["van-1": 99])
+        }
     }
 
     /// A delete that was stored without an answer, then a newer write of the key in the round
@@ -285,28 +284,19 @@ import Testing
     /// gateway's.
     @Test(.timeLimit(.minutes(1)))
     func aWriteAfterADeleteStoredWithoutAnAnswerIsNotAConflict() async throws {
-        let cluster = try NATSCluster(size: 1)
-        defer { cluster.stop() }
-        try await cluster.start()
-        let (store, bucket) = try Self.openHolding(cluster)
-        defer { store.close() }
-        #expect(try store.load(transform: "depot").isEmpty)
-        #expect(await Self.write(store, [Self.record("van-1", 1)], sequence: 1) == nil)
-
-        bucket.holdNextDelete()
-        async let deleted = Self.write(store, [DeviceStateRecord(transform: "depot", device: "van-1", format: "test/1", state: nil)], sequence: 2)
-        #expect(await Poll.until { bucket.held })
-        let written = await Self.write(store, [Self.record("van-1", 3)], sequence: 3)
-        #expect(written == nil, "\(String(describing: written))")
-        let deleteError = await deleted
-        #expect(deleteError == nil, "\(String(describing: deleteError))")
-        #expect(bucket.landed)
-        #expect(store.conflicts == 0)
-        #expect(store.totals(transform: "depot")?.devices == 1)
-
-        let reader = try Self.open(cluster)
-        defer { reader.close() }
-        #expect(Self.values(try reader.load(transform: "depot")) == ["van-1": 3])
+        try await Self.withHoldingStore { cluster, store, bucket throws in
+            bucket.holdNextDelete()
+            async let deleted = Self.write(store, [Self.deletion("van-1")], sequence: 2)
+            #expect(await Poll.until { bucket.held })
+            let written = await Self.write(store, [Self.record("van-1", 3)], sequence: 3)
+            #expect(written == nil, "\(String(describing: written))")
+            let deleteError = await deleted
+            #expect(deleteError == nil, "\(String(describing: deleteError))")
+            #expect(bucket.landed)
+            #expect(store.conflicts == 0)
+            #expect(store.totals(transform: "depot")?.devices == 1)
+            #expect(try Self.stored(in: cluster) == ["van-1": 3])
+        }
     }
 
     /// Another gateway's value equal to ours, written in the same millisecond (two aggregators
@@ -314,22 +304,16 @@ import Testing
     /// that got no answer.
     @Test(.timeLimit(.minutes(1)))
     func aValueLikeOursWrittenByAnotherGatewayIsStillAConflict() async throws {
-        let cluster = try NATSCluster(size: 1)
-        defer { cluster.stop() }
-        try await cluster.start()
         let clock = ManualClock()
-        let (store, bucket) = try Self.openHolding(cluster, clock: clock)
-        defer { store.close() }
-        #expect(try store.load(transform: "depot").isEmpty)
-        #expect(await Self.write(store, [Self.record("van-1", 1)], sequence: 1) == nil)
-
-        let same = Self.record("van-1", 2)
-        let state = try #require(same.state)
-        bucket.holdNextWrite(.lostAndAnothersLandsAfterTheReadBack(NATSKeyValueStateStore.encode(same, value: state, now: clock.now().milliseconds, writer: "another-gateway")))
-        let error = await Self.write(store, [same], sequence: 2)
-        #expect((error as? DeviceStateStoreError)?.isConflict == true, "\(String(describing: error))")
-        #expect(bucket.landed)
-        #expect(store.conflicts == 1)
+        try await Self.withHoldingStore(clock: clock) { _, store, bucket throws in
+            let same = Self.record("van-1", 2)
+            let state = try #require(same.state)
+            bucket.holdNextWrite(.lostAndAnothersLandsAfterTheReadBack(NATSKeyValueStateStore.encode(same, value: state, now: clock.now().milliseconds, writer: "another-gateway")))
+            let error = await Self.write(store, [same], sequence: 2)
+            #expect((error as? DeviceStateStoreError)?.isConflict == true, "\(String(describing: error))")
+            #expect(bucket.landed)
+            #expect(store.conflicts == 1)
+        }
     }
 }
 
