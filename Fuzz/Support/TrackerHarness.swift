@@ -100,6 +100,9 @@ public enum TrackerHarness {
         case .control(let kind, let deviceID, _):
             fuzzCheck(!kind.isEmpty, "\(name): control message without a kind")
             if let id = deviceID { fuzzCheck(!id.isEmpty, "\(name): control with an empty device id") }
+        case .admission(let admission):
+            fuzzCheck(!admission.deviceID.isEmpty, "\(name): admission without a device id")
+            fuzzCheck(!admission.kind.isEmpty, "\(name): admission without a kind")
         }
     }
 

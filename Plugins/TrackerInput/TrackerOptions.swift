@@ -3,7 +3,7 @@ import GatewayCore
 import SystemIO
 import TrackerProtocols
 
-/// What the three tracker sources (`teltonika`, `gt06`, `h02`) read alike: where to listen, the
+/// What the tracker sources (`teltonika`, `gt06`, `h02`, `jt808`) read alike: where to listen, the
 /// limits, and who may send.
 public struct TrackerSourceConfiguration: Sendable, Hashable {
     public var listener: ListenerConfiguration
@@ -21,17 +21,19 @@ public struct TrackerSourceConfiguration: Sendable, Hashable {
     }
 
     /// The shared options, documented.
-    static func optionSpecs(defaultListen: ListenAddress, maxFrameBytes: Int) -> [OptionSpec] {
+    static func optionSpecs(defaultListen: ListenAddress, maxFrameBytes: Int, identifier: String = "IMEI") -> [OptionSpec] {
         ListenerConfiguration.optionSpecs(defaultListen: defaultListen, maxFrameBytes: maxFrameBytes)
-            + DeviceDirectoryConfiguration.optionSpecs(identifier: "IMEI")
+            + DeviceDirectoryConfiguration.optionSpecs(identifier: identifier)
     }
 
-    /// The listening source for a codec.
-    func makeSource(protocolName: String, context: ComponentContext, codec: @escaping @Sendable () -> any TrackerCodec) -> ListeningSource {
+    /// The listening source for a codec; `admissions` decides registrations (JT/T 808).
+    func makeSource(protocolName: String, context: ComponentContext, admissions: (any DeviceAdmissions)? = nil,
+                    codec: @escaping @Sendable () -> any TrackerCodec) -> ListeningSource {
         let transport: ListeningSource.Transport = udp
             ? .udp(listener.listen, maxDatagramBytes: listener.maxFrameBytes)
             : .tcp(listener)
-        return ListeningSource(protocolName: protocolName, transport: transport, directory: directory, context: context) { _ in codec() }
+        return ListeningSource(protocolName: protocolName, transport: transport, directory: directory, context: context,
+                               admissions: admissions) { _ in codec() }
     }
 
     /// `validate`'s check: the devices file reads.

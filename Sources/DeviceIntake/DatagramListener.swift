@@ -16,13 +16,15 @@ public final class DatagramListener: @unchecked Sendable {
     let inbox: DeviceInbox
     let context: ComponentContext
     let maxDatagramBytes: Int
+    let admissions: (any DeviceAdmissions)?
     private var codec: any TrackerCodec
     private var endpoint: UDPEndpoint?
     private var stamp: PositionStamp
     private var logLimit = LogRateLimit()
 
     public init(loop: EventLoop, listen: ListenAddress, maxDatagramBytes: Int, directory: DeviceDirectory, inbox: DeviceInbox,
-                context: ComponentContext, codec: any TrackerCodec) {
+                context: ComponentContext, admissions: (any DeviceAdmissions)? = nil, codec: any TrackerCodec) {
+        self.admissions = admissions
         self.loop = loop
         self.listen = listen
         self.maxDatagramBytes = maxDatagramBytes
@@ -62,7 +64,9 @@ public final class DatagramListener: @unchecked Sendable {
             stats.count("datagrams.dropped_busy")
             return
         }
-        switch codec.decode(bytes, now: context.clock.now()) {
+        let now = context.clock.now()
+        defer { for key in codec.idle(now: now, ending: false).counts { stats.count(key) } }
+        switch codec.decode(bytes, now: now) {
         case .needMore:
             stats.count("frames.bad.length")
         case .invalid(let error, _, _):
@@ -75,14 +79,21 @@ public final class DatagramListener: @unchecked Sendable {
             stats.count("frames.good")
             stats.count("messages.\(kind)")
             if let deviceID, resolve(deviceID, from: sender) == nil { return }
-            if let answer {
-                endpoint?.send(answer, to: sender)
-                stats.count("answers.immediate")
-            }
+            if let answer { send(answer, to: sender) }
+        case .message(.admission(let admission), _):
+            stats.count("frames.good")
+            stats.count("messages.\(admission.kind)")
+            admit(admission, from: sender)
         case .message(.records(var records), _):
             stats.count("frames.good")
+            if let kind = records.kind { stats.count("messages.\(kind)") }
             guard let deviceID = records.deviceID else {
                 stats.count("frames.unidentified")
+                return
+            }
+            if let admissions, !admissions.admitsUnauthenticated(deviceID, overDatagrams: true) {
+                // Not registered: unanswered, so the device keeps it until it registers.
+                stats.count("frames.unauthenticated")
                 return
             }
             guard let entry = resolve(deviceID, from: sender) else { return }
@@ -95,9 +106,32 @@ public final class DatagramListener: @unchecked Sendable {
         }
     }
 
+    /// Sends an answer due at once.
+    private func send(_ answer: [UInt8], to sender: SocketAddress) {
+        guard let endpoint else { return }
+        endpoint.send(codec.outgoing(answer), to: sender)
+        context.stats.count("answers.immediate")
+    }
+
+    /// A registration or authentication over UDP: decided, then answered to its sender.
+    private func admit(_ admission: TrackerAdmission, from sender: SocketAddress) {
+        guard let admissions else {
+            context.stats.count("frames.unexpected_admission")
+            return
+        }
+        let entry = directory.lookup(admission.deviceID, now: Int64(loop.now))
+        if entry == nil { context.stats.count("devices.unknown") }
+        admissions.decide(admission, entry: entry) { [self] verdict in
+            loop.execute {
+                self.context.stats.count("admissions.\(DeviceConnection.word(verdict))")
+                if let answer = self.codec.answer(admission, verdict) { self.send(answer, to: sender) }
+            }
+        }
+    }
+
     private func handled(_ answer: [UInt8]?, to sender: SocketAddress, since: UInt64) {
         guard let answer, let endpoint else { return }
-        endpoint.send(answer, to: sender)
+        endpoint.send(codec.outgoing(answer), to: sender)
         context.stats.count("acks.sent")
         context.stats.count("ack_latency_ms.sum", by: Int(loop.now &- since))
     }

@@ -14,6 +14,8 @@ final class DeviceConnection: TCPConnectionDelegate, @unchecked Sendable {
         static let inbox = Holds(rawValue: 2)
         /// The peer does not take its answers.
         static let writes = Holds(rawValue: 4)
+        /// A registration or authentication waits for the source's decision.
+        static let admission = Holds(rawValue: 8)
     }
 
     /// An answer owed once the positions of its frame are handled.
@@ -37,6 +39,8 @@ final class DeviceConnection: TCPConnectionDelegate, @unchecked Sendable {
     /// `entry != nil`, read by the sweep without copying the entry.
     private(set) var identified = false
     private(set) var identifier: String?
+    /// The device authenticated through the source's admissions (not only named by a frame).
+    private var authenticated = false
     let acceptedAt: UInt64
     private(set) var lastInput: UInt64
     /// Whether the codec was flushed since the last input.
@@ -76,7 +80,9 @@ final class DeviceConnection: TCPConnectionDelegate, @unchecked Sendable {
     private func process(_ bytes: UnsafeRawBufferPointer) -> Int {
         var offset = 0
         let now = listener.context.clock.now()
-        while offset < bytes.count && !closing {
+        // A frame waiting for an admission's decision stops the decoding: what follows it is
+        // judged after (it is kept in `pending` and decoded once the decision is in).
+        while offset < bytes.count && !closing && !holds.contains(.admission) {
             let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
             switch codec.decode(rest, now: now) {
             case .needMore:
@@ -104,16 +110,12 @@ final class DeviceConnection: TCPConnectionDelegate, @unchecked Sendable {
             if identify(identifier) {
                 write(accepted)
             } else {
-                if let refused { connection.write(refused) }
+                if let refused { connection.write(codec.outgoing(refused)) }
                 close(reason: nil, afterWrites: true)
             }
         case .records(var records):
-            if let id = records.deviceID, entry == nil || id != identifier {
-                guard identify(id) else {
-                    close(reason: nil)
-                    return
-                }
-            }
+            if let kind = records.kind { stats.count("messages.\(kind)") }
+            if let id = records.deviceID, !acceptsFrames(naming: id) { return }
             guard let entry else {
                 stats.count("frames.unidentified")
                 close(reason: "positions before the device identified itself")
@@ -123,13 +125,103 @@ final class DeviceConnection: TCPConnectionDelegate, @unchecked Sendable {
             deliver(records.positions, answer: records.answer)
         case .control(let kind, let deviceID, let answer):
             stats.count("messages.\(kind)")
+            // Under admissions a control from a device not authenticated here is answered
+            // (a heartbeat costs nothing) but identifies nobody.
             if let id = deviceID, entry == nil || id != identifier {
-                guard identify(id) else {
+                if let admissions = listener.admissions, !admissions.admitsUnauthenticated(id, overDatagrams: false) {
+                    stats.count("frames.unauthenticated")
+                } else if !identify(id) {
                     close(reason: nil)
                     return
                 }
             }
             if let answer { write(answer) }
+        case .admission(let admission):
+            stats.count("messages.\(admission.kind)")
+            admit(admission)
+        }
+    }
+
+    /// Whether frames naming `id` are taken: from the device authenticated on this connection;
+    /// else, unless admissions require authentication, from whoever the directory accepts
+    /// (the connection then becomes that device's). Closes the connection when not.
+    private func acceptsFrames(naming id: String) -> Bool {
+        if entry != nil && id == identifier { return true }
+        if let admissions = listener.admissions, !admissions.admitsUnauthenticated(id, overDatagrams: false) {
+            if authenticated {
+                stats.count("frames.other_device")
+                close(reason: "a frame of device \(id) on the connection authenticated as \(identifier ?? "")")
+            } else {
+                stats.count("frames.unauthenticated")
+                close(reason: "device \(id) sent positions before it authenticated; it reconnects, authenticates and resends them")
+            }
+            return false
+        }
+        guard identify(id) else {
+            close(reason: nil)
+            return false
+        }
+        return true
+    }
+
+    /// Hands a registration, authentication or deregistration to the source's admissions and
+    /// stops reading until it is decided, so nothing the device sends after it is judged before it.
+    private func admit(_ admission: TrackerAdmission) {
+        guard let admissions = listener.admissions else {
+            stats.count("frames.unexpected_admission")
+            return
+        }
+        let entry = listener.resolve(admission.deviceID, peer: connection.peer)
+        hold(.admission)
+        let loop = listener.loop
+        admissions.decide(admission, entry: entry) { [self] verdict in
+            loop.execute { self.admitted(admission, verdict, entry: entry) }
+        }
+    }
+
+    private func admitted(_ admission: TrackerAdmission, _ verdict: TrackerAdmissionVerdict, entry: DeviceEntry?) {
+        stats.count("admissions.\(Self.word(verdict))")
+        guard !closing else { return }
+        let answer = codec.answer(admission, verdict)
+        switch verdict {
+        case .authenticated:
+            if let entry {
+                self.entry = entry
+                identifier = admission.deviceID
+                identified = true
+                authenticated = true
+            }
+        case .deregistered where admission.deviceID == identifier:
+            // Its code is gone: nothing more is taken until it registers and authenticates again.
+            self.entry = nil
+            identifier = nil
+            identified = false
+            authenticated = false
+        case .refused(.unknownDevice):
+            if let answer { connection.write(codec.outgoing(answer)) }
+            close(reason: nil, afterWrites: true)
+            return
+        default:
+            break
+        }
+        if let answer { write(answer) }
+        release(.admission)
+        if !pending.isEmpty && !holds.contains(.admission) && !closing {
+            let used = pending.withUnsafeBytes { process($0) }
+            if closing { pending = [] } else { pending.removeFirst(min(used, pending.count)) }
+        }
+    }
+
+    /// A verdict as a metric label word.
+    static func word(_ verdict: TrackerAdmissionVerdict) -> String {
+        switch verdict {
+        case .registered: "registered"
+        case .authenticated: "authenticated"
+        case .deregistered: "deregistered"
+        case .refused(.unknownDevice): "refused_unknown"
+        case .refused(.alreadyRegistered): "refused_already_registered"
+        case .refused(.wrongCode): "refused_code"
+        case .refused(.unavailable): "unavailable"
         }
     }
 
@@ -176,7 +268,7 @@ final class DeviceConnection: TCPConnectionDelegate, @unchecked Sendable {
             let answer = owed[done]
             released += answer.positions
             if let bytes = answer.bytes, !closing {
-                connection.write(bytes)
+                connection.write(codec.outgoing(bytes))
                 stats.count("acks.sent")
                 stats.count("ack_latency_ms.sum", by: Int(now &- answer.since))
             }
@@ -188,10 +280,15 @@ final class DeviceConnection: TCPConnectionDelegate, @unchecked Sendable {
         checkWrites()
     }
 
-    /// Positions an NMEA epoch held past a quiet second.
+    /// Positions an NMEA epoch held past a quiet second, and what the codec has to say then
+    /// (a request for the missing packets of a split message).
     func flushIdle() {
         flushed = true
-        var positions = codec.flush(now: listener.context.clock.now())
+        let now = listener.context.clock.now()
+        let idle = codec.idle(now: now, ending: false)
+        for key in idle.counts { stats.count(key) }
+        for answer in idle.answers where !closing { write(answer) }
+        var positions = codec.flush(now: now)
         guard !positions.isEmpty, let entry else { return }
         listener.stamp.stamp(&positions, as: entry)
         deliver(positions, answer: nil)
@@ -202,7 +299,7 @@ final class DeviceConnection: TCPConnectionDelegate, @unchecked Sendable {
     /// Writes an answer that is due at once.
     private func write(_ bytes: [UInt8]) {
         guard !bytes.isEmpty else { return }
-        connection.write(bytes)
+        connection.write(codec.outgoing(bytes))
         stats.count("answers.immediate")
         checkWrites()
     }
@@ -227,6 +324,7 @@ final class DeviceConnection: TCPConnectionDelegate, @unchecked Sendable {
 
     func connectionEnded(_ connection: TCPConnection, error: SystemError?) {
         if let error { listener.context.logger.debug("\(connection.peer): \(error)") }
+        for key in codec.idle(now: listener.context.clock.now(), ending: true).counts { stats.count(key) }
         // What an NMEA epoch held is complete now; tracker codecs hold nothing.
         if !closing, let entry {
             var positions = codec.flush(now: listener.context.clock.now())

@@ -21,16 +21,19 @@ public struct ListeningSource: PositionSource {
     public let context: ComponentContext
     let makeCodec: @Sendable (SocketAddress) -> any TrackerCodec
     let identifyAtAccept: (@Sendable (SocketAddress) -> String?)?
+    let admissions: (any DeviceAdmissions)?
     let protocolName: String
     let loop: EventLoop
 
     /// `protocolName` names the protocol in the log (`teltonika`); `identifyAtAccept` names a
     /// TCP connection's device when it is accepted, for protocols without identification.
     /// `makeCodec` gets the peer's address (`.unspecified` over UDP, where one codec reads every
-    /// datagram).
+    /// datagram). `admissions` decides registrations and authentications (JT/T 808).
     public init(protocolName: String, transport: Transport, directory: DeviceDirectoryConfiguration, context: ComponentContext,
                 loop: EventLoop = .shared, identifyAtAccept: (@Sendable (SocketAddress) -> String?)? = nil,
+                admissions: (any DeviceAdmissions)? = nil,
                 makeCodec: @escaping @Sendable (SocketAddress) -> any TrackerCodec) {
+        self.admissions = admissions
         self.protocolName = protocolName
         self.transport = transport
         self.directory = directory
@@ -52,7 +55,7 @@ public struct ListeningSource: PositionSource {
         switch transport {
         case .tcp(let configuration):
             let listener = TrackerListener(loop: loop, configuration: configuration, directory: devices, inbox: inbox, context: context,
-                                           identifyAtAccept: identifyAtAccept, makeCodec: makeCodec)
+                                           identifyAtAccept: identifyAtAccept, admissions: admissions, makeCodec: makeCodec)
             try await loop.perform { try listener.start() }
             started = listener
             let limit = EventLoop.openFileLimit
@@ -61,7 +64,7 @@ public struct ListeningSource: PositionSource {
             }
         case .udp(let address, let maxBytes):
             let listener = DatagramListener(loop: loop, listen: address, maxDatagramBytes: maxBytes, directory: devices, inbox: inbox,
-                                            context: context, codec: makeCodec(.unspecified))
+                                            context: context, admissions: admissions, codec: makeCodec(.unspecified))
             try await loop.perform { try listener.start() }
             started = listener
         }

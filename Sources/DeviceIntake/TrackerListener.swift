@@ -31,6 +31,8 @@ public final class TrackerListener: @unchecked Sendable {
     /// Identifies a connection when it is accepted (a `tcp` source naming devices by address);
     /// nil when the device identifies itself.
     let identifyAtAccept: (@Sendable (SocketAddress) -> String?)?
+    /// Who may register and authenticate, for protocols whose devices do (JT/T 808); nil for none.
+    let admissions: (any DeviceAdmissions)?
     private var listener: TCPListener?
     private var sweep: LoopTimer?
     private var connections: [ObjectIdentifier: DeviceConnection] = [:]
@@ -42,7 +44,9 @@ public final class TrackerListener: @unchecked Sendable {
 
     public init(loop: EventLoop, configuration: ListenerConfiguration, directory: DeviceDirectory, inbox: DeviceInbox,
                 context: ComponentContext, identifyAtAccept: (@Sendable (SocketAddress) -> String?)? = nil,
+                admissions: (any DeviceAdmissions)? = nil,
                 makeCodec: @escaping @Sendable (SocketAddress) -> any TrackerCodec) {
+        self.admissions = admissions
         self.loop = loop
         self.configuration = configuration
         self.directory = directory

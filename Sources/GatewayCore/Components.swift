@@ -18,13 +18,19 @@ public struct ComponentContext: Sendable {
     public let logger: Logger
     public let stats: ComponentStats
     public let clock: any GatewayClock
+    /// The per-device state store (`settings.state`), for sources that keep state of their own
+    /// (``SourcePlugin/keepsState(_:)``: JT/T 808's authentication codes); nil when state is kept
+    /// in memory only, and for every other component (transforms reach it through the runtime).
+    public let stateStore: (any DeviceStateStore)?
 
-    public init(id: String, kind: ComponentKind, logger: Logger, stats: ComponentStats, clock: any GatewayClock = SystemClock()) {
+    public init(id: String, kind: ComponentKind, logger: Logger, stats: ComponentStats, clock: any GatewayClock = SystemClock(),
+                stateStore: (any DeviceStateStore)? = nil) {
         self.id = id
         self.kind = kind
         self.logger = logger
         self.stats = stats
         self.clock = clock
+        self.stateStore = stateStore
     }
 }
 

@@ -78,6 +78,9 @@ public struct DeviceStateRecord: Sendable, Hashable {
 public protocol DeviceStateStore: Sendable {
     /// Every record of one transform (at start and when a reload builds the transform anew).
     func load(transform: String) throws -> [DeviceStateRecord]
+    /// One device's record of one transform, or nil (a shared store another gateway wrote to since
+    /// this one loaded). The default reads every record of the transform.
+    func load(transform: String, device: String) throws -> DeviceStateRecord?
     /// Writes `changes` (a nil state deletes) and calls `completion` once they are durable, or
     /// with the error that kept them from being written. `sequence` orders the writes of one
     /// transform: a change older than what is stored for its device is skipped (two batches
@@ -99,6 +102,9 @@ public protocol DeviceStateStore: Sendable {
 
 extension DeviceStateStore {
     public func totals(transform: String) -> (devices: Int, bytes: Int)? { nil }
+    public func load(transform: String, device: String) throws -> DeviceStateRecord? {
+        try load(transform: transform).first { $0.device == device }
+    }
 }
 
 /// `settings.state`: where per-device state is kept.

@@ -80,6 +80,13 @@ extension GatewayPlugin {
 
 public protocol SourcePlugin: GatewayPlugin {
     static func makeSource(_ configuration: Configuration, context: ComponentContext) throws -> any PositionSource
+    /// Whether the source keeps per-device state in the state store (`settings.state`), which
+    /// its ``ComponentContext/stateStore`` then holds. Optional: the default keeps none.
+    static func keepsState(_ configuration: Configuration) -> Bool
+}
+
+extension SourcePlugin {
+    public static func keepsState(_ configuration: Configuration) -> Bool { false }
 }
 
 public protocol TransformPlugin: GatewayPlugin {
@@ -116,6 +123,8 @@ public struct PreparedComponent: Sendable {
     public let claims: [String]
     /// For sinks: upstream waits for the sink's acknowledgement.
     public let durable: Bool
+    /// For sources: it keeps per-device state in the state store (``SourcePlugin/keepsState(_:)``).
+    public let keepsState: Bool
     public let build: @Sendable (ComponentContext) throws -> BuiltComponent
     /// The plugin's configuration value as read, for tests that compare what an option's
     /// documented default does with what leaving the option out does.
@@ -126,12 +135,13 @@ public struct PreparedComponent: Sendable {
     /// The component's areas (``TransformPlugin/areas(of:)``); none for sources and sinks.
     public let areas: @Sendable () throws -> [Area]
 
-    public init(claims: [String] = [], durable: Bool = false, configuration: (any Sendable)? = nil,
+    public init(claims: [String] = [], durable: Bool = false, keepsState: Bool = false, configuration: (any Sendable)? = nil,
                 checkEnvironment: @escaping @Sendable (EnvironmentContext) -> [EnvironmentFinding] = { _ in [] },
                 areas: @escaping @Sendable () throws -> [Area] = { [] },
                 build: @escaping @Sendable (ComponentContext) throws -> BuiltComponent) {
         self.claims = claims
         self.durable = durable
+        self.keepsState = keepsState
         self.configuration = configuration
         self.checkEnvironment = checkEnvironment
         self.areas = areas
@@ -166,7 +176,8 @@ public struct PluginRegistry: Sendable {
     public mutating func register<P: SourcePlugin>(source plugin: P.Type) {
         add(P.info) { reader in
             let c = P.configure(&reader)
-            return PreparedComponent(claims: P.claims(of: c), durable: false, configuration: c, checkEnvironment: { P.checkEnvironment(c, context: $0) }) { ctx in .source(try P.makeSource(c, context: ctx)) }
+            return PreparedComponent(claims: P.claims(of: c), durable: false, keepsState: P.keepsState(c), configuration: c,
+                                     checkEnvironment: { P.checkEnvironment(c, context: $0) }) { ctx in .source(try P.makeSource(c, context: ctx)) }
         }
     }
 

@@ -24,7 +24,7 @@ struct PipelineBuilder: Sendable {
 
     /// Builds sinks first, then transforms, then sources; throws the first component that
     /// cannot be built. The state store opens between transforms and sources: only a transform
-    /// that keeps state needs one, and each restores its devices from it.
+    /// or a source that keeps state needs one, and each restores its devices from it.
     func build(_ configuration: PipelineConfiguration) throws -> Built {
         var t = Pipeline.Topology(configuration: configuration)
         var sinks: [String: any PositionSink] = [:]
@@ -38,22 +38,24 @@ struct PipelineBuilder: Sendable {
             let ctx = context(c)
             transforms.append((c, ctx, try transform(c, ctx)))
         }
-        let store = try PipelineBuilder.openStateStore(configuration, needed: transforms.contains { ($0.2 as? any StatefulTransform)?.keepsState == true },
-                                                       clock: clock, logger: Logger(label: "state", handler: logHandler))
+        let needed = transforms.contains { ($0.2 as? any StatefulTransform)?.keepsState == true }
+            || configuration.sources.contains { $0.prepared.keepsState }
+        let store = try PipelineBuilder.openStateStore(configuration, needed: needed, clock: clock, logger: Logger(label: "state", handler: logHandler))
         for (c, ctx, built) in transforms {
             t.transforms[c.id] = node(c, ctx, transform: built, store: store)
         }
         for c in configuration.sources {
-            let ctx = context(c)
-            t.sources[c.id] = try source(c, ctx)
+            t.sources[c.id] = try source(c, context(c, store: store))
         }
         return Built(topology: t, sinks: sinks, stateStore: store)
     }
 
-    /// A component's logger and counters; `reusing` keeps a replaced instance's counters.
-    func context(_ c: PipelineConfiguration.Component, reusing stats: ComponentStats? = nil) -> ComponentContext {
+    /// A component's logger and counters; `reusing` keeps a replaced instance's counters. A
+    /// source that keeps state gets `store`.
+    func context(_ c: PipelineConfiguration.Component, reusing stats: ComponentStats? = nil,
+                 store: (any DeviceStateStore)? = nil) -> ComponentContext {
         ComponentContext(id: c.id, kind: c.kind, logger: Logger(label: c.path, handler: logHandler),
-                         stats: stats ?? ComponentStats(id: c.path), clock: clock)
+                         stats: stats ?? ComponentStats(id: c.path), clock: clock, stateStore: c.prepared.keepsState ? store : nil)
     }
 
     func source(_ c: PipelineConfiguration.Component, _ ctx: ComponentContext) throws -> Pipeline.SourceHandle {

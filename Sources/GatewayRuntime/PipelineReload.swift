@@ -116,7 +116,7 @@ extension Pipeline {
             fresh.transforms[c.id] = builder.node(c, ctx, transform: try builder.transform(c, ctx), store: stateStore)
         }
         for c in new.sources where plan.builds(c.path) {
-            let ctx = builder.context(c, reusing: plan.keepsCounters.contains(c.path) ? old.sources[c.id]?.stats : nil)
+            let ctx = builder.context(c, reusing: plan.keepsCounters.contains(c.path) ? old.sources[c.id]?.stats : nil, store: stateStore)
             fresh.sources[c.id] = try builder.source(c, ctx)
         }
         for c in new.sinks where plan.builds(c.path) {

@@ -36,6 +36,7 @@ public enum BuiltinPlugins {
         r.register(source: TeltonikaSourcePlugin.self)
         r.register(source: GT06SourcePlugin.self)
         r.register(source: H02SourcePlugin.self)
+        r.register(source: JT808SourcePlugin.self)
         r.register(source: HTTPServerSourcePlugin.self)
         // Transforms
         r.register(transform: CoordinatesPlugin.self)

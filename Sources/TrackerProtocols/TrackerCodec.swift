@@ -30,12 +30,43 @@ public protocol TrackerCodec: Sendable {
     /// the connection has been quiet for a second, and when it ends. Tracker frames hold
     /// nothing: the default returns none.
     mutating func flush(now: Timestamp) -> [Position]
+
+    /// The bytes to write for an answer this codec returned, called as it goes out, in the order
+    /// answers leave: a protocol that numbers the server's messages (JT/T 808's flow number)
+    /// numbers them here, so answers written after a commit and at once share one sequence.
+    /// The default writes the answer as it is.
+    mutating func outgoing(_ answer: [UInt8]) -> [UInt8]
+
+    /// The answer to an ``TrackerMessage/admission(_:)`` once the source decided it; nil for none.
+    /// The default answers nothing (a codec that never returns an admission).
+    func answer(_ admission: TrackerAdmission, _ verdict: TrackerAdmissionVerdict) -> [UInt8]?
+
+    /// Called when the connection has been quiet for a second after input (`ending` false) and
+    /// when it ends (`ending` true): what the codec has to write or count without a frame to
+    /// answer, such as a request for the missing packets of a split message. The default has nothing.
+    mutating func idle(now: Timestamp, ending: Bool) -> TrackerIdleOutput
 }
 
 // MARK: - Default implementations
 
 extension TrackerCodec {
     public mutating func flush(now: Timestamp) -> [Position] { [] }
+    public mutating func outgoing(_ answer: [UInt8]) -> [UInt8] { answer }
+    public func answer(_ admission: TrackerAdmission, _ verdict: TrackerAdmissionVerdict) -> [UInt8]? { nil }
+    public mutating func idle(now: Timestamp, ending: Bool) -> TrackerIdleOutput { TrackerIdleOutput() }
+}
+
+/// What ``TrackerCodec/idle(now:ending:)`` found.
+public struct TrackerIdleOutput: Sendable, Hashable {
+    /// Answers to write now, in order (each passes ``TrackerCodec/outgoing(_:)``).
+    public var answers: [[UInt8]]
+    /// Statistics to count once each (`split.expired`).
+    public var counts: [String]
+
+    public init(answers: [[UInt8]] = [], counts: [String] = []) {
+        self.answers = answers
+        self.counts = counts
+    }
 }
 
 /// Bounds every codec keeps.
@@ -90,6 +121,63 @@ public enum TrackerMessage: Sendable, Hashable {
     /// a message type kept only as counted); `answer` nil for none. `kind` is a short word for
     /// metric labels (`heartbeat`, `time_request`, `lbs`, `info`, ...). `deviceID` as for records.
     case control(kind: String, deviceID: String?, answer: [UInt8]?)
+    /// A device asks to be let in with credentials that only the source can judge (JT/T 808's
+    /// registration, authentication and deregistration): the source decides, then writes
+    /// ``TrackerCodec/answer(_:_:)``. A device authenticated this way is the connection's device.
+    case admission(TrackerAdmission)
+}
+
+/// A registration, authentication or deregistration, for the source to decide.
+public struct TrackerAdmission: Sendable, Hashable {
+    /// What the device asks.
+    public enum Request: Sendable, Hashable {
+        /// An authentication code; `terminal` is what the device says it is (maker, model,
+        /// terminal id), compared with what it said when it registered before.
+        case register(terminal: String)
+        /// To be let in with the code it was given.
+        case authenticate(code: String)
+        /// To give its registration up (its code is forgotten).
+        case deregister
+    }
+
+    /// A short word for metric labels (`0x0100`).
+    public var kind: String
+    /// The device the frame names.
+    public var deviceID: String
+    public var request: Request
+    /// What the codec needs to answer it (the frame's header); opaque to the listener.
+    public var reply: [UInt8]
+
+    public init(kind: String, deviceID: String, request: Request, reply: [UInt8]) {
+        self.kind = kind
+        self.deviceID = deviceID
+        self.request = request
+        self.reply = reply
+    }
+}
+
+/// What the source decided about a ``TrackerAdmission``.
+public enum TrackerAdmissionVerdict: Sendable, Hashable {
+    /// Registered: the device authenticates with `code` from now on.
+    case registered(code: String)
+    /// Authenticated: the connection is the device's.
+    case authenticated
+    /// The registration is forgotten.
+    case deregistered
+    /// Refused, and why.
+    case refused(Refusal)
+
+    /// Why an admission was refused.
+    public enum Refusal: Sendable, Hashable {
+        /// The device is not allowed to send (not in `devices`).
+        case unknownDevice
+        /// Another terminal registered under this device's number.
+        case alreadyRegistered
+        /// The code is not the one issued (or none was issued).
+        case wrongCode
+        /// The decision could not be made durable (the state store failed); the device should retry.
+        case unavailable
+    }
 }
 
 /// The positions of one frame and the answer owed once they are committed.
@@ -100,11 +188,14 @@ public struct TrackerRecords: Sendable, Hashable {
     public var positions: [Position]
     /// Bytes to write once every position was handled end to end; nil for none.
     public var answer: [UInt8]?
+    /// A short word for metric labels (`0x0704`), counted as `messages.<kind>`; nil for none.
+    public var kind: String?
 
     /// Records of one frame.
-    public init(deviceID: String? = nil, positions: [Position], answer: [UInt8]?) {
+    public init(deviceID: String? = nil, positions: [Position], answer: [UInt8]?, kind: String? = nil) {
         self.deviceID = deviceID
         self.positions = positions
         self.answer = answer
+        self.kind = kind
     }
 }

@@ -93,6 +93,7 @@ extension TrackerMessage {
         case .identification(_, let accepted, _): accepted
         case .records(let r): r.answer
         case .control(_, _, let answer): answer
+        case .admission: nil
         }
     }
 
@@ -107,6 +108,7 @@ func summary(_ message: TrackerMessage) -> String {
     switch message {
     case .identification(let id, _, _): return "identification(\(id))"
     case .control(let kind, let id, let answer): return "control(\(kind), \(id ?? "-"), \(hex(answer)))"
+    case .admission(let a): return "admission(\(a.kind), \(a.deviceID), \(a.request))"
     case .records(let r):
         let fixes = r.positions.map { "\($0.time.map(\.iso8601) ?? "-") \($0.latitude ?? .nan),\($0.longitude ?? .nan)" }
         return "records(\(r.deviceID ?? "-"), \(fixes), \(hex(r.answer)))"

@@ -11,6 +11,8 @@ struct TrackerVector: Sendable, CustomStringConvertible {
     /// The frame was given as text (`frame(buffer):`), not hex.
     var isText: Bool
     var ref: RefDecode?
+    /// The `ref-decode` line's JSON text, for protocols whose fields `RefDecode` does not list (JT/T 808).
+    var refJSON: String?
     /// The `server-answer` line as written (nil when the vector has none).
     var serverAnswer: String?
     /// Framing vectors: the first frame the stream holds.
@@ -44,7 +46,8 @@ struct RefDecode: Decodable, Sendable {
     var avlPacketId: Int?
     // GT06
     var protocolName: String?
-    var serial: String?
+    /// GT06's serial as hex text; JT/T 808's is a number (read as its text).
+    var serial: LooseText?
     var crcX25OK: Bool?
     var ref: Fix?
     // H02
@@ -93,6 +96,15 @@ struct RefDecode: Decodable, Sendable {
         var status: String?
     }
 
+    /// A string or a number, as text.
+    struct LooseText: Decodable, Sendable {
+        var text: String
+        init(from decoder: any Decoder) throws {
+            let c = try decoder.singleValueContainer()
+            if let n = try? c.decode(Int.self) { text = String(n) } else { text = try c.decode(String.self) }
+        }
+    }
+
     /// False when the vector is marked as a bad frame (wrong CRC or length field).
     var isIntact: Bool { frameLenOK != false && crcIbmOK != false && crcX25OK != false }
 }
@@ -120,7 +132,7 @@ enum TrackerVectors {
                 let line = block[index]
                 if let hex = value(line, "frame(binary): ") ?? value(line, "stream: ") {
                     vector.frame = bytes(hex: hex)
-                } else if let first = value(line, "frame(buffer): ") {
+                } else if let first = value(line, "frame(buffer): ") ?? value(line, "frame(text): ") {
                     // A text frame may span lines (SMS replies): up to the next field line.
                     var text = first
                     while index + 1 < block.count, !block[index + 1].hasPrefix("traccar-asserts:") {
@@ -131,6 +143,7 @@ enum TrackerVectors {
                     vector.isText = true
                 } else if let json = value(line, "ref-decode: ") {
                     vector.ref = try JSONDecoder().decode(RefDecode.self, from: Data(json.utf8))
+                    vector.refJSON = json
                 } else if let answer = value(line, "server-answer(ack bytes): ") ?? value(line, "server-answer: ") {
                     vector.serverAnswer = answer
                 } else if let hex = value(line, "expected-frame: ") {
