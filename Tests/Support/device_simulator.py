@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """Plays GPS trackers against a locgate listening source, as the devices behave.
 
-Usage: device_simulator.py --protocol teltonika|gt06 --port N [--host 127.0.0.1]
+Usage: device_simulator.py --protocol teltonika|gt06|jt808 --port N [--host 127.0.0.1]
            [--devices 10] [--frames 20] [--records 10] [--first-imei 350000000000000]
            [--interval 0.0] [--answer-timeout 10] [--answered FILE] [--seed 1]
            [--until-file PATH] [--udp]
 
-Each device logs in (Teltonika IMEI frame / GT06 login), then sends its frames one at a time
-and waits for the server's answer, which it checks byte for byte against the answer the
-protocol owes for that frame (the record count / the serial echo). A frame whose answer does
+Each device logs in (Teltonika IMEI frame / GT06 login / JT/T 808 registration once, then
+authentication with the code it was issued on every connection), then sends its frames one at a
+time and waits for the server's answer, which it checks byte for byte against the answer the
+protocol owes for that frame (the record count / the serial echo / JT/T 808's 0x8001 naming the
+frame's serial and id with result 0). JT/T 808 terminals send single fixes (0x0200) and, every
+other frame, a 0x0704 batch of --records fixes; they keep their code across reconnections, so a
+server that forgot it refuses them (counted as auth_refused; the terminal then registers again). A frame whose answer does
 not come (timeout, closed connection) is sent again on a new connection, as a tracker keeps a
 record in its memory until it is acknowledged. Frames are built here, with their checksums
 (CRC-16/IBM, CRC-16/X-25), from positions on a seeded track per device.
@@ -145,6 +149,53 @@ def gt06_position(r, serial):
     return gt06_frame(0x22, content, serial)
 
 
+# --- JT/T 808 --------------------------------------------------------------------------------
+
+def jt808_escape(data):
+    return data.replace(b"\x7d", b"\x7d\x01").replace(b"\x7e", b"\x7d\x02")
+
+
+def jt808_frame(msg_id, phone, serial, body):
+    header = struct.pack(">HH", msg_id, len(body)) + bytes.fromhex(phone) + struct.pack(">H", serial)
+    data = header + body
+    check = 0
+    for b in data:
+        check ^= b
+    return b"\x7e" + jt808_escape(data + bytes([check])) + b"\x7e"
+
+
+def jt808_bcd_time(ms):
+    t = time.gmtime(ms // 1000 + 8 * 3600)  # the terminal's clock is GMT+8
+    return bytes.fromhex("%02d%02d%02d%02d%02d%02d" % (t.tm_year % 100, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec))
+
+
+def jt808_location(r):
+    status = 0x3  # ACC on, positioned
+    if r["lat"] < 0:
+        status |= 0x4
+    if r["lon"] < 0:
+        status |= 0x8
+    out = struct.pack(">IIIIhHH", 0, status, round(abs(r["lat"]) * 1e6), round(abs(r["lon"]) * 1e6), r["alt"],
+                      r["speed_kmh"] * 10, r["course"]) + jt808_bcd_time(r["time_ms"])
+    return out + bytes([0x01, 4]) + struct.pack(">I", 12345) + bytes([0x31, 1, r["sats"]])
+
+
+async def jt808_read_frame(reader, timeout):
+    """The next frame from the server, unescaped, without its marks; checks its BCC."""
+    while True:
+        first = await asyncio.wait_for(reader.readexactly(1), timeout)
+        if first == b"\x7e":
+            break
+    raw = await asyncio.wait_for(reader.readuntil(b"\x7e"), timeout)
+    data = raw[:-1].replace(b"\x7d\x02", b"\x7e").replace(b"\x7d\x01", b"\x7d")
+    check = 0
+    for b in data[:-1]:
+        check ^= b
+    if check != data[-1]:
+        raise RuntimeError("server frame with a bad check code: " + data.hex())
+    return data[:-1]
+
+
 # --- The devices -----------------------------------------------------------------------------
 
 class Device:
@@ -158,10 +209,12 @@ class Device:
         self.serial = 0
         self.reader = None
         self.writer = None
+        self.phone = "%012d" % (int(self.imei) % 10**12)
+        self.code = None
 
     def frames(self):
-        per = self.args.records if self.args.protocol == "teltonika" else 1
-        for _ in range(self.args.frames):
+        for k in range(self.args.frames):
+            per = self.args.records if self.args.protocol == "teltonika" or (self.args.protocol == "jt808" and k % 2) else 1
             yield [self.track.next() for _ in range(per)]
 
     async def connect(self):
@@ -172,12 +225,16 @@ class Device:
                 self.stats["connect_failures"] += 1
                 await asyncio.sleep(0.2)
                 continue
-            login, expected = self.login()
             try:
+                if self.args.protocol == "jt808":
+                    if await self.jt808_login():
+                        return
+                    continue
+                login, expected = self.login()
                 self.writer.write(login)
                 await self.writer.drain()
                 got = await asyncio.wait_for(self.reader.readexactly(len(expected)), self.args.answer_timeout)
-            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError):
+            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
                 self.stats["connect_failures"] += 1
                 self.close()
                 await asyncio.sleep(0.2)
@@ -186,6 +243,40 @@ class Device:
                 self.stats["wrong_answers"] += 1
                 raise RuntimeError(f"{self.imei}: login answered {got.hex()}, expected {expected.hex()}")
             return
+
+    async def jt808_exchange(self, frame, serial):
+        """Sends a frame and returns the body of the server's answer that names its serial."""
+        self.writer.write(frame)
+        await self.writer.drain()
+        while True:
+            data = await jt808_read_frame(self.reader, self.args.answer_timeout)
+            msg_id, = struct.unpack(">H", data[:2])
+            body = data[12:]
+            if msg_id in (0x8001, 0x8100) and struct.unpack(">H", body[:2])[0] == serial:
+                return msg_id, body
+
+    async def jt808_login(self):
+        """Registers once (keeping the code), authenticates on every connection; False to retry."""
+        if self.code is None:
+            self.serial = (self.serial + 1) & 0xFFFF
+            body = struct.pack(">HH", 0, 0) + b"SIMUL" + b"JT-SIM".ljust(20, b"\0") + self.imei[-7:].encode() + b"\x00"
+            msg_id, answer = await self.jt808_exchange(jt808_frame(0x0100, self.phone, self.serial, body), self.serial)
+            if msg_id != 0x8100 or answer[2] != 0:
+                self.stats["wrong_answers"] += 1
+                raise RuntimeError(f"{self.imei}: registration answered {answer.hex()}")
+            self.code = answer[3:]
+            self.stats["registrations"] += 1
+        self.serial = (self.serial + 1) & 0xFFFF
+        msg_id, answer = await self.jt808_exchange(jt808_frame(0x0102, self.phone, self.serial, self.code), self.serial)
+        if msg_id != 0x8001 or answer[2:4] != b"\x01\x02":
+            self.stats["wrong_answers"] += 1
+            raise RuntimeError(f"{self.imei}: authentication answered {answer.hex()}")
+        if answer[4] != 0:
+            # Refused: a server that lost the code; register again.
+            self.stats["auth_refused"] += 1
+            self.code = None
+            return False
+        return True
 
     def login(self):
         if self.args.protocol == "teltonika":
@@ -200,6 +291,16 @@ class Device:
         self.reader = None
 
     def encode(self, records):
+        if self.args.protocol == "jt808":
+            self.serial = (self.serial + 1) & 0xFFFF
+            if len(records) == 1:
+                msg_id, body = 0x0200, jt808_location(records[0])
+            else:
+                msg_id, body = 0x0704, struct.pack(">HB", len(records), 0)
+                for r in records:
+                    item = jt808_location(r)
+                    body += struct.pack(">H", len(item)) + item
+            return jt808_frame(msg_id, self.phone, self.serial, body), struct.pack(">HHB", self.serial, msg_id, 0)
         if self.args.protocol == "teltonika":
             return teltonika_frame(records), teltonika_answer(records)
         self.serial = (self.serial + 1) & 0xFFFF
@@ -214,10 +315,13 @@ class Device:
                 attempts += 1
                 self.stats["frames_sent"] += 1
                 try:
-                    self.writer.write(frame)
-                    await self.writer.drain()
-                    got = await asyncio.wait_for(self.reader.readexactly(len(expected)), self.args.answer_timeout)
-                except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, AttributeError):
+                    if self.args.protocol == "jt808":
+                        _, got = await self.jt808_exchange(frame, self.serial)
+                    else:
+                        self.writer.write(frame)
+                        await self.writer.drain()
+                        got = await asyncio.wait_for(self.reader.readexactly(len(expected)), self.args.answer_timeout)
+                except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, AttributeError):
                     # No answer: the device keeps the records and sends them again.
                     self.stats["resends"] += 1
                     self.close()
@@ -227,7 +331,7 @@ class Device:
                         raise RuntimeError(f"{self.imei}: no answer after the end was called")
                     await asyncio.sleep(0.2)
                     await self.connect()
-                    if self.args.protocol == "gt06":
+                    if self.args.protocol in ("gt06", "jt808"):
                         # The serial went up with the login: the same records, a new frame number.
                         frame, expected = self.encode(records)
                     continue
@@ -287,7 +391,7 @@ class UDPDevice(Device):
 
 async def main(args):
     stats = {"devices": args.devices, "frames_sent": 0, "frames_answered": 0, "resends": 0,
-             "wrong_answers": 0, "records_answered": 0, "connect_failures": 0}
+             "wrong_answers": 0, "records_answered": 0, "connect_failures": 0, "registrations": 0, "auth_refused": 0}
     answered = open(args.answered, "a") if args.answered else open(os.devnull, "w")
     kind = UDPDevice if args.udp else Device
     devices = [kind(args, i, stats, answered) for i in range(args.devices)]
@@ -301,7 +405,7 @@ async def main(args):
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
-    p.add_argument("--protocol", choices=["teltonika", "gt06"], required=True)
+    p.add_argument("--protocol", choices=["teltonika", "gt06", "jt808"], required=True)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--devices", type=int, default=10)
