@@ -188,6 +188,7 @@ if Context.environment["LOCGATE_FUZZ"] == "1" {
         fuzzTarget("TeltonikaUDP", ["TrackerProtocols", "GatewayCore"]),
         fuzzTarget("GT06", ["TrackerProtocols", "GatewayCore"]),
         fuzzTarget("H02", ["TrackerProtocols", "GatewayCore"]),
+        fuzzTarget("JT808", ["TrackerProtocols", "GatewayCore"]),
         fuzzTarget("NMEA", ["NMEA", "GatewayCore"]),
         fuzzTarget("JSON", ["GatewayCore"]),
         fuzzTarget("Configuration", ["PluginCatalog", "GatewayCore"]),

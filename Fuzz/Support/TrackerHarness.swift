@@ -47,6 +47,7 @@ public enum TrackerHarness {
                     case .message(let message, let consumed):
                         fuzzCheck(consumed >= 1 && consumed <= rest.count, "\(name): message consumed \(consumed) of \(rest.count)")
                         check(message, name)
+                        answer(message, codec: &codec, name)
                         out.append(message)
                         used += consumed
                     case .invalid(let error, let consumed, let close):
@@ -65,8 +66,34 @@ public enum TrackerHarness {
             if closed { return out }
             pending.removeFirst(used)
         }
+        // What the codec does when the connection is quiet, a little later and much later (a
+        // split message asked for, then expired), then when it ends: every answer goes out.
+        for later: Int64 in [0, 2_000, 120_000] {
+            let idle = codec.idle(now: Timestamp(milliseconds: FixedClock.instant.milliseconds + later), ending: false)
+            for a in idle.answers { fuzzCheck(!codec.outgoing(a).isEmpty, "\(name): an idle answer went out empty") }
+            fuzzCheck(idle.counts.allSatisfy { !$0.isEmpty }, "\(name): an empty statistic")
+        }
+        _ = codec.idle(now: FixedClock.instant, ending: true)
         PositionChecks.check(codec.flush(now: FixedClock.instant), name)
         return out
+    }
+
+    /// Sends what a message owes through the codec's ``TrackerCodec/outgoing(_:)`` (and, for an
+    /// admission, the answer to every verdict): never an empty write.
+    static func answer<Codec: TrackerCodec>(_ message: TrackerMessage, codec: inout Codec, _ name: String) {
+        var answers: [[UInt8]] = []
+        switch message {
+        case .identification(_, let accepted, let refused): answers = [accepted] + (refused.map { [$0] } ?? [])
+        case .records(let records): answers = records.answer.map { [$0] } ?? []
+        case .control(_, _, let answer): answers = answer.map { [$0] } ?? []
+        case .admission(let admission):
+            let verdicts: [TrackerAdmissionVerdict] = [
+                .registered(code: "0123456789ABCDEF"), .authenticated, .deregistered, .refused(.unknownDevice),
+                .refused(.alreadyRegistered), .refused(.wrongCode), .refused(.unavailable),
+            ]
+            answers = verdicts.compactMap { codec.answer(admission, $0) }
+        }
+        for a in answers { fuzzCheck(!codec.outgoing(a).isEmpty, "\(name): an answer went out empty") }
     }
 
     /// One datagram per read: the whole datagram is one frame or none.

@@ -69,8 +69,10 @@ def pieces(data, size=PIECE, limit=None):
 
 def trackers():
     imei = bytes.fromhex("000F313233343536373839303132333435")
-    for target in ["TeltonikaTCP", "TeltonikaUDP", "GT06", "H02"]:
+    for target in ["TeltonikaTCP", "TeltonikaUDP", "GT06", "H02", "JT808"]:
         clear(target)
+    for vid, _, frame, _ in vectors(TRACKERS / "jt808.txt"):
+        write("JT808", f"traccar-{vid}", WHOLE + frame)
     for vid, _, frame, header in vectors(TRACKERS / "teltonika.txt"):
         if "connectionless" in header or "UDP" in header:
             write("TeltonikaUDP", f"traccar-{vid}", WHOLE + frame)

@@ -59,7 +59,7 @@ public struct DedupeTransform: StatefulTransform {
         let key = Key(time: position.time, latitude: position.latitude, longitude: position.longitude)
         let device = position.deviceKey
         let state = devices[device]
-        if configuration.late.judge(position.time, newest: state?.newest) == .late {
+        if configuration.late.judge(position, newest: state?.newest) == .late {
             configuration.late.handle(position, stats: stats, into: &output)
             return
         }

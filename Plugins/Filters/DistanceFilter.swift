@@ -92,7 +92,7 @@ public struct DistanceFilterTransform: StatefulTransform {
         let time = position.time
         let previous = devices[key]
         // `lastSeenTime` is the newest time: only on-time positions (and restarts) set it.
-        if configuration.late.judge(time, newest: previous?.lastSeenTime) == .late {
+        if configuration.late.judge(position, newest: previous?.lastSeenTime) == .late {
             configuration.late.handle(position, stats: stats, into: &output)
             return
         }

@@ -84,7 +84,7 @@ public struct JumpFilterTransform: StatefulTransform {
         }
         let key = position.deviceKey
         let previous = devices[key]
-        if configuration.late.judge(position.time, newest: previous?.newest) == .late {
+        if configuration.late.judge(position, newest: previous?.newest) == .late {
             configuration.late.handle(position, stats: stats, into: &output)
             return
         }

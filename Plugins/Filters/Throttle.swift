@@ -73,7 +73,7 @@ public struct ThrottleTransform: StatefulTransform {
             return
         }
         let state = devices[key]
-        if configuration.late.judge(time, newest: state?.newest) == .late {
+        if configuration.late.judge(position, newest: state?.newest) == .late {
             configuration.late.handle(position, stats: stats, into: &output)
             return
         }

@@ -180,7 +180,7 @@ public struct GeofenceTransform: StatefulTransform {
         let key = position.deviceKey
         // Taken out of the dictionary so mutating its fence map does not copy it.
         var device = devices.removeValue(forKey: key) ?? DeviceState()
-        if configuration.late.judge(position.time, newest: device.newest) == .late {
+        if configuration.late.judge(position, newest: device.newest) == .late {
             // Older than a fix the machines already took: gated and annotated like any position,
             // but feeding it would roll the device back (an old fix inside a fence it has left
             // is a false enter and exit).

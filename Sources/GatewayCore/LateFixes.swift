@@ -59,6 +59,15 @@ public struct LateFixes: Sendable, Hashable {
         self.limit = limit > .zero ? limit : nil
     }
 
+    /// Judges a position: late when its source marked it so (a tracker's fixes stored while it
+    /// was out of coverage, JT/T 808's 0x0704 type 1, carry `late` = `true` from the start),
+    /// else by its time against the newest time the transform took for its device.
+    @inline(__always)
+    public func judge(_ position: Position, newest: Timestamp?) -> Verdict {
+        if !position.attributes.isEmpty, position.attributes[Self.attribute] == "true" { return .late }
+        return judge(position.time, newest: newest)
+    }
+
     /// Judges a position's time against the newest time the transform took for its device.
     @inline(__always)
     public func judge(_ time: Timestamp?, newest: Timestamp?) -> Verdict {

@@ -40,6 +40,20 @@ import Testing
         #expect(stats.dropped == 0)
     }
 
+    @Test func aFixItsSourceMarkedLateEntersNothingThoughItIsTheNewest() throws {
+        // A tracker's fixes stored out of coverage (JT/T 808's 0x0704 type 1) arrive marked: even
+        // newer than anything seen, they change no state.
+        let stats = ComponentStats(id: "fence")
+        var t = try transform(#","events":["enter","exit"]"#, stats: stats)
+        var stored = at(east: 0, t: 10, n: 1)
+        LateFixes.mark(&stored)
+        let out = Support.run(&t, [at(east: -300, t: 0, n: 0), stored, at(east: -300, t: 20, n: 2)])
+        #expect(Support.events(out).isEmpty)
+        #expect(out.first { $0.id == "p1" }?.attributes["fences"] == "yard")
+        #expect(t.fencesInside(device: "car").isEmpty)
+        #expect(stats.value("late") == 1)
+    }
+
     @Test func aLateFixIsNotTheLastPointOfASegment() throws {
         var t = try transform(#","events":["enter","exit"]"#)
         // Had the late fix east of the yard become the last point, the segment from it to the
