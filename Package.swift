@@ -47,7 +47,7 @@ let package = Package(
         .target(name: "SystemIO", dependencies: ["CUV", "Locking"], swiftSettings: settings),
         // The machine's serial ports (libserialport's enumeration) for `locgate ports` and the serial source.
         .target(name: "SerialPorts", dependencies: ["CSerialPort"], swiftSettings: settings),
-        // Tracker protocols (Teltonika, GT06, H02): framers, decoders and answers on bytes, no sockets.
+        // Tracker protocols (Teltonika, GT06, H02, JT/T 808): framers, decoders and answers on bytes, no sockets.
         .target(name: "TrackerProtocols", dependencies: ["GatewayCore"], swiftSettings: settings),
         // The listening side: devices' connections on the I/O loop, their identity, limits and
         // answers written after commit; used by every source that devices call into.

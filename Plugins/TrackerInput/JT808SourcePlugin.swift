@@ -23,7 +23,7 @@ public enum JT808SourcePlugin: SourcePlugin {
     public static let timezone = Option("timezone", default: "+08:00",
         "The time zone of the terminals' clocks, as an offset from UTC (the protocol's is GMT+8, Beijing time).")
     public static let datum = Option("datum", default: "wgs84",
-        "The datum of the terminals' coordinates: wgs84, or gcj02 for terminals that send what Chinese maps show.")
+        "The datum of the terminals' coordinates: wgs84, or gcj02 (bd09) for terminals that send what Chinese maps show; positions say it in their datum, and the coordinates transform converts.")
     public static let splitTimeout = Option("split_timeout", default: Duration.seconds(60), minimum: .seconds(1),
         "A split message (attribute bit 13) not complete this long after its first packet is dropped (split.expired); the terminal sends it again, not answered.")
     public static let maxSplitBytes = Option("max_split_bytes", default: 262_144, in: 1_024...67_108_864,

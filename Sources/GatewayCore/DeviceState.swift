@@ -140,7 +140,7 @@ public struct StateSettings: Sendable, Hashable {
     /// The options of `settings.state`, for the configuration reference (a registered backend's
     /// own options are ``RegisteredStateBackend/options``, below `state.<key>`).
     public static let options: [OptionSpec] = [
-        OptionSpec("state", "object | null", default: "{} (beside the first durable queue)", "Where stateful transforms (geofence events, distance_filter, throttle, dedupe, jump_filter) keep per-device state across restarts; null: in memory only."),
+        OptionSpec("state", "object | null", default: "{} (beside the first durable queue)", "Where stateful transforms (geofence events, distance_filter, throttle, dedupe, jump_filter) and the jt808 source (its terminals' authentication codes) keep per-device state across restarts; null: in memory only."),
         OptionSpec("state.path", "path", default: "state-<queue file> beside the first durable queue", "SQLite file of the state store; without it and without a durable queue, state is kept in memory only (logged at start)."),
         OptionSpec("state.nats", "object", default: "none", "Keep the state in a NATS JetStream Key-Value bucket instead of a file, shared by partitioned aggregators so a partition moved to another aggregator takes its devices' state along (options below); exclusive with state.path."),
         intervalOption.spec,

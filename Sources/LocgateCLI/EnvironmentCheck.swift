@@ -31,6 +31,6 @@ enum EnvironmentCheck {
         guard let path = config.stateStorePath else { return [] }
         let key = config.settings.state.path == nil ? "settings.state" : "settings.state.path"
         if let problem = SQLiteStateStore.problem(path: path) { return [EnvironmentFinding(.error, path: key, message: "\(path): \(problem)")] }
-        return [EnvironmentFinding(.info, path: key, message: "per-device state of stateful transforms is kept in \(path)")]
+        return [EnvironmentFinding(.info, path: key, message: "per-device state (stateful transforms, jt808 registrations) is kept in \(path)")]
     }
 }

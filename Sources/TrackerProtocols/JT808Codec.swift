@@ -85,7 +85,9 @@ public struct JT808Codec: TrackerCodec {
             switch result {
             case .success(let message): return .message(message, consumed: consumed)
             case .failure(let error):
-                return .invalid(error, consumed: JT808Wire.skipBad(bytes, closingMark: consumed - 1), close: false)
+                // A bad frame is skipped once the byte after it shows where the next one starts.
+                guard let skip = JT808Wire.skipBad(bytes, closingMark: consumed - 1) else { return .needMore }
+                return .invalid(error, consumed: skip, close: false)
             }
         }
     }

@@ -122,8 +122,9 @@ enum JT808Wire {
             if byte == escape {
                 let code: UInt8? = index + 1 < end ? bytes[index + 1] : nil
                 guard code == 0x01 || code == 0x02, let code else {
+                    guard let skip = skipBad(bytes, closingMark: end) else { return .needMore }
                     return .invalid(TrackerFrameError("syntax", "7D followed by \(code.map { WireText.hex([$0]) } ?? "the closing 7E")"),
-                                    consumed: skipBad(bytes, closingMark: end))
+                                    consumed: skip)
                 }
                 unescaped.append(code == 0x01 ? escape : mark)
                 index += 2
@@ -136,10 +137,12 @@ enum JT808Wire {
     }
 
     /// How much of a bad frame to skip: through its closing mark when that mark ends it (the
-    /// next byte is another mark, or nothing has arrived yet), else up to it (the mark opens the
-    /// next frame, and the bad "frame" was bytes between frames).
-    static func skipBad(_ bytes: UnsafeRawBufferPointer, closingMark end: Int) -> Int {
-        end + 1 >= bytes.count || bytes[end + 1] == mark ? end + 1 : end
+    /// next byte is another mark), else up to it (the mark opens the next frame, and the bad
+    /// "frame" was bytes between frames); nil until the byte after the mark has arrived, so
+    /// that the choice is the same however the stream was cut into reads.
+    static func skipBad(_ bytes: UnsafeRawBufferPointer, closingMark end: Int) -> Int? {
+        guard end + 1 < bytes.count else { return nil }
+        return bytes[end + 1] == mark ? end + 1 : end
     }
 
     /// The XOR of `bytes`.
