@@ -131,6 +131,83 @@ struct DevicesCallInTests {
         #expect(runs == 5)
     }
 
+    /// 200 JT/T 808 terminals register once, authenticate on every connection with the code they
+    /// were issued, and send single fixes and 0x0704 batches of 10 into a file and a durable http
+    /// sink while locgate is killed -9 again and again: every fix a terminal was answered for is in
+    /// both sinks, and no terminal's code is refused after a restart (the codes are in the state
+    /// store beside the queue).
+    @Test(.timeLimit(.minutes(3)))
+    func jt808TerminalsKilledAgainAndAgainLoseNoFixAndKeepTheirCodes() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let port = LoopbackTCPServer.freePort()
+        let record = "\(dir)/requests.jsonl"
+        let server = try ScriptPeer(script: DrainTests.receiver, arguments: ["--record", record, "--port", "0"])
+        defer { server.stop() }
+        let config = """
+        {"settings":{"shutdown_timeout":"1s","stats_interval":false},
+         "sources":{"jt":{"type":"jt808","listen":"127.0.0.1:\(port)","unknown_devices":"accept"}},
+         "sinks":{"file":{"type":"file","inputs":["jt"],"path":"positions.jsonl"},
+                  "upload":{"type":"http","inputs":["jt"],"url":"http://127.0.0.1:\(server.port)/track",
+                            "batch":{"max_positions":500,"interval":"200ms"},"retry":{"initial":"100ms","max":"500ms"},
+                            "queue":{"path":"upload.sqlite"}}}}
+        """
+        try Data(config.utf8).write(to: URL(fileURLWithPath: "\(dir)/pipeline.json"))
+        var runs = 0
+        func start() throws -> Process {
+            runs += 1
+            return try LocgateBinary.launch([try LocgateBinary.path(), "run", "\(dir)/pipeline.json"], stderr: "\(dir)/stderr-\(runs).log")
+        }
+        var run = try start()
+        defer { if run.isRunning { kill(run.processIdentifier, SIGKILL) } }
+        let stderr: @Sendable () -> String = { (try? String(contentsOfFile: "\(dir)/stderr-1.log", encoding: .utf8)) ?? "" }
+        #expect(await Poll.until { stderr().contains("listening for JT/T 808 devices") }, "\(stderr())")
+
+        // 200 terminals, 6 messages each: 3 single fixes and 3 batches of 10 (33 fixes a terminal).
+        let done = "\(dir)/done"
+        let terminals = try LocgateBinary.launch(["/usr/bin/env", "python3", Self.simulator, "--protocol", "jt808", "--port", "\(port)",
+                                                  "--devices", "200", "--frames", "6", "--records", "10", "--interval", "0.6",
+                                                  "--first-imei", "13900000000", "--answered", "\(dir)/answered.jsonl",
+                                                  "--until-file", done, "--seed", "9"],
+                                                 stderr: "\(dir)/jt808.err", stdout: "\(dir)/jt808.out")
+        defer { if terminals.isRunning { kill(terminals.processIdentifier, SIGKILL) } }
+        var rng = SeededGenerator(seed: 808)
+        for _ in 0..<4 {
+            try await Task.sleep(for: .milliseconds(Int.random(in: 500...1_200, using: &rng)))
+            kill(run.processIdentifier, SIGKILL)
+            run.waitUntilExit()
+            run = try start()
+        }
+        #expect(await Poll.until(timeout: .seconds(120)) { !terminals.isRunning }, "the simulator did not finish")
+        _ = FileManager.default.createFile(atPath: done, contents: nil)
+        let out = (try? String(contentsOfFile: "\(dir)/jt808.out", encoding: .utf8)) ?? ""
+        #expect(terminals.terminationStatus == 0, "simulator: \(out)")
+        let summary = try #require(try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any])
+        // Each terminal registered once and authenticated again after the kills with its code.
+        #expect(summary["registrations"] as? Int == 200, "\(summary)")
+        #expect(summary["auth_refused"] as? Int == 0, "\(summary)")
+        #expect((summary["authentications"] as? Int ?? 0) > 200, "\(summary)")
+        #expect((summary["resends"] as? Int ?? 0) > 0, "the kills came while messages waited for their answers")
+        let answered = try Self.answered("\(dir)/answered.jsonl")
+        #expect(answered.values.reduce(0) { $0 + $1.count } == 200 * 33)
+        #expect(await Poll.until(timeout: .seconds(60)) {
+            let uploaded = Self.delivered(Self.received(record))
+            return answered.allSatisfy { imei, times in times.isSubset(of: Set(uploaded[imei] ?? [])) }
+        })
+        kill(run.processIdentifier, SIGINT)
+        run.waitUntilExit()
+        let filed = Self.delivered(try String(contentsOfFile: "\(dir)/positions.jsonl", encoding: .utf8).split(separator: "\n").map(String.init))
+        let uploaded = Self.delivered(Self.received(record))
+        var missingInFile = 0, missingUploaded = 0
+        for (imei, times) in answered {
+            missingInFile += times.subtracting(filed[imei] ?? []).count
+            missingUploaded += times.subtracting(uploaded[imei] ?? []).count
+        }
+        #expect(missingInFile == 0, "\(missingInFile) answered fixes missing from the file")
+        #expect(missingUploaded == 0, "\(missingUploaded) answered fixes never uploaded")
+        #expect(runs == 5)
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func aReloadThatChangesAnotherComponentKeepsTheDevicesConnected() async throws {
         let dir = try makeTemporaryDirectory()

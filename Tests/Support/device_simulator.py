@@ -276,6 +276,7 @@ class Device:
             self.stats["auth_refused"] += 1
             self.code = None
             return False
+        self.stats["authentications"] += 1
         return True
 
     def login(self):
@@ -391,7 +392,8 @@ class UDPDevice(Device):
 
 async def main(args):
     stats = {"devices": args.devices, "frames_sent": 0, "frames_answered": 0, "resends": 0,
-             "wrong_answers": 0, "records_answered": 0, "connect_failures": 0, "registrations": 0, "auth_refused": 0}
+             "wrong_answers": 0, "records_answered": 0, "connect_failures": 0, "registrations": 0, "auth_refused": 0,
+             "authentications": 0}
     answered = open(args.answered, "a") if args.answered else open(os.devnull, "w")
     kind = UDPDevice if args.udp else Device
     devices = [kind(args, i, stats, answered) for i in range(args.devices)]
