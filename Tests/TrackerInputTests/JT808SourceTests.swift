@@ -308,9 +308,13 @@ func withJT808(_ json: String, store: (any DeviceStateStore)? = MemoryStateStore
             #expect(acks.positions.allSatisfy { $0.attributes["late"] == "true" })
             #expect(acks.positions.map { $0.latitude.map { ($0 * 1000).rounded() } } == (0..<6).map { 22_500 + Double($0) })
             acks.acknowledge()
-            let answer = try #require(TestTerminal.read(client))
-            #expect(answer.body == TestTerminal.word(first) + [0x07, 0x04, 0])
-            #expect(client.readSome(timeout: .milliseconds(300)) == [], "answered once")
+            // A busy machine may leave the connection quiet for a second between the packets: the
+            // 0x8003 asking for the missing one is then right, and skipped here.
+            var answers: [[UInt8]] = []
+            while let frame = TestTerminal.read(client, timeout: answers.isEmpty ? .seconds(10) : .milliseconds(500)) {
+                if frame.id == 0x8001 { answers.append(frame.body) }
+            }
+            #expect(answers == [TestTerminal.word(first) + [0x07, 0x04, 0]], "answered once")
             // Reassembly counters are reported when the connection has been quiet for a second.
             #expect(await Poll.until { context.stats.value("split.completed") == 1 })
         }
