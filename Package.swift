@@ -36,7 +36,7 @@ let package = Package(
         .target(name: "GatewayCore", dependencies: ["Locking"], swiftSettings: settings),
 
         // Runtime: runs a configured pipeline (tasks, buffers, routing, reload).
-        .target(name: "GatewayRuntime", dependencies: ["GatewayCore", "DeliveryEngine", "Locking"], swiftSettings: settings),
+        .target(name: "GatewayRuntime", dependencies: ["GatewayCore", "DeliveryEngine", "DeviceCommands", "Locking"], swiftSettings: settings),
 
         // Engines: protocol and geometry code the plugins share, each testable on its own.
         .target(name: "NMEA", dependencies: ["GatewayCore"], swiftSettings: settings),
@@ -52,6 +52,8 @@ let package = Package(
         // The listening side: devices' connections on the I/O loop, their identity, limits and
         // answers written after commit; used by every source that devices call into.
         .target(name: "DeviceIntake", dependencies: ["GatewayCore", "SystemIO", "TrackerProtocols", "Locking"], swiftSettings: settings),
+        // Commands to devices: the board that queues, sends and tracks them (stores are engines').
+        .target(name: "DeviceCommands", dependencies: ["GatewayCore", "Locking"], swiftSettings: settings),
         .target(name: "NATSClient", dependencies: ["GatewayCore", "CNats", "Locking"], swiftSettings: settings),
         // Per-device state in a NATS JetStream Key-Value bucket (settings.state.nats), registered
         // beside the plugins so GatewayRuntime opens it without depending on NATSClient.

@@ -108,7 +108,7 @@ enum PostgresRows {
         switch e.kind {
         case .enter, .exit, .dwell: suffix = "-\(e.kind.rawValue)-\(e.fenceId ?? "")"
         case .fixRegained: suffix = "-fix_regained"
-        case .fixLost, .noData, .dataResumed, .antenna: return nil
+        case .fixLost, .noData, .dataResumed, .antenna, .command: return nil
         }
         let id = p.id
         guard id.hasSuffix(suffix), id.utf8.count > suffix.utf8.count else { return nil }

@@ -73,6 +73,8 @@ public enum JT808SourcePlugin: SourcePlugin {
 
     public static func keepsState(_ configuration: JT808SourceConfiguration) -> Bool { configuration.auth != .phone }
 
+    public static func carriesCommands(_ configuration: JT808SourceConfiguration) -> Bool { !configuration.common.udp }
+
     public static func makeSource(_ configuration: JT808SourceConfiguration, context: ComponentContext) throws -> any PositionSource {
         let udp = configuration.common.udp
         let options = JT808Codec.Options(

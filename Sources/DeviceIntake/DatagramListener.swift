@@ -80,6 +80,11 @@ public final class DatagramListener: @unchecked Sendable {
             stats.count("messages.\(kind)")
             if let deviceID, resolve(deviceID, from: sender) == nil { return }
             if let answer { send(answer, to: sender) }
+        case .message(.commandReply(let kind, _, _, _), _):
+            // Commands go on TCP connections only: a reply over UDP answers nothing here.
+            stats.count("frames.good")
+            stats.count("messages.\(kind)")
+            stats.count("commands.unmatched_replies")
         case .message(.admission(let admission), _):
             stats.count("frames.good")
             stats.count("messages.\(admission.kind)")

@@ -2,9 +2,9 @@ import GatewayCore
 import SystemIO
 import TrackerProtocols
 
-/// One device's TCP connection: its codec, identity, answers owed and why it is not read.
-/// Loop thread only.
-final class DeviceConnection: TCPConnectionDelegate, @unchecked Sendable {
+/// One device's TCP connection: its codec, identity, answers owed, the command in flight and why
+/// it is not read. Loop thread only (``send(_:)`` hops there).
+final class DeviceConnection: TCPConnectionDelegate, CommandLink, @unchecked Sendable {
     /// Why a connection is not being read; it is read again when no reason is left.
     struct Holds: OptionSet {
         let rawValue: UInt8
@@ -50,6 +50,8 @@ final class DeviceConnection: TCPConnectionDelegate, @unchecked Sendable {
     private var owed: [OwedAnswer] = []
     private var nextSequence: UInt64 = 0
     private var closing = false
+    /// The command sent and not yet answered, with the bytes that went out (its reply is matched to them).
+    private var inFlight: (id: String, sent: [UInt8])?
 
     init(connection: TCPConnection, listener: TrackerListener, codec: any TrackerCodec, now: UInt64) {
         self.connection = connection
@@ -116,6 +118,7 @@ final class DeviceConnection: TCPConnectionDelegate, @unchecked Sendable {
         case .records(var records):
             if let kind = records.kind { stats.count("messages.\(kind)") }
             if let id = records.deviceID, !acceptsFrames(naming: id) { return }
+            if let reply = records.reply { replied(reply) }
             guard let entry else {
                 stats.count("frames.unidentified")
                 close(reason: "positions before the device identified itself")
@@ -139,7 +142,48 @@ final class DeviceConnection: TCPConnectionDelegate, @unchecked Sendable {
         case .admission(let admission):
             stats.count("messages.\(admission.kind)")
             admit(admission)
+        case .commandReply(let kind, let deviceID, let reply, let answer):
+            stats.count("messages.\(kind)")
+            if let id = deviceID, !acceptsFrames(naming: id) { return }
+            replied(reply)
+            if let answer { write(answer) }
         }
+    }
+
+    // MARK: - Commands
+
+    /// Sends a command the command center marked sent (any thread: hops to the loop).
+    func send(_ command: DeviceCommand) {
+        listener.loop.execute { [self] in
+            guard !closing else { return }
+            guard let bytes = codec.encode(command, now: listener.context.clock.now()) else {
+                listener.commands?.answered(command.id, outcome: .failed("the \(listener.protocolName) protocol cannot carry \(command.type.rawValue) here"))
+                return
+            }
+            let wire = codec.outgoing(bytes)
+            connection.write(wire)
+            inFlight = (command.id, wire)
+            stats.count("commands.written")
+            checkWrites()
+        }
+    }
+
+    /// A reply from the device: the command in flight's outcome, or counted when it answers none.
+    private func replied(_ reply: TrackerCommandReply) {
+        guard let (id, sent) = inFlight, let outcome = codec.outcome(of: reply, sent: sent) else {
+            stats.count("commands.unmatched_replies")
+            return
+        }
+        inFlight = nil
+        listener.commands?.answered(id, outcome: outcome)
+    }
+
+    /// Tells the command center who is on this connection now.
+    private func becameDevice(_ entry: DeviceEntry, previous: DeviceEntry?) {
+        guard let commands = listener.commands, previous?.name != entry.name else { return }
+        if let previous { commands.disconnected(previous.name, link: self) }
+        inFlight = nil
+        commands.connected(entry.name, source: listener.context.id, link: self)
     }
 
     /// Whether frames naming `id` are taken: from the device authenticated on this connection;
@@ -186,13 +230,16 @@ final class DeviceConnection: TCPConnectionDelegate, @unchecked Sendable {
         switch verdict {
         case .authenticated:
             if let entry {
+                let previous = self.entry
                 self.entry = entry
+                becameDevice(entry, previous: previous)
                 identifier = admission.deviceID
                 identified = true
                 authenticated = true
             }
         case .deregistered where admission.deviceID == identifier:
             // Its code is gone: nothing more is taken until it registers and authenticates again.
+            if let gone = self.entry { listener.commands?.disconnected(gone.name, link: self) }
             self.entry = nil
             identifier = nil
             identified = false
@@ -228,7 +275,9 @@ final class DeviceConnection: TCPConnectionDelegate, @unchecked Sendable {
     /// Looks the device up; true when it may send.
     func identify(_ identifier: String) -> Bool {
         guard let entry = listener.resolve(identifier, peer: connection.peer) else { return false }
+        let previous = self.entry
         self.entry = entry
+        becameDevice(entry, previous: previous)
         self.identifier = identifier
         identified = true
         return true
@@ -347,6 +396,7 @@ final class DeviceConnection: TCPConnectionDelegate, @unchecked Sendable {
 
     func connectionClosed(_ connection: TCPConnection) {
         closing = true
+        if let entry { listener.commands?.disconnected(entry.name, link: self) }
         listener.removed(self)
     }
 }

@@ -189,6 +189,9 @@ public final class DeviceDirectory: Sendable {
     /// Devices listed.
     public var count: Int { state.withLock { $0.entries.count } }
 
+    /// The names of the devices listed.
+    public var names: [String] { state.withLock { $0.entries.values.map(\.name) } }
+
     /// The entry for `identifier`: listed, or made from the identifier when unknown devices are
     /// accepted; nil when the device is refused. `now` is any millisecond clock.
     public func lookup(_ identifier: String, now: Int64) -> DeviceEntry? {

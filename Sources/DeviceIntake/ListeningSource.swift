@@ -55,7 +55,8 @@ public struct ListeningSource: PositionSource {
         switch transport {
         case .tcp(let configuration):
             let listener = TrackerListener(loop: loop, configuration: configuration, directory: devices, inbox: inbox, context: context,
-                                           identifyAtAccept: identifyAtAccept, admissions: admissions, makeCodec: makeCodec)
+                                           identifyAtAccept: identifyAtAccept, admissions: admissions, protocolName: protocolName,
+                                           makeCodec: makeCodec)
             try await loop.perform { try listener.start() }
             started = listener
             let limit = EventLoop.openFileLimit
@@ -67,6 +68,16 @@ public struct ListeningSource: PositionSource {
                                             context: context, admissions: admissions, codec: makeCodec(.unspecified))
             try await loop.perform { try listener.start() }
             started = listener
+        }
+        if let commands = context.commands {
+            // Commands go on TCP connections; a datagram source takes none (refused when submitted).
+            let types: Set<CommandType> = if case .tcp = transport { makeCodec(.unspecified).commandTypes } else { [] }
+            let stats = context.stats
+            commands.register(source: context.id, types: types) { event in
+                if let status = event.event?.status { stats.count("commands.\(status)") }
+                inbox.put(DeviceInbox.Delivery(positions: [event]) {})
+            }
+            commands.knows(devices: devices.names, source: context.id)
         }
         let kind: String = if case .udp = transport { "UDP" } else { "TCP" }
         context.logger.info("listening for \(protocolName) devices on \(kind) \(started.boundAddress)\(directory.acceptUnknown ? " (unknown devices accepted)" : "")")

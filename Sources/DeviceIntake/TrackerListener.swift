@@ -33,6 +33,10 @@ public final class TrackerListener: @unchecked Sendable {
     let identifyAtAccept: (@Sendable (SocketAddress) -> String?)?
     /// Who may register and authenticate, for protocols whose devices do (JT/T 808); nil for none.
     let admissions: (any DeviceAdmissions)?
+    /// Where commands to the devices come from; nil when the pipeline keeps none.
+    var commands: (any CommandCenter)? { context.commands }
+    /// The protocol's name, for logs and command failures.
+    let protocolName: String
     private var listener: TCPListener?
     private var sweep: LoopTimer?
     private var connections: [ObjectIdentifier: DeviceConnection] = [:]
@@ -44,9 +48,10 @@ public final class TrackerListener: @unchecked Sendable {
 
     public init(loop: EventLoop, configuration: ListenerConfiguration, directory: DeviceDirectory, inbox: DeviceInbox,
                 context: ComponentContext, identifyAtAccept: (@Sendable (SocketAddress) -> String?)? = nil,
-                admissions: (any DeviceAdmissions)? = nil,
+                admissions: (any DeviceAdmissions)? = nil, protocolName: String = "tracker",
                 makeCodec: @escaping @Sendable (SocketAddress) -> any TrackerCodec) {
         self.admissions = admissions
+        self.protocolName = protocolName
         self.loop = loop
         self.configuration = configuration
         self.directory = directory

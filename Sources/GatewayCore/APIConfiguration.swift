@@ -13,8 +13,25 @@ extension PipelineConfiguration {
         public var host: String
         /// The TCP port; 0 lets the kernel choose (the log says which).
         public var port: Int
-        /// Bearer token every request must carry; nil: none (loopback only).
+        /// Bearer token every request must carry; nil: none (loopback only). It may submit every command type.
         public var token: String?
+        /// More tokens, each with a name (logged with every command it submits) and the command
+        /// types it may submit (`api.tokens`).
+        public var tokens: [NamedToken] = []
+
+        /// A named API token.
+        public struct NamedToken: Sendable, Hashable {
+            public var name: String
+            public var token: String
+            /// The command types it may submit or cancel; every one when nil.
+            public var commandTypes: Set<CommandType>?
+
+            public init(name: String, token: String, commandTypes: Set<CommandType>?) {
+                self.name = name
+                self.token = token
+                self.commandTypes = commandTypes
+            }
+        }
         public var tlsCertFile: String?
         public var tlsKeyFile: String?
         /// A source that produced nothing for this long makes `/health` fail.
@@ -58,7 +75,8 @@ extension PipelineConfiguration {
         /// The options of `api`, for the configuration reference (Docs/Operations.md).
         public static let options: [OptionSpec] = [
             listenOption.spec,
-            OptionSpec("token", "string", default: "none", "Bearer token every request must carry; required when listen is not a loopback address."),
+            OptionSpec("token", "string", default: "none", "Bearer token every request must carry; required when listen is not a loopback address. It may submit every command type."),
+            OptionSpec("tokens", "object", default: "none", "More tokens by name: {\"ops\": {\"token\": \"…\", \"commands\": [\"set_interval\", \"position_now\"]}}; a request may carry any of them (and token); commands lists the command types the token may submit or cancel (\"all\" for every one; none when left out), and each command is logged with the token's name."),
             OptionSpec("tls.cert_file", "path", default: "none", "PEM certificate (chain) to serve HTTPS with; with tls.key_file."),
             OptionSpec("tls.key_file", "path", default: "none", "Unencrypted PEM private key of tls.cert_file."),
             sourceStallOption.spec, maxQueueAgeOption.spec, mapTailOption.spec, mapDatumOption.spec,
@@ -109,6 +127,10 @@ extension PipelineConfiguration {
                     }
                 }
             }
+            if var named = reader.object("tokens") {
+                api.tokens = readTokens(&named)
+                named.finish()
+            }
             if var tls = reader.object("tls") {
                 api.tlsCertFile = tls.filePath("cert_file")
                 api.tlsKeyFile = tls.filePath("key_file")
@@ -131,10 +153,41 @@ extension PipelineConfiguration {
                 api.maxConnectionsPerAddress = limits.read(API.maxConnectionsPerAddressOption)
                 limits.finish()
             }
-            if !api.isLoopback && api.token == nil && !reader.has("token") {
+            if !api.isLoopback && api.token == nil && !reader.has("token") && api.tokens.isEmpty && !reader.has("tokens") {
                 reader.report("token", "required when listen is not a loopback address (\(api.listen)): without it anyone who reaches the port reads every position")
             }
             return api
+        }
+
+        /// `tokens`: name → {"token", "commands"}.
+        static func readTokens(_ reader: inout OptionReader) -> [NamedToken] {
+            var out: [NamedToken] = []
+            for name in reader.object.keys.sorted() {
+                guard var t = reader.object(name) else { continue }
+                defer { t.finish() }
+                guard let token = t.requiredString("token") else { continue }
+                if token.contains(where: { $0.isWhitespace || $0.asciiValue.map { $0 < 0x21 || $0 > 0x7e } ?? true }) {
+                    t.report("token", "must be printable ASCII without spaces (it travels in an HTTP header)")
+                    continue
+                }
+                var types: Set<CommandType>? = []
+                let commands = t.value("commands")
+                if commands?.stringValue == "all" {
+                    types = nil
+                } else if let list = commands?.arrayValue {
+                    var listed: Set<CommandType> = []
+                    for (i, item) in list.enumerated() {
+                        if let s = item.stringValue, let type = CommandType(rawValue: s) { listed.insert(type) } else {
+                            t.report("commands[\(i)]", "expected a command type: \(CommandType.allCases.map(\.rawValue).joined(separator: ", "))")
+                        }
+                    }
+                    types = listed
+                } else if commands != nil {
+                    t.report("commands", "expected \"all\" or a list of command types")
+                }
+                out.append(NamedToken(name: name, token: token, commandTypes: types))
+            }
+            return out
         }
     }
 }

@@ -22,15 +22,19 @@ public struct ComponentContext: Sendable {
     /// (``SourcePlugin/keepsState(_:)``: JT/T 808's authentication codes); nil when state is kept
     /// in memory only, and for every other component (transforms reach it through the runtime).
     public let stateStore: (any DeviceStateStore)?
+    /// The gateway's commands to devices: listening sources carry them, the `commands` sink
+    /// submits them; nil when the pipeline keeps none.
+    public let commands: (any CommandCenter)?
 
     public init(id: String, kind: ComponentKind, logger: Logger, stats: ComponentStats, clock: any GatewayClock = SystemClock(),
-                stateStore: (any DeviceStateStore)? = nil) {
+                stateStore: (any DeviceStateStore)? = nil, commands: (any CommandCenter)? = nil) {
         self.id = id
         self.kind = kind
         self.logger = logger
         self.stats = stats
         self.clock = clock
         self.stateStore = stateStore
+        self.commands = commands
     }
 }
 

@@ -76,6 +76,8 @@ public struct PipelineConfiguration: Sendable {
         public static let maximumThreads = 64
         /// Where stateful transforms keep per-device state (`settings.state`).
         public var state = StateSettings()
+        /// Commands to devices (`settings.commands`).
+        public var commands = CommandSettings()
 
         public static let shutdownTimeoutOption = Option("shutdown_timeout", default: Duration.seconds(10),
             "How long sinks get to flush after shutdown begins; then they are cancelled.")
@@ -95,6 +97,7 @@ public struct PipelineConfiguration: Sendable {
              OptionSpec("log_level", "string", default: "\"info\"", "trace, debug, info, warning, error; --log-level wins over it."),
              threadsOption.spec]
                 + StateSettings.options
+                + CommandSettings.options
                 + registry.stateBackends.flatMap { backend in
                     backend.options.map { o in
                         var spec = o
@@ -167,6 +170,7 @@ public struct PipelineConfiguration: Sendable {
             config.settings.statsInterval = s.read(Settings.statsIntervalOption)
             config.settings.threads = s.read(Settings.threadsOption)
             config.settings.state = StateSettings.read(&s, registry: registry)
+            config.settings.commands = CommandSettings.read(&s)
             if let l = s.string("log_level") {
                 if let level = LogLevel(name: l) { config.settings.logLevel = level } else {
                     s.report("log_level", "expected one of trace, debug, info, warning, error, got \"\(l)\"")

@@ -83,10 +83,14 @@ public protocol SourcePlugin: GatewayPlugin {
     /// Whether the source keeps per-device state in the state store (`settings.state`), which
     /// its ``ComponentContext/stateStore`` then holds. Optional: the default keeps none.
     static func keepsState(_ configuration: Configuration) -> Bool
+    /// Whether the source carries commands to its devices (its ``ComponentContext/commands``).
+    /// Optional: the default carries none.
+    static func carriesCommands(_ configuration: Configuration) -> Bool
 }
 
 extension SourcePlugin {
     public static func keepsState(_ configuration: Configuration) -> Bool { false }
+    public static func carriesCommands(_ configuration: Configuration) -> Bool { false }
 }
 
 public protocol TransformPlugin: GatewayPlugin {
@@ -105,10 +109,14 @@ public protocol SinkPlugin: GatewayPlugin {
     static func makeSink(_ configuration: Configuration, context: ComponentContext) throws -> any PositionSink
     /// Whether upstream waits for the sink to persist each batch (sinks with a durable queue).
     static func isDurable(_ configuration: Configuration) -> Bool
+    /// Whether the sink submits commands to devices (its ``ComponentContext/commands``).
+    /// Optional: the default submits none.
+    static func submitsCommands(_ configuration: Configuration) -> Bool
 }
 
 extension SinkPlugin {
     public static func isDurable(_ configuration: Configuration) -> Bool { false }
+    public static func submitsCommands(_ configuration: Configuration) -> Bool { false }
 }
 
 /// A running component, as built from a configuration.
@@ -125,6 +133,8 @@ public struct PreparedComponent: Sendable {
     public let durable: Bool
     /// For sources: it keeps per-device state in the state store (``SourcePlugin/keepsState(_:)``).
     public let keepsState: Bool
+    /// It carries (a source) or submits (a sink) commands to devices.
+    public let usesCommands: Bool
     public let build: @Sendable (ComponentContext) throws -> BuiltComponent
     /// The plugin's configuration value as read, for tests that compare what an option's
     /// documented default does with what leaving the option out does.
@@ -135,13 +145,14 @@ public struct PreparedComponent: Sendable {
     /// The component's areas (``TransformPlugin/areas(of:)``); none for sources and sinks.
     public let areas: @Sendable () throws -> [Area]
 
-    public init(claims: [String] = [], durable: Bool = false, keepsState: Bool = false, configuration: (any Sendable)? = nil,
+    public init(claims: [String] = [], durable: Bool = false, keepsState: Bool = false, usesCommands: Bool = false, configuration: (any Sendable)? = nil,
                 checkEnvironment: @escaping @Sendable (EnvironmentContext) -> [EnvironmentFinding] = { _ in [] },
                 areas: @escaping @Sendable () throws -> [Area] = { [] },
                 build: @escaping @Sendable (ComponentContext) throws -> BuiltComponent) {
         self.claims = claims
         self.durable = durable
         self.keepsState = keepsState
+        self.usesCommands = usesCommands
         self.configuration = configuration
         self.checkEnvironment = checkEnvironment
         self.areas = areas
@@ -176,7 +187,7 @@ public struct PluginRegistry: Sendable {
     public mutating func register<P: SourcePlugin>(source plugin: P.Type) {
         add(P.info) { reader in
             let c = P.configure(&reader)
-            return PreparedComponent(claims: P.claims(of: c), durable: false, keepsState: P.keepsState(c), configuration: c,
+            return PreparedComponent(claims: P.claims(of: c), durable: false, keepsState: P.keepsState(c), usesCommands: P.carriesCommands(c), configuration: c,
                                      checkEnvironment: { P.checkEnvironment(c, context: $0) }) { ctx in .source(try P.makeSource(c, context: ctx)) }
         }
     }
@@ -192,7 +203,8 @@ public struct PluginRegistry: Sendable {
     public mutating func register<P: SinkPlugin>(sink plugin: P.Type) {
         add(P.info) { reader in
             let c = P.configure(&reader)
-            return PreparedComponent(claims: P.claims(of: c), durable: P.isDurable(c), configuration: c, checkEnvironment: { P.checkEnvironment(c, context: $0) }) { ctx in .sink(try P.makeSink(c, context: ctx)) }
+            return PreparedComponent(claims: P.claims(of: c), durable: P.isDurable(c), usesCommands: P.submitsCommands(c), configuration: c,
+                                     checkEnvironment: { P.checkEnvironment(c, context: $0) }) { ctx in .sink(try P.makeSink(c, context: ctx)) }
         }
     }
 

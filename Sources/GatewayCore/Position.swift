@@ -237,6 +237,9 @@ public struct PositionEvent: Sendable, Hashable {
         case dataResumed = "data_resumed"
         /// The receiver reported a change of its antenna status (``PositionEvent/status``).
         case antenna
+        /// A command to the device changed status (``PositionEvent/status``: `queued`, `sent`,
+        /// `delivered`, `done`, …; its id, type and result in the position's attributes).
+        case command
 
         /// The geofence kinds: `enter`, `exit`, `dwell`.
         public static let fenceKinds: [Kind] = [.enter, .exit, .dwell]
@@ -245,7 +248,7 @@ public struct PositionEvent: Sendable, Hashable {
         public var isFence: Bool {
             switch self {
             case .enter, .exit, .dwell: true
-            case .fixLost, .fixRegained, .noData, .dataResumed, .antenna: false
+            case .fixLost, .fixRegained, .noData, .dataResumed, .antenna, .command: false
             }
         }
     }

@@ -51,7 +51,8 @@ public struct GatewayService: Sendable {
         }
         let api: OperatorAPI?
         if let settings = configuration.api, let monitor {
-            let server = OperatorAPI(settings: settings, configuration: configuration, stats: pipeline.componentStats, monitor: monitor, version: version)
+            let server = OperatorAPI(settings: settings, configuration: configuration, stats: pipeline.componentStats, monitor: monitor, version: version,
+                                     commands: pipeline.deviceCommands)
             do {
                 try server.start(logger: Logger(label: "api", handler: logHandler))
             } catch {

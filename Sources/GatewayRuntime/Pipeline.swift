@@ -1,3 +1,4 @@
+import DeviceCommands
 import GatewayCore
 import Locking
 import Synchronization
@@ -119,6 +120,7 @@ public final class Pipeline: Sendable {
         self.builder = builder
         let built = try builder.build(configuration)
         self.stateStore = built.stateStore
+        self.deviceCommands = built.commands
         let table = Pipeline.makeTable(built.topology)
         for c in configuration.sources where table.sources[c.id]?.isEmpty ?? true {
             built.topology.sources[c.id]?.logger.warning("feeds nothing: no transform or sink lists it in inputs")
@@ -132,6 +134,8 @@ public final class Pipeline: Sendable {
     private let initialSinks: Locked<[String: any PositionSink]>
     /// Where stateful transforms keep per-device state (`settings.state`); nil: in memory only.
     let stateStore: (any DeviceStateStore)?
+    /// The gateway's commands to devices (the operator API serves them); nil when no component uses them.
+    public let deviceCommands: CommandBoard?
 
     /// Asks the pipeline to stop gracefully (what SIGINT/SIGTERM do).
     public func shutdown(reason: String) {
@@ -145,6 +149,7 @@ public final class Pipeline: Sendable {
     public func discard() {
         threads.stop()
         stateStore?.close()
+        deviceCommands?.close()
     }
 
     /// Runs until every source has ended or shutdown was requested; returns the exit status
@@ -202,6 +207,7 @@ public final class Pipeline: Sendable {
         _ = supervisor.event(.stopped)
         // After the sinks: the last acknowledgements have saved their state.
         stateStore?.close()
+        deviceCommands?.close()
         // Reloads requested while the pipeline stopped get an answer, not a hang.
         while let command = await commandsIterator.next() {
             if case .reload(_, let reply) = command, case .rejectReload(let problem) = supervisor.event(.reloadRequested) {

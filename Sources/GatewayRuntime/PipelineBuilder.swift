@@ -1,5 +1,6 @@
 import GatewayCore
 import DeliveryEngine
+import DeviceCommands
 
 /// Turns configured components into running ones: everything `Pipeline.init` starts with, and
 /// what a reload adds or replaces.
@@ -20,6 +21,8 @@ struct PipelineBuilder: Sendable {
         /// The sinks, handed to their tasks when the pipeline runs.
         var sinks: [String: any PositionSink]
         var stateStore: (any DeviceStateStore)?
+        /// Commands to devices, when a source carries them or a sink submits them.
+        var commands: CommandBoard?
     }
 
     /// Builds sinks first, then transforms, then sources; throws the first component that
@@ -28,8 +31,9 @@ struct PipelineBuilder: Sendable {
     func build(_ configuration: PipelineConfiguration) throws -> Built {
         var t = Pipeline.Topology(configuration: configuration)
         var sinks: [String: any PositionSink] = [:]
+        let board = try PipelineBuilder.openCommands(configuration, clock: clock, logger: Logger(label: "commands", handler: logHandler))
         for c in configuration.sinks {
-            let ctx = context(c)
+            let ctx = context(c, commands: board)
             sinks[c.id] = try sink(c, ctx)
             t.sinks[c.id] = Pipeline.SinkHandle(component: c, stats: ctx.stats, logger: ctx.logger)
         }
@@ -45,17 +49,18 @@ struct PipelineBuilder: Sendable {
             t.transforms[c.id] = node(c, ctx, transform: built, store: store)
         }
         for c in configuration.sources {
-            t.sources[c.id] = try source(c, context(c, store: store))
+            t.sources[c.id] = try source(c, context(c, store: store, commands: board))
         }
-        return Built(topology: t, sinks: sinks, stateStore: store)
+        return Built(topology: t, sinks: sinks, stateStore: store, commands: board)
     }
 
     /// A component's logger and counters; `reusing` keeps a replaced instance's counters. A
     /// source that keeps state gets `store`.
     func context(_ c: PipelineConfiguration.Component, reusing stats: ComponentStats? = nil,
-                 store: (any DeviceStateStore)? = nil) -> ComponentContext {
+                 store: (any DeviceStateStore)? = nil, commands: (any CommandCenter)? = nil) -> ComponentContext {
         ComponentContext(id: c.id, kind: c.kind, logger: Logger(label: c.path, handler: logHandler),
-                         stats: stats ?? ComponentStats(id: c.path), clock: clock, stateStore: c.prepared.keepsState ? store : nil)
+                         stats: stats ?? ComponentStats(id: c.path), clock: clock, stateStore: c.prepared.keepsState ? store : nil,
+                         commands: c.prepared.usesCommands ? commands : nil)
     }
 
     func source(_ c: PipelineConfiguration.Component, _ ctx: ComponentContext) throws -> Pipeline.SourceHandle {
@@ -106,6 +111,32 @@ struct PipelineBuilder: Sendable {
             return try SQLiteStateStore(path: path, interval: settings.interval, maxAge: settings.maxAge, clock: clock) { logger.warning($0) }
         } catch {
             throw PipelineError(component: "settings.state", message: "cannot open the state store: \(error.path): \(error.message)")
+        }
+    }
+}
+
+extension PipelineBuilder {
+    /// The command board, when a source carries commands or a sink submits them and
+    /// `settings.commands` is not null: its SQLite file (``PipelineConfiguration/commandStorePath``),
+    /// or memory when there is no place for one.
+    static func openCommands(_ configuration: PipelineConfiguration, clock: any GatewayClock, logger: Logger) throws -> CommandBoard? {
+        let settings = configuration.settings.commands
+        guard !settings.disabled, configuration.components.contains(where: { $0.prepared.usesCommands }) else { return nil }
+        let store: any CommandStore
+        if let path = configuration.commandStorePath {
+            do { store = try SQLiteCommandStore(path: path, clock: clock) } catch {
+                throw PipelineError(component: "settings.commands", message: "cannot open the command store: \(error.path): \(error.message)")
+            }
+        } else {
+            logger.warning("commands are kept in memory only: a restart forgets them (set settings.commands.path or settings.state.path, or give a sink a durable queue)")
+            store = MemoryCommandStore()
+        }
+        do {
+            return try CommandBoard(store: store, settings: .init(ttl: settings.ttl, attempts: settings.attempts, retain: settings.retain),
+                                    clock: clock, logger: logger)
+        } catch {
+            store.close()
+            throw PipelineError(component: "settings.commands", message: "cannot read the commands in \(store.location): \(error)")
         }
     }
 }

@@ -116,11 +116,11 @@ extension Pipeline {
             fresh.transforms[c.id] = builder.node(c, ctx, transform: try builder.transform(c, ctx), store: stateStore)
         }
         for c in new.sources where plan.builds(c.path) {
-            let ctx = builder.context(c, reusing: plan.keepsCounters.contains(c.path) ? old.sources[c.id]?.stats : nil, store: stateStore)
+            let ctx = builder.context(c, reusing: plan.keepsCounters.contains(c.path) ? old.sources[c.id]?.stats : nil, store: stateStore, commands: deviceCommands)
             fresh.sources[c.id] = try builder.source(c, ctx)
         }
         for c in new.sinks where plan.builds(c.path) {
-            let ctx = builder.context(c, reusing: plan.keepsCounters.contains(c.path) ? old.sinks[c.id]?.stats : nil)
+            let ctx = builder.context(c, reusing: plan.keepsCounters.contains(c.path) ? old.sinks[c.id]?.stats : nil, commands: deviceCommands)
             // A sink that claims something a replaced sink holds (its queue, its file) is built
             // once that one closed it.
             let deferred = plan.buildsAfterOldSinksStop.contains(c.path)
@@ -174,13 +174,13 @@ extension Pipeline {
     private func startDeferred(_ h: SinkHandle, _ c: PipelineConfiguration.Component, plan: ReloadPlan,
                                in group: inout DiscardingTaskGroup) -> String? {
         do {
-            start(h, sink: try builder.sink(c, builder.context(c, reusing: h.stats)), in: &group)
+            start(h, sink: try builder.sink(c, builder.context(c, reusing: h.stats, commands: deviceCommands)), in: &group)
             return nil
         } catch {
             // The old instance is gone: run the previous configuration again rather than lose
             // what the new buffer holds; a sink with no previous configuration cannot.
             if let previous = plan.running[c.path], previous.kind == .sink,
-               let sink = try? builder.sink(previous, builder.context(previous, reusing: h.stats)) {
+               let sink = try? builder.sink(previous, builder.context(previous, reusing: h.stats, commands: deviceCommands)) {
                 logger.error("reload: \(error); \(c.path) runs with its previous configuration")
                 start(h, sink: sink, in: &group)
                 topology.withLock { t in

@@ -33,6 +33,8 @@ public final class OperatorAPI: Sendable {
 
     public let settings: PipelineConfiguration.API
     public let monitor: PipelineActivity
+    /// The gateway's commands to devices (`/devices/{device}/commands`, `/commands/{id}`); nil: none.
+    let commands: (any CommandCenter)?
     /// The components served, replaced when a reload changes the pipeline.
     private let view: Locked<(components: [MonitoredComponent], sourceIDs: [String], scene: LiveMapScene, generation: Int)>
     private let version: String
@@ -46,8 +48,9 @@ public final class OperatorAPI: Sendable {
 
     /// `stats` are the pipeline's `componentStats`; `configuration` gives each its kind and type.
     public init(settings: PipelineConfiguration.API, configuration: PipelineConfiguration, stats: [ComponentStats],
-                monitor: PipelineActivity, version: String) {
+                monitor: PipelineActivity, version: String, commands: (any CommandCenter)? = nil) {
         self.settings = settings
+        self.commands = commands
         self.monitor = monitor
         self.version = version
         let display = MapProjection.datum(named: settings.mapDatum) ?? .wgs84
@@ -119,13 +122,14 @@ public final class OperatorAPI: Sendable {
 
     /// The answer to one request (called on the HTTP server's event thread: it never waits).
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
-        if let token = settings.token, !OperatorAPI.authorized(request, token: token) {
+        guard let caller = caller(of: request) else {
             let how = request.path == "/" || request.path == "/events" ? " (or ?token=<api.token> for the live map)" : ""
             return text(401, "a bearer token is required: Authorization: Bearer <api.token>\(how)\n",
                         headers: [("WWW-Authenticate", #"Bearer realm="locgate""#)])
         }
+        if let answer = handleCommands(request, caller: caller) { return answer }
         guard OperatorAPI.paths.contains(request.path) else {
-            return text(404, "no such path; try \(OperatorAPI.paths.joined(separator: ", "))\n")
+            return text(404, "no such path; try \(OperatorAPI.paths.joined(separator: ", "))\(commands == nil ? "" : ", /devices/{device}/commands, /commands/{id}")\n")
         }
         guard request.method == "GET" || request.method == "HEAD" else {
             return text(405, "only GET and HEAD\n", headers: [("Allow", "GET, HEAD")])
@@ -190,6 +194,17 @@ public final class OperatorAPI: Sendable {
         return HTTPResponse(status: 200, headers: headers, stream: LiveMapStream(api: self), idleTimeout: LiveMapStream.heartbeat * 4)
     }
 
+    /// Who sent the request: the token it carries (`api.token`, named "token", or one of
+    /// `api.tokens`), or "api" when the API has no token; nil when it carries none of them.
+    func caller(of request: HTTPRequest) -> APICaller? {
+        guard settings.token != nil || !settings.tokens.isEmpty else { return APICaller(name: "api", commandTypes: nil) }
+        if let token = settings.token, OperatorAPI.authorized(request, token: token) { return APICaller(name: "token", commandTypes: nil) }
+        for named in settings.tokens where OperatorAPI.authorized(request, token: named.token) {
+            return APICaller(name: named.name, commandTypes: named.commandTypes)
+        }
+        return nil
+    }
+
     /// Whether the request carries the token: `Authorization: Bearer`, or for the live map
     /// (`/`, `/events`) a `token` query argument.
     static func authorized(_ request: HTTPRequest, token: String) -> Bool {
@@ -218,11 +233,11 @@ public final class OperatorAPI: Sendable {
         return difference == 0
     }
 
-    private func text(_ status: Int, _ body: String, headers: [(String, String)] = []) -> HTTPResponse {
+    func text(_ status: Int, _ body: String, headers: [(String, String)] = []) -> HTTPResponse {
         HTTPResponse(status: status, headers: [("Content-Type", "text/plain; charset=utf-8")] + headers, body: Array(body.utf8))
     }
 
-    private func json(_ status: Int, _ body: [UInt8]) -> HTTPResponse {
+    func json(_ status: Int, _ body: [UInt8]) -> HTTPResponse {
         HTTPResponse(status: status, headers: [("Content-Type", "application/json"), ("Cache-Control", "no-store")], body: body)
     }
 }

@@ -62,6 +62,8 @@ public struct JT808Codec: TrackerCodec {
     private var split: JT808Split
     /// The next serial of server messages, per terminal phone field.
     private var serials: [[UInt8]: UInt16] = [:]
+    /// The header of the last good frame: commands go in the terminal's own form and phone.
+    private(set) var lastHeader: JT808Wire.Header?
     /// Terminals numbered at most (a UDP codec serves every terminal; past this it starts again).
     private static let maxSerialTerminals = 4_096
 
@@ -106,6 +108,7 @@ public struct JT808Codec: TrackerCodec {
             return .failure(TrackerFrameError("length", "body length \(header.bodyLength) in the attributes, \(bodyEnd - header.size) in the frame"))
         }
         let body = UnsafeRawBufferPointer(rebasing: frame[header.size..<bodyEnd])
+        lastHeader = header
         guard header.isSplit, let total = header.total, let index = header.index, total != 1 || index != 1 else {
             var whole = header
             whole.total = nil
@@ -135,7 +138,10 @@ public struct JT808Codec: TrackerCodec {
         }
         switch header.messageID {
         case 0x0001:
-            return .control(kind: kind, deviceID: device, answer: nil)
+            // The terminal's answer to a command: the command's serial and id, and a result.
+            guard body.count >= 5 else { return .control(kind: kind, deviceID: device, answer: nil) }
+            return .commandReply(kind: kind, deviceID: device, reply: TrackerCommandReply(reference: Array(body[0..<4]), code: Int(body[4])),
+                                 answer: nil)
         case 0x0100:
             return .admission(TrackerAdmission(kind: kind, deviceID: device, request: .register(terminal: Self.terminal(body, header)),
                                                reply: header.bytes))
@@ -148,7 +154,13 @@ public struct JT808Codec: TrackerCodec {
             return locations([location.position(body, is2019: header.is2019)], header, device, kind)
         case 0x0201:
             guard body.count > 2 else { return undecoded(header, device) }
-            return locations([location.position(UnsafeRawBufferPointer(rebasing: body[2...]), is2019: header.is2019)], header, device, kind)
+            var message = locations([location.position(UnsafeRawBufferPointer(rebasing: body[2...]), is2019: header.is2019)], header, device, kind)
+            // It answers the position query (0x8201) whose serial it names.
+            if case .records(var records) = message {
+                records.reply = TrackerCommandReply(reference: Array(body[0..<2]) + [0x82, 0x01], text: "position reported")
+                message = .records(records)
+            }
+            return message
         case 0x0704:
             return batch(body, header, device, kind)
         case 0x0210:
@@ -282,6 +294,8 @@ public struct JT808Codec: TrackerCodec {
     }
 
     public mutating func outgoing(_ answer: [UInt8]) -> [UInt8] {
+        // A frame given whole (a `custom` command's `hex`) goes as it is.
+        if answer.first == JT808Wire.mark { return answer }
         guard let offset = JT808Wire.serialOffset(answer) else { return answer }
         var numbered = answer
         let phone = Array(answer[(offset - (offset == 15 ? 10 : 6))..<offset])

@@ -45,6 +45,17 @@ public protocol TrackerCodec: Sendable {
     /// when it ends (`ending` true): what the codec has to write or count without a frame to
     /// answer, such as a request for the missing packets of a split message. The default has nothing.
     mutating func idle(now: Timestamp, ending: Bool) -> TrackerIdleOutput
+
+    /// The command types this protocol carries to a device; the default none.
+    var commandTypes: Set<CommandType> { get }
+
+    /// The bytes of `command` for this connection (they pass ``outgoing(_:)`` as they are
+    /// written); nil when the protocol cannot carry it. `now` is the server's clock.
+    mutating func encode(_ command: DeviceCommand, now: Timestamp) -> [UInt8]?
+
+    /// What `reply` says of the command that went out as `sent` (the bytes ``outgoing(_:)``
+    /// gave it); nil when it answers something else.
+    func outcome(of reply: TrackerCommandReply, sent: [UInt8]) -> CommandOutcome?
 }
 
 // MARK: - Default implementations
@@ -54,6 +65,28 @@ extension TrackerCodec {
     public mutating func outgoing(_ answer: [UInt8]) -> [UInt8] { answer }
     public func answer(_ admission: TrackerAdmission, _ verdict: TrackerAdmissionVerdict) -> [UInt8]? { nil }
     public mutating func idle(now: Timestamp, ending: Bool) -> TrackerIdleOutput { TrackerIdleOutput() }
+    public var commandTypes: Set<CommandType> { [] }
+    public mutating func encode(_ command: DeviceCommand, now: Timestamp) -> [UInt8]? { nil }
+    public func outcome(of reply: TrackerCommandReply, sent: [UInt8]) -> CommandOutcome? { nil }
+}
+
+/// A device's answer to a command the server sent (JT/T 808's 0x0001, a Teltonika Codec 12
+/// response, GT06's 0x15/0x21, H02's V4): matched to the command in flight by
+/// ``TrackerCodec/outcome(of:sent:)``.
+public struct TrackerCommandReply: Sendable, Hashable {
+    /// What in the reply names the command (JT/T 808: the reply serial and id); empty when the
+    /// protocol answers the one command in flight.
+    public var reference: [UInt8]
+    /// The protocol's result code, if it has one.
+    public var code: Int?
+    /// The device's result text, if it sent one.
+    public var text: String?
+
+    public init(reference: [UInt8] = [], code: Int? = nil, text: String? = nil) {
+        self.reference = reference
+        self.code = code
+        self.text = text
+    }
 }
 
 /// What ``TrackerCodec/idle(now:ending:)`` found.
@@ -125,6 +158,8 @@ public enum TrackerMessage: Sendable, Hashable {
     /// registration, authentication and deregistration): the source decides, then writes
     /// ``TrackerCodec/answer(_:_:)``. A device authenticated this way is the connection's device.
     case admission(TrackerAdmission)
+    /// The device answered a command (a reply without a position); `answer` is written at once.
+    case commandReply(kind: String, deviceID: String?, reply: TrackerCommandReply, answer: [UInt8]?)
 }
 
 /// A registration, authentication or deregistration, for the source to decide.
@@ -190,6 +225,8 @@ public struct TrackerRecords: Sendable, Hashable {
     public var answer: [UInt8]?
     /// A short word for metric labels (`0x0704`), counted as `messages.<kind>`; nil for none.
     public var kind: String?
+    /// The frame also answers a command (JT/T 808's 0x0201 answers a position query).
+    public var reply: TrackerCommandReply?
 
     /// Records of one frame.
     public init(deviceID: String? = nil, positions: [Position], answer: [UInt8]?, kind: String? = nil) {

@@ -45,6 +45,29 @@ enum WireText {
         return String(decoding: bytes, as: UTF8.self)
     }
 
+    /// The bytes of hex text (pairs of digits, either case); nil when it is not that.
+    static func bytes(hex text: String) -> [UInt8]? {
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(digits.count / 2)
+        func nibble(_ c: UInt8) -> UInt8? {
+            switch c {
+            case 48...57: c - 48
+            case 65...70: c - 55
+            case 97...102: c - 87
+            default: nil
+            }
+        }
+        var k = 0
+        while k < digits.count {
+            guard let high = nibble(digits[k]), let low = nibble(digits[k + 1]) else { return nil }
+            out.append(high << 4 | low)
+            k += 2
+        }
+        return out
+    }
+
     /// Two decimal digits, zero-padded, as ASCII bytes.
     static func appendTwoDigits(_ value: Int, to out: inout [UInt8]) {
         let v = max(0, min(99, value))
