@@ -85,7 +85,7 @@ public enum TrackerHarness {
         switch message {
         case .identification(_, let accepted, let refused): answers = [accepted] + (refused.map { [$0] } ?? [])
         case .records(let records): answers = records.answer.map { [$0] } ?? []
-        case .control(_, _, let answer): answers = answer.map { [$0] } ?? []
+        case .control(_, _, let answer), .commandReply(_, _, _, let answer): answers = answer.map { [$0] } ?? []
         case .admission(let admission):
             let verdicts: [TrackerAdmissionVerdict] = [
                 .registered(code: "0123456789ABCDEF"), .authenticated, .deregistered, .refused(.unknownDevice),
@@ -130,6 +130,9 @@ public enum TrackerHarness {
         case .admission(let admission):
             fuzzCheck(!admission.deviceID.isEmpty, "\(name): admission without a device id")
             fuzzCheck(!admission.kind.isEmpty, "\(name): admission without a kind")
+        case .commandReply(let kind, let deviceID, _, _):
+            fuzzCheck(!kind.isEmpty, "\(name): command reply without a kind")
+            if let id = deviceID { fuzzCheck(!id.isEmpty, "\(name): command reply with an empty device id") }
         }
     }
 

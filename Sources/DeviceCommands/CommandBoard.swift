@@ -237,6 +237,11 @@ public final class CommandBoard: CommandCenter, @unchecked Sendable {
         }
     }
 
+    /// Marks the commands past their expiry (the board does it every second; tests call it).
+    public func sweep() {
+        queue.sync { expire() }
+    }
+
     /// Commands past their expiry that have not been sent, or were sent and not answered.
     private func expire() {
         let now = clock.now()

@@ -94,6 +94,7 @@ extension TrackerMessage {
         case .records(let r): r.answer
         case .control(_, _, let answer): answer
         case .admission: nil
+        case .commandReply(_, _, _, let answer): answer
         }
     }
 
@@ -109,6 +110,7 @@ func summary(_ message: TrackerMessage) -> String {
     case .identification(let id, _, _): return "identification(\(id))"
     case .control(let kind, let id, let answer): return "control(\(kind), \(id ?? "-"), \(hex(answer)))"
     case .admission(let a): return "admission(\(a.kind), \(a.deviceID), \(a.request))"
+    case .commandReply(let kind, let id, let reply, _): return "commandReply(\(kind), \(id ?? "-"), \(hex(reply.reference)), \(reply.code.map(String.init) ?? "-"))"
     case .records(let r):
         let fixes = r.positions.map { "\($0.time.map(\.iso8601) ?? "-") \($0.latitude ?? .nan),\($0.longitude ?? .nan)" }
         return "records(\(r.deviceID ?? "-"), \(fixes), \(hex(r.answer)))"
