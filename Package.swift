@@ -147,7 +147,7 @@ let package = Package(
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "HTTPInputTests", dependencies: ["HTTPInput", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "DeviceCommandsTests", dependencies: ["DeviceCommands", "DeliveryEngine", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
-        .testTarget(name: "TrackerInputTests", dependencies: ["TrackerInput", "DeviceIntake", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
+        .testTarget(name: "TrackerInputTests", dependencies: ["TrackerInput", "DeviceIntake", "DeviceCommands", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "TrackerProtocolsTests", dependencies: ["TrackerProtocols", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .testTarget(name: "TrackMapTests", dependencies: ["TrackMap", "MapRendering", "PluginCatalog", "FileInput", "Geofence", "Geodesy", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
 

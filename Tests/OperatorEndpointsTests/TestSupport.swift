@@ -22,7 +22,8 @@ struct APIHarness: Sendable {
         let log = RecordingLogHandler(minimumLevel: .info)
         let monitor = PipelineActivity(tail: settings.mapTail)
         let pipeline = try Pipeline(configuration: configuration, logHandler: log, observer: monitor)
-        let api = OperatorAPI(settings: settings, configuration: configuration, stats: pipeline.componentStats, monitor: monitor, version: "test")
+        let api = OperatorAPI(settings: settings, configuration: configuration, stats: pipeline.componentStats, monitor: monitor, version: "test",
+                              commands: pipeline.deviceCommands)
         let port = try api.start(logger: Logger(label: "api", handler: log))
         defer { api.stop() }
         let harness = APIHarness(pipeline: pipeline, api: api, port: port)

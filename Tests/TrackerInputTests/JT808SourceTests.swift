@@ -1,3 +1,4 @@
+import DeviceCommands
 import DeviceIntake
 import GatewayCore
 import GatewayTesting
@@ -113,13 +114,14 @@ final class MemoryStateStore: DeviceStateStore {
     func close() {}
 }
 
-/// Runs a `jt808` source with `store` on a free port until `body` returns.
-func withJT808(_ json: String, store: (any DeviceStateStore)? = MemoryStateStore(), output: SourceOutput, udp: Bool = false,
-               _ body: (Int, ComponentContext) async throws -> Void) async throws {
+/// Runs a `jt808` source with `store` (and `commands`) on a free port until `body` returns.
+func withJT808(_ json: String, store: (any DeviceStateStore)? = MemoryStateStore(), commands: (any CommandCenter)? = nil,
+               output: SourceOutput, udp: Bool = false, _ body: (Int, ComponentContext) async throws -> Void) async throws {
     let port = LoopbackTCPServer.freePort(udp: udp)
     let c = try PluginOptions.valid(JT808SourcePlugin.self, json.replacingOccurrences(of: "PORT", with: "\(port)"))
     let plain = SourceConformance.makeContext(id: "jt")
-    let context = ComponentContext(id: plain.id, kind: .source, logger: plain.logger, stats: plain.stats, clock: plain.clock, stateStore: store)
+    let context = ComponentContext(id: plain.id, kind: .source, logger: plain.logger, stats: plain.stats, clock: plain.clock, stateStore: store,
+                                   commands: commands)
     let source = try JT808SourcePlugin.makeSource(c, context: context)
     let task = Task { try await source.run(output: output) }
     defer { task.cancel() }
@@ -378,6 +380,34 @@ func withJT808(_ json: String, store: (any DeviceStateStore)? = MemoryStateStore
             acks.acknowledge()
             let answer = try #require(device.receive())
             #expect(answer[1...2] == [0x80, 0x01])
+        }
+    }
+
+    @Test func aCommandWaitsForTheTerminalGoesWhenItAuthenticatesAndIsDoneWhenItAnswers() async throws {
+        let board = try CommandBoard(store: MemoryCommandStore(), clock: SystemClock(), logger: Logger(label: "commands", handler: SilentLogHandler()))
+        defer { board.close() }
+        let acks = HeldAcknowledgements()
+        try await withJT808(Self.strict, commands: board, output: acks.output) { port, context in
+            // bus-12 is in devices: known while offline.
+            #expect(await Poll.until { (try? board.submit(CommandRequest(device: "bus-12", type: .setInterval, parameters: ["interval": "20s"], submittedBy: "ops"))) != nil })
+            let id = try #require(board.commands(device: "bus-12").first?.id)
+            #expect(board.command(id)?.status == .queued)
+            var terminal = TestTerminal(phone: "013912345678")
+            let client = try LoopbackTCPClient(port: port)
+            _ = try Self.logIn(&terminal, client)
+            // 0x8103: one parameter, 0x0029 (default reporting interval) = 20 s; the server's third message.
+            let command = try #require(TestTerminal.read(client))
+            #expect(command.id == 0x8103)
+            #expect(command.serial == 2)
+            #expect(command.body == [1, 0, 0, 0, 0x29, 4, 0, 0, 0, 20])
+            #expect(board.command(id)?.status == .sent)
+            client.send(terminal.frame(0x0001, TestTerminal.word(command.serial) + [0x81, 0x03, 0]))
+            #expect(await Poll.until { board.command(id)?.status == .done })
+            #expect(board.command(id)?.result == "success")
+            // Each status change went through the source as an event, and was counted.
+            #expect(await Poll.until { acks.positions.compactMap { $0.event?.status } == ["queued", "sent", "done"] })
+            #expect(acks.positions.allSatisfy { $0.event?.kind == .command && $0.device == "bus-12" && $0.attributes["command_id"] == id })
+            #expect(context.stats.value("commands.done") == 1 && context.stats.value("commands.written") == 1)
         }
     }
 
