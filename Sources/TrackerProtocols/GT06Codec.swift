@@ -46,6 +46,8 @@ public struct GT06Codec: TrackerCodec {
     public let limits: TrackerLimits
     /// The device's clock offset from UTC in seconds (device time − offset = UTC); 0 for devices set to UTC.
     public let timeZoneOffsetSeconds: Int
+    /// The serial of the next command sent on the connection (0 first).
+    var commandSerial: UInt16 = 0
 
     /// A codec for one connection.
     public init(limits: TrackerLimits, timeZoneOffsetSeconds: Int = 0) {
@@ -154,6 +156,8 @@ public struct GT06Codec: TrackerCodec {
             return .success(.control(kind: "lbs", deviceID: nil, answer: frame.answer))
         case 0x70:
             return .success(modularMessage(frame))
+        case 0x15, 0x21:
+            return .success(.commandReply(kind: "string", deviceID: nil, reply: Self.commandReply(frame), answer: frame.answer))
         default:
             return .success(.control(kind: Self.kind(of: frame.protocolNumber), deviceID: nil, answer: frame.answer))
         }
@@ -178,6 +182,37 @@ public struct GT06Codec: TrackerCodec {
         case 0xF2: "peripheral"
         default: "unknown"
         }
+    }
+
+    /// A command's reply: 0x15 `[length][server flag: 4][text]`, 0x21 `[server flag: 4][encoding: 1 ASCII, 2 UTF-16][text]`.
+    static func commandReply(_ frame: Frame) -> TrackerCommandReply {
+        let c = frame.content
+        if frame.protocolNumber == 0x15 {
+            guard c.count >= 5 else { return TrackerCommandReply() }
+            // Some devices send 0 for the length: the text then runs up to the language word.
+            let declared = Int(c[0])
+            let end = declared >= 4 && 1 + declared <= c.count ? 1 + declared : max(5, c.count - 2)
+            return TrackerCommandReply(reference: Array(c[1..<5]), text: text(c[5..<end], utf16: false))
+        }
+        guard c.count >= 5 else { return TrackerCommandReply() }
+        return TrackerCommandReply(reference: Array(c[0..<4]), text: text(c[5...], utf16: c[4] == 2))
+    }
+
+    /// Text without its NUL padding: ASCII, or UTF-16 big-endian.
+    static func text(_ bytes: Slice<UnsafeRawBufferPointer>, utf16: Bool) -> String {
+        var raw = Array(bytes)
+        if utf16 {
+            var units: [UInt16] = []
+            var k = 0
+            while k + 1 < raw.count {
+                units.append(UInt16(raw[k]) << 8 | UInt16(raw[k + 1]))
+                k += 2
+            }
+            while units.last == 0 { units.removeLast() }
+            return String(decoding: units, as: UTF16.self)
+        }
+        while raw.last == 0 { raw.removeLast() }
+        return String(decoding: raw, as: UTF8.self)
     }
 
     // MARK: - Positions

@@ -44,6 +44,8 @@ public struct H02Codec: TrackerCodec {
     public let acknowledgePositions: Bool
     /// The length of this connection's binary reports, once the first one showed it.
     private var binaryLength: Int?
+    /// The id the device last gave: commands name it.
+    private(set) var lastDeviceID: String?
 
     /// A codec for one connection.
     public init(limits: TrackerLimits, acknowledgePositions: Bool) {
@@ -57,6 +59,12 @@ public struct H02Codec: TrackerCodec {
 
     /// Decodes the frame at the start of `bytes`; see the type's documentation.
     public mutating func decode(_ bytes: UnsafeRawBufferPointer, now: Timestamp) -> TrackerDecodeResult {
+        let result = decodeFrame(bytes, now: now)
+        if case .message(let message, _) = result, let id = message.namedDevice { lastDeviceID = id }
+        return result
+    }
+
+    private mutating func decodeFrame(_ bytes: UnsafeRawBufferPointer, now: Timestamp) -> TrackerDecodeResult {
         // Line breaks after `#` are part of no frame: they are taken with the frame that follows,
         // so that it does not matter whether they arrive with the previous frame or the next.
         var start = 0
@@ -148,17 +156,23 @@ public struct H02Codec: TrackerCodec {
             // VP1,A,lat,N,lon,E,speed,course,date: a fix without a time of day.
             return positionSentence(fields, validityIndex: 3, hasTime: false, deviceID: deviceID, command: cmd, now: now)
         case "V4":
-            // A reply to a command (`V4,<command>,<result fields>,…`), often followed by a position.
+            // A reply to a command (`V4,<command>,<result fields>,…,<command time>,<position…>`),
+            // often followed by a position.
             var index = 4
             while index + 4 < fields.count {
                 if ["A", "V", "B"].contains(fields[index]), ["N", "S"].contains(fields[index + 2]),
                     ["E", "W"].contains(fields[index + 4])
                 {
-                    return positionSentence(fields, validityIndex: index, hasTime: true, deviceID: deviceID, command: cmd, now: now)
+                    let reply = Self.reply(fields, end: index - 2)
+                    return positionSentence(fields, validityIndex: index, hasTime: true, deviceID: deviceID, command: cmd, now: now).map { message in
+                        guard case .records(var records) = message else { return message }
+                        records.reply = reply
+                        return .records(records)
+                    }
                 }
                 index += 1
             }
-            return .success(.control(kind: "command_response", deviceID: deviceID, answer: nil))
+            return .success(.commandReply(kind: "command_response", deviceID: deviceID, reply: Self.reply(fields, end: fields.count), answer: nil))
         default:
             if cmd.hasPrefix("V") {
                 return positionSentence(fields, validityIndex: 4, hasTime: true, deviceID: deviceID, command: cmd, now: now)

@@ -183,7 +183,7 @@ public struct TeltonikaCodec: TrackerCodec {
 
     /// What the data of one frame held, before the transport adds its answer.
     struct DecodedData {
-        enum Content { case positions([Position]), commandResponse }
+        enum Content { case positions([Position]), commandResponse(String) }
         var content: Content
         var count: UInt8
         var deviceID: String?
@@ -193,8 +193,8 @@ public struct TeltonikaCodec: TrackerCodec {
             switch content {
             case .positions(let positions):
                 return .records(TrackerRecords(deviceID: deviceID, positions: positions, answer: [0, 0, 0, count]))
-            case .commandResponse:
-                return .control(kind: "command_response", deviceID: deviceID, answer: nil)
+            case .commandResponse(let text):
+                return .commandReply(kind: "command_response", deviceID: deviceID, reply: TrackerCommandReply(text: text), answer: nil)
             }
         }
 
@@ -202,8 +202,8 @@ public struct TeltonikaCodec: TrackerCodec {
             switch content {
             case .positions(let positions):
                 return .records(TrackerRecords(deviceID: deviceID, positions: positions, answer: answer))
-            case .commandResponse:
-                return .control(kind: "command_response", deviceID: deviceID, answer: nil)
+            case .commandResponse(let text):
+                return .commandReply(kind: "command_response", deviceID: deviceID, reply: TrackerCommandReply(text: text), answer: nil)
             }
         }
     }
@@ -234,17 +234,18 @@ public struct TeltonikaCodec: TrackerCodec {
             return records.map { DecodedData(content: .positions($0), count: n1, deviceID: deviceID) }
         case 0x0C, 0x0D:
             // Each response: type (05 command, 06 response), size (4 bytes), `size` bytes (Codec 13
-            // puts a timestamp first inside them). Only the structure is checked; the text is the
-            // connection's business.
+            // puts a timestamp first inside them). The responses' texts, joined, are the result.
+            var texts: [String] = []
             for index in 0..<Int(n1) {
-                guard reader.u8() != nil, let size = reader.u32(), reader.skip(Int(size)) else {
+                guard reader.u8() != nil, let size = reader.u32(), let body = reader.take(Int(size)) else {
                     return .failure(TrackerFrameError("syntax", "command response \(index + 1) of \(n1) runs past the data"))
                 }
+                texts.append(WireText.result(codec == 0x0D ? body.dropFirst(4) : body[...]))
             }
             guard reader.isAtEnd else {
                 return .failure(TrackerFrameError("syntax", "\(reader.remaining) bytes after the last command response"))
             }
-            return .success(DecodedData(content: .commandResponse, count: n1, deviceID: deviceID))
+            return .success(DecodedData(content: .commandResponse(texts.joined(separator: "\n")), count: n1, deviceID: deviceID))
         default:
             return .failure(TrackerFrameError("unsupported", "codec 0x\(WireText.hex([codec]))"))
         }

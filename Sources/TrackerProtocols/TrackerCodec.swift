@@ -162,6 +162,18 @@ public enum TrackerMessage: Sendable, Hashable {
     case commandReply(kind: String, deviceID: String?, reply: TrackerCommandReply, answer: [UInt8]?)
 }
 
+extension TrackerMessage {
+    /// The device the message names itself, if it does.
+    public var namedDevice: String? {
+        switch self {
+        case .identification(let id, _, _): id
+        case .records(let r): r.deviceID
+        case .control(_, let id, _), .commandReply(_, let id, _, _): id
+        case .admission(let a): a.deviceID
+        }
+    }
+}
+
 /// A registration, authentication or deregistration, for the source to decide.
 public struct TrackerAdmission: Sendable, Hashable {
     /// What the device asks.

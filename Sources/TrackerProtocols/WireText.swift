@@ -68,6 +68,18 @@ enum WireText {
         return out
     }
 
+    /// A device's result text: the text without surrounding spaces and line ends when it is
+    /// printable UTF-8, else its bytes in hex (a binary answer).
+    static func result<Bytes: Collection>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
+        let text = String(decoding: bytes, as: UTF8.self)
+        let printable = !text.unicodeScalars.contains { $0 == "\u{FFFD}" || ($0.value < 0x20 && $0 != "\t" && $0 != "\r" && $0 != "\n") || $0.value == 0x7F }
+        guard printable else { return hex(bytes) }
+        var scalars = Substring(text)
+        while let first = scalars.first, first == " " || first == "\r" || first == "\n" { scalars.removeFirst() }
+        while let last = scalars.last, last == " " || last == "\r" || last == "\n" || last == "\r\n" { scalars.removeLast() }
+        return String(scalars)
+    }
+
     /// Two decimal digits, zero-padded, as ASCII bytes.
     static func appendTwoDigits(_ value: Int, to out: inout [UInt8]) {
         let v = max(0, min(99, value))

@@ -98,9 +98,12 @@ extension TrackerMessage {
         }
     }
 
+    /// The kind of a control, or of a command reply (which is answered as a control is).
     var controlKind: String? {
-        if case .control(let kind, _, _) = self { return kind }
-        return nil
+        switch self {
+        case .control(let kind, _, _), .commandReply(let kind, _, _, _): kind
+        default: nil
+        }
     }
 }
 
