@@ -94,7 +94,8 @@ let package = Package(
         plugin("NATSOutput", dependencies: ["GatewayCore", "SystemIO", "DeliveryEngine", "NATSClient", "Locking"]),
         plugin("MQTTOutput", dependencies: ["GatewayCore", "SystemIO", "DeliveryEngine", "MQTTClient", "PositionEncoding"]),
         plugin("PostgresOutput", dependencies: ["GatewayCore", "SystemIO", "DeliveryEngine", "Geodesy", "CPostgres"]),
-        .target(name: "PluginCatalog", dependencies: ["GatewayCore", "FileInput", "FileOutput", "ConsoleOutput", "NetworkInput", "ExecInput", "Coordinates", "Filters", "Geofence", "SerialInput", "GpsdInput", "HTTPOutput", "NATSOutput", "NATSInput", "MQTTOutput", "MQTTInput", "TrackerInput", "HTTPInput", "PostgresOutput", "NATSState"], swiftSettings: settings),
+        plugin("CommandRules", dependencies: ["GatewayCore"]),
+        .target(name: "PluginCatalog", dependencies: ["GatewayCore", "FileInput", "FileOutput", "ConsoleOutput", "NetworkInput", "ExecInput", "Coordinates", "Filters", "Geofence", "SerialInput", "GpsdInput", "HTTPOutput", "NATSOutput", "NATSInput", "MQTTOutput", "MQTTInput", "TrackerInput", "HTTPInput", "PostgresOutput", "NATSState", "CommandRules"], swiftSettings: settings),
 
         // The command line and the service around it: operator API, maps, the `locgate` executable.
         .target(name: "OperatorEndpoints", dependencies: ["GatewayCore", "GatewayRuntime", "HTTPServing", "MapRendering", "Geodesy", "Locking"], swiftSettings: settings),
@@ -146,6 +147,7 @@ let package = Package(
         .testTarget(name: "SerialInputTests", dependencies: ["SerialInput", "SerialPorts", "GatewayCore", "GatewayTesting", "NMEA"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "HTTPInputTests", dependencies: ["HTTPInput", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
+        .testTarget(name: "CommandRulesTests", dependencies: ["CommandRules", "DeviceCommands", "GatewayCore", "GatewayRuntime", "PluginCatalog", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "DeviceCommandsTests", dependencies: ["DeviceCommands", "DeliveryEngine", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "TrackerInputTests", dependencies: ["TrackerInput", "DeviceIntake", "DeviceCommands", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "TrackerProtocolsTests", dependencies: ["TrackerProtocols", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),

@@ -1,3 +1,4 @@
+import CommandRules
 import ConsoleOutput
 import ExecInput
 import Coordinates
@@ -54,6 +55,7 @@ public enum BuiltinPlugins {
         r.register(sink: NATSSinkPlugin.self)
         r.register(sink: PostgresSinkPlugin.self)
         r.register(sink: StdoutSinkPlugin.self)
+        r.register(sink: CommandsSinkPlugin.self)
         // Places for per-device state besides an SQLite file (settings.state.<key>)
         r.register(stateBackend: NATSStateBackend.self)
         return r
