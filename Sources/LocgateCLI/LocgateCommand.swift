@@ -33,6 +33,10 @@ public enum LocgateCommand {
                                   The per-device state the pipeline's transforms keep across
                                   restarts (settings.state): every device, one device's state, or
                                   forget a device (the pipeline must be stopped).
+      locgate command send|list|show|cancel CONFIG …
+                                  Commands to devices through the running gateway's operator API
+                                  (api in CONFIG): send DEVICE TYPE [NAME=VALUE…] (set_interval
+                                  interval=20s), list DEVICE, show ID, cancel ID.
       locgate ports               List serial ports: path, transport (native/usb/bluetooth), USB
                                   vid:pid, manufacturer, product, serial number, description.
       locgate version             Print the version.
@@ -99,6 +103,8 @@ public enum LocgateCommand {
             await map(rest, logLevel: logLevel, registry: registry)
         case "state":
             StateCommand.run(rest, registry: registry)
+        case "command":
+            await CommandCommand.run(rest, registry: registry)
         case "ports":
             guard rest.isEmpty else { fail("usage: locgate ports", code: 2) }
             listPorts()
