@@ -146,7 +146,7 @@ let package = Package(
         .testTarget(name: "OutboxProofTests", dependencies: ["DeliveryEngine", "CSQLite", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "SerialInputTests", dependencies: ["SerialInput", "SerialPorts", "GatewayCore", "GatewayTesting", "NMEA"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO", "GatewayTesting", "Locking"], swiftSettings: settings),
-        .testTarget(name: "HTTPInputTests", dependencies: ["HTTPInput", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
+        .testTarget(name: "HTTPInputTests", dependencies: ["HTTPInput", "GatewayCore", "GatewayTesting", "DeviceCommands"], swiftSettings: settings),
         .testTarget(name: "CommandRulesTests", dependencies: ["CommandRules", "DeviceCommands", "GatewayCore", "GatewayRuntime", "PluginCatalog", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "DeviceCommandsTests", dependencies: ["DeviceCommands", "DeliveryEngine", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "TrackerInputTests", dependencies: ["TrackerInput", "DeviceIntake", "DeviceCommands", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),

@@ -38,6 +38,15 @@ struct HTTPServerSource: PositionSource {
         stats.gauge("connections.refused.per_address") { server.statistics.refusedPerAddress }
         stats.gauge("requests.deadline_closed") { server.statistics.deadlineClosed }
         stats.gauge("requests.too_large") { server.statistics.tooLarge }
+        if let commands = context.commands {
+            // OwnTracks apps read commands in their answers; the other formats carry none.
+            let inbox = handler.inbox
+            commands.register(source: context.id, types: configuration.format == .owntracks ? OwnTracksCommandLink.types : []) { event in
+                if let status = event.event?.status { stats.count("commands.\(status)") }
+                inbox.put(DeviceInbox.Delivery(positions: [event]) {})
+            }
+            commands.knows(devices: handler.deviceNames, source: context.id)
+        }
         context.logger.info("listening for \(configuration.format.rawValue) requests on \(configuration.tls == nil ? "http" : "https")://\(configuration.listen.description.replacingOccurrences(of: ":\(configuration.listen.port)", with: ":\(server.port)"))\(configuration.path ?? "/")")
         await handler.inbox.pump(into: output)
         handler.inbox.close()
@@ -78,6 +87,10 @@ final class RequestHandler: Sendable {
     private let tokens: [String: String]
     private let template: TemplateReader?
     private let logLimit = Locked(LogRateLimit())
+    /// OwnTracks: each device's commands waiting for its next answer.
+    private let commandLinks = Locked<[String: OwnTracksCommandLink]>([:])
+
+    var deviceNames: [String] { devices.names }
 
     init(configuration: HTTPServerSourceConfiguration, context: ComponentContext) throws {
         self.configuration = configuration
@@ -174,11 +187,11 @@ final class RequestHandler: Sendable {
         let count = positions.count
         let since = ContinuousClock.now
         let stats = context.stats
-        let ok = success(count: count)
+        let links = commandLinks(for: entries.values.map(\.name))
         // Made only now: dropped unanswered (at shutdown), it answers 503 by itself.
         let answer = PendingAnswer(responder)
-        let accepted = inbox.put(DeviceInbox.Delivery(positions: positions) {
-            answer.respond(ok)
+        let accepted = inbox.put(DeviceInbox.Delivery(positions: positions) { [self] in
+            answer.respond(success(count: count, commands: links))
             stats.count("acks.sent")
             let waited = ContinuousClock.now - since
             stats.count("ack_latency_ms.sum", by: Int(waited.components.seconds * 1000 + waited.components.attoseconds / 1_000_000_000_000_000))
@@ -187,12 +200,40 @@ final class RequestHandler: Sendable {
         stats.count("requests.accepted")
     }
 
-    /// The format's answer once the positions are committed.
-    private func success(count: Int) -> HTTPResponse {
+    /// OwnTracks with commands: each device's link, told the device is here (its waiting commands
+    /// come into the link); none for the other formats.
+    private func commandLinks(for devices: [String]) -> [OwnTracksCommandLink] {
+        guard configuration.format == .owntracks, let commands = context.commands else { return [] }
+        return devices.map { device in
+            let link = commandLinks.withLock { links in
+                if let link = links[device] { return link }
+                let link = OwnTracksCommandLink()
+                links[device] = link
+                return link
+            }
+            commands.connected(device, source: context.id, link: link)
+            return link
+        }
+    }
+
+    /// The format's answer once the positions are committed; an OwnTracks answer carries the
+    /// commands waiting for its devices (each then delivered).
+    private func success(count: Int, commands links: [OwnTracksCommandLink] = []) -> HTTPResponse {
         switch configuration.format {
         case .owntracks:
-            // The app shows what the array holds (friends, cards); nothing here.
-            return HTTPResponse(status: 200, headers: [("Content-Type", "application/json")], body: Array("[]".utf8))
+            // The app shows what the array holds (friends, cards, commands).
+            var messages: [JSONValue] = []
+            for link in links {
+                for command in link.take() {
+                    if let message = OwnTracksCommandLink.message(command) {
+                        messages.append(message)
+                        context.commands?.answered(command.id, outcome: .delivered)
+                    } else {
+                        context.commands?.answered(command.id, outcome: .failed("OwnTracks cannot carry it"))
+                    }
+                }
+            }
+            return HTTPResponse(status: 200, headers: [("Content-Type", "application/json")], body: Array(JSONValue.array(messages).jsonText.utf8))
         case .osmand:
             return HTTPResponse(status: 200)
         case .json:

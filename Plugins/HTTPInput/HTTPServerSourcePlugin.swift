@@ -206,6 +206,10 @@ public enum HTTPServerSourcePlugin: SourcePlugin {
         return c
     }
 
+    /// OwnTracks apps take commands in their answers; its devices are known to the other formats'
+    /// sources too, so a command to one is refused with a reason.
+    public static func carriesCommands(_ configuration: HTTPServerSourceConfiguration) -> Bool { true }
+
     public static func claims(of configuration: HTTPServerSourceConfiguration) -> [String] {
         configuration.listen.port == 0 ? [] : ["tcp port \(configuration.listen.port)"]
     }

@@ -103,7 +103,9 @@ public final class CommandBoard: CommandCenter, @unchecked Sendable {
 
     public func connected(_ device: String, source: String, link: any CommandLink) {
         queue.async { [self] in
-            connections[device] = Connection(link: link, source: source)
+            // The same link again (an HTTP client's next request) keeps what is in flight on it;
+            // a new one (a new connection) starts afresh: what was in flight goes again.
+            if connections[device]?.link !== link { connections[device] = Connection(link: link, source: source) }
             if deviceSources[device] != source {
                 deviceSources[device] = source
                 do { try store.saveDevice(device, source: source) } catch {

@@ -1,3 +1,4 @@
+import DeviceCommands
 import Dispatch
 import Foundation
 import GatewayCore
@@ -35,10 +36,12 @@ private func runCurl(_ url: String, method: String, headers: [String], body: Str
 }
 
 /// Runs an http_server source on a free port until `body` returns.
-func withServer(_ json: String, output: SourceOutput, _ body: (String, ComponentContext) async throws -> Void) async throws {
+func withServer(_ json: String, output: SourceOutput, commands: (any CommandCenter)? = nil,
+                _ body: (String, ComponentContext) async throws -> Void) async throws {
     let port = LoopbackTCPServer.freePort()
     let c = try PluginOptions.valid(HTTPServerSourcePlugin.self, json.replacingOccurrences(of: "PORT", with: "\(port)"))
-    let context = SourceConformance.makeContext(id: "phones")
+    let plain = SourceConformance.makeContext(id: "phones")
+    let context = ComponentContext(id: plain.id, kind: .source, logger: plain.logger, stats: plain.stats, clock: plain.clock, commands: commands)
     let source = try HTTPServerSourcePlugin.makeSource(c, context: context)
     let task = Task { try await source.run(output: output) }
     defer { task.cancel() }
@@ -72,6 +75,33 @@ func withServer(_ json: String, output: SourceOutput, _ body: (String, Component
             #expect(abs((p.speed ?? 0) - 10) < 1e-9)
             #expect(p.id == "phones-ana-1733061600000")
             #expect(p.attributes["batt"] == "87")
+        }
+    }
+
+    @Test func anOwnTracksPhoneGetsItsCommandsInTheAnswerToItsNextLocation() async throws {
+        let board = try CommandBoard(store: MemoryCommandStore(), clock: SystemClock(), logger: Logger(label: "c", handler: SilentLogHandler()))
+        defer { board.close() }
+        let acks = HeldAcknowledgements()
+        try await withServer(#"{ "listen": "127.0.0.1:PORT", "format": "owntracks", "devices": { "ana/phone": "ana" } }"#,
+                             output: acks.output, commands: board) { url, context in
+            #expect(await Poll.until { (try? board.submit(CommandRequest(device: "ana", type: .positionNow, submittedBy: "ops"))) != nil })
+            let engine = try? board.submit(CommandRequest(device: "ana", type: .engineStop, submittedBy: "ops"))
+            #expect(engine == nil, "a phone has no engine to stop")
+            let headers = ["Content-Type: application/json", "X-Limit-U: ana", "X-Limit-D: phone"]
+            let first = curl(url + "/pub", headers: headers, body: Self.ownTracksLocation)
+            #expect(await Poll.until { acks.positions.filter { $0.event == nil }.count == 1 })
+            acks.acknowledge()
+            #expect(await first.value.body == #"[{"_type":"cmd","action":"reportLocation"}]"#)
+            let id = try #require(board.commands(device: "ana").first?.id)
+            #expect(await Poll.until { board.command(id)?.status == .delivered })
+            // The next command goes with the next answer.
+            _ = try board.submit(CommandRequest(device: "ana", type: .setInterval, parameters: ["interval": "30s"], submittedBy: "ops"))
+            let second = curl(url + "/pub", headers: headers, body: Self.ownTracksLocation.replacingOccurrences(of: "1733061600", with: "1733061660"))
+            #expect(await Poll.until { acks.positions.filter { $0.event == nil }.count == 2 })
+            acks.acknowledge()
+            let secondReply = await second.value
+            #expect(secondReply.body == #"[{"_type":"cmd","action":"setConfiguration","configuration":{"_type":"configuration","locatorInterval":30}}]"#, "\(secondReply)")
+            #expect(await Poll.until { context.stats.value("commands.delivered") == 2 })
         }
     }
 
