@@ -24,6 +24,8 @@ public struct ListeningSource: PositionSource {
     let admissions: (any DeviceAdmissions)?
     let protocolName: String
     let loop: EventLoop
+    /// Where the connections' positions (and command events) wait for the source's task.
+    let inbox: DeviceInbox
 
     /// `protocolName` names the protocol in the log (`teltonika`); `identifyAtAccept` names a
     /// TCP connection's device when it is accepted, for protocols without identification.
@@ -41,6 +43,19 @@ public struct ListeningSource: PositionSource {
         self.loop = loop
         self.identifyAtAccept = identifyAtAccept
         self.makeCodec = makeCodec
+        inbox = DeviceInbox()
+        // Known to the command center from the start, so a command submitted before the socket
+        // is bound is taken (devices in a file are added when it is read).
+        if let commands = context.commands {
+            // Commands go on TCP connections; a datagram source takes none (refused when submitted).
+            let types: Set<CommandType> = if case .tcp = transport { makeCodec(.unspecified).commandTypes } else { [] }
+            let stats = context.stats, inbox = self.inbox
+            commands.register(source: context.id, types: types) { event in
+                if let status = event.event?.status { stats.count("commands.\(status)") }
+                inbox.put(DeviceInbox.Delivery(positions: [event]) {})
+            }
+            commands.knows(devices: directory.entries.values.map(\.name), source: context.id)
+        }
     }
 
     public func run(output: SourceOutput) async throws {
@@ -50,7 +65,6 @@ public struct ListeningSource: PositionSource {
         } catch {
             throw ListeningSourceError(description: "devices: \(error)")
         }
-        let inbox = DeviceInbox()
         let started: any StartedListener
         switch transport {
         case .tcp(let configuration):
@@ -69,16 +83,7 @@ public struct ListeningSource: PositionSource {
             try await loop.perform { try listener.start() }
             started = listener
         }
-        if let commands = context.commands {
-            // Commands go on TCP connections; a datagram source takes none (refused when submitted).
-            let types: Set<CommandType> = if case .tcp = transport { makeCodec(.unspecified).commandTypes } else { [] }
-            let stats = context.stats
-            commands.register(source: context.id, types: types) { event in
-                if let status = event.event?.status { stats.count("commands.\(status)") }
-                inbox.put(DeviceInbox.Delivery(positions: [event]) {})
-            }
-            commands.knows(devices: devices.names, source: context.id)
-        }
+        if let commands = context.commands, directory.file != nil { commands.knows(devices: devices.names, source: context.id) }
         let kind: String = if case .udp = transport { "UDP" } else { "TCP" }
         context.logger.info("listening for \(protocolName) devices on \(kind) \(started.boundAddress)\(directory.acceptUnknown ? " (unknown devices accepted)" : "")")
         await inbox.pump(into: output) { [loop] in loop.execute { started.inboxDrained() } }
