@@ -47,7 +47,7 @@ public struct MotionConfiguration: Sendable, Hashable {
 /// The `motion` transform plugin.
 public enum MotionPlugin: TransformPlugin {
     public static let stopRadius = Option("stop_radius_m", default: 100.0, in: 1...100_000,
-        "Metres: a stopped device starts moving when a fix is farther than this from its stop's centre; a stop needs the fixes to stay this close to where the device slowed down. Larger than the receiver's drift.")
+        "Metres: a stopped device starts moving when a fix is farther than this from the centre of its stop's fixes; a stop needs the fixes from the first slow one on to stay this close to their centre. Larger than the receiver's drift.")
     public static let movingSpeed = Option("moving_speed_kmh", default: 5.0, in: 0.1...1000,
         "km/h: a fix with a reported speed at or above this is fast, below it slow. The last slow fix is where a trip starts, the first slow one where a stop may begin.")
     public static let movingDuration = Option("moving_duration", default: Duration.seconds(30), minimum: .zero,

@@ -168,7 +168,7 @@ struct TripMachine: Sendable, Hashable {
         if var c = m.candidate {
             let fast = fastRun(c.fastSince, fix, rules)
             c.fastSince = fast.since
-            if c.first.distance(to: fix) > rules.stopRadius || fast.sustained {
+            if c.centre.distance(to: fix) > rules.stopRadius || fast.sustained {
                 m.candidate = nil
             } else {
                 c.centre.add(fix)
