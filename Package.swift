@@ -165,6 +165,7 @@ if Context.environment["LOCGATE_BENCH"] == "1" {
     }
     package.targets += [
         benchmark("GeofenceBenchmark", ["GatewayCore", "Geodesy", "Geofence"]),
+        benchmark("MotionBenchmark", ["GatewayCore", "Motion"]),
         benchmark("CoordinatesBenchmark", ["Coordinates", "GatewayCore", "Geodesy"]),
         benchmark("NATSBenchmark", ["GatewayCore", "NATSClient"]),
         benchmark("HTTPServingBenchmark", ["HTTPServing"]),

@@ -9,8 +9,8 @@ struct IgnitionState: Sendable, Hashable {
 
     /// Reads the attribute: `true`/`false` as trackers write it, `1`/`0`, `on`/`off`; anything
     /// else is no report.
-    static func reading(_ attributes: [String: String]) -> Bool? {
-        guard !attributes.isEmpty, let text = attributes["ignition"] else { return nil }
+    static func reading(_ position: PositionRef) -> Bool? {
+        guard !position.pointer.pointee.attributes.isEmpty, let text = position.pointer.pointee.attributes["ignition"] else { return nil }
         switch text.lowercased() {
         case "true", "1", "on", "yes": return true
         case "false", "0", "off", "no": return false
@@ -56,7 +56,7 @@ struct OverspeedEpisode: Sendable, Hashable {
             }
             return nil
         }
-        guard let e = episode, fix.milliseconds(since: e.lastAbove) >= rules.overspeedMaxDip.milliseconds else { return nil }
+        guard let e = episode, fix.milliseconds(since: e.lastAbove) >= rules.ms.overspeedDip else { return nil }
         episode = nil
         return e
     }

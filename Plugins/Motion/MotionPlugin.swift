@@ -10,14 +10,14 @@ public struct MotionConfiguration: Sendable, Hashable {
     public var movingSpeed = MotionPlugin.movingSpeed.defaultValue / 3.6
     /// Fast fixes for this long (position time) start a stopped device moving inside its radius,
     /// and break a stop that is not confirmed yet.
-    public var movingDuration = MotionPlugin.movingDuration.defaultValue
+    public var movingDuration = MotionPlugin.movingDuration.defaultValue { didSet { ms.moving = movingDuration.milliseconds } }
     /// Time within the radius that makes a stop (and ends the trip before it).
-    public var minStopDuration = MotionPlugin.minStopDuration.defaultValue
+    public var minStopDuration = MotionPlugin.minStopDuration.defaultValue { didSet { ms.minStop = minStopDuration.milliseconds } }
     /// A move is a trip once it covered this many metres along its fixes, or lasted `minTripDuration`.
     public var minTripDistance = MotionPlugin.minTripDistance.defaultValue
-    public var minTripDuration = MotionPlugin.minTripDuration.defaultValue
+    public var minTripDuration = MotionPlugin.minTripDuration.defaultValue { didSet { ms.minTrip = minTripDuration.milliseconds } }
     /// No fix for this long (position time) is a stop: a trip ends at the last fix before it.
-    public var gap = MotionPlugin.gap.defaultValue
+    public var gap = MotionPlugin.gap.defaultValue { didSet { ms.gap = gap.milliseconds } }
     /// Ignition decides trips too: none starts while the ignition is off, ignition off ends one.
     public var useIgnition = MotionPlugin.useIgnition.defaultValue
     /// Metres per second; nil: no overspeed unless a device or fence limit applies.
@@ -27,15 +27,28 @@ public struct MotionConfiguration: Sendable, Hashable {
     /// Metres per second by fence id (read from the `fences` attribute a geofence adds).
     public var fenceSpeedLimits: [String: Double] = [:]
     /// An overspeed episode shorter than this is not reported.
-    public var overspeedMinDuration = MotionPlugin.overspeedMinDuration.defaultValue
+    public var overspeedMinDuration = MotionPlugin.overspeedMinDuration.defaultValue { didSet { ms.overspeedMin = overspeedMinDuration.milliseconds } }
     /// Time at or below the limit that does not end an episode.
-    public var overspeedMaxDip = MotionPlugin.overspeedMaxDip.defaultValue
+    public var overspeedMaxDip = MotionPlugin.overspeedMaxDip.defaultValue { didSet { ms.overspeedDip = overspeedMaxDip.milliseconds } }
     /// Idling (ignition on during a stop) shorter than this is not reported.
-    public var idleAfter = MotionPlugin.idleAfter.defaultValue
+    public var idleAfter = MotionPlugin.idleAfter.defaultValue { didSet { ms.idle = idleAfter.milliseconds } }
     /// Event kinds emitted (every kind is still tracked and counted).
     public var events = MotionPlugin.events.defaultValue
     /// Positions older than the device's newest: passed on marked or dropped, never used.
     public var late = LateFixes()
+
+    /// The durations above in milliseconds, kept as they are set: a `Duration` converts through
+    /// 128-bit arithmetic, and the machines compare several per position.
+    struct Milliseconds: Sendable, Hashable {
+        var moving = MotionPlugin.movingDuration.defaultValue.milliseconds
+        var minStop = MotionPlugin.minStopDuration.defaultValue.milliseconds
+        var minTrip = MotionPlugin.minTripDuration.defaultValue.milliseconds
+        var gap = MotionPlugin.gap.defaultValue.milliseconds
+        var overspeedMin = MotionPlugin.overspeedMinDuration.defaultValue.milliseconds
+        var overspeedDip = MotionPlugin.overspeedMaxDip.defaultValue.milliseconds
+        var idle = MotionPlugin.idleAfter.defaultValue.milliseconds
+    }
+    private(set) var ms = Milliseconds()
 
     /// The defaults.
     public init() {}

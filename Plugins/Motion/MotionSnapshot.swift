@@ -3,10 +3,10 @@ import GatewayCore
 /// A device's motion state as the state store keeps it (`motion/1`), and back.
 ///
 /// ```
-/// { "newest": ms, "last": fix, "phase": "stopped" | "moving",
-///   stopped: "stop": stop, "rest": leg, "fast_since": ms
-///   moving:  "trip": leg, "trip_confirmed": true, "previous": stop,
-///            "candidate": { "leg": leg, "first": fix, "centre": centre, "fast_since": ms }
+/// { "newest": ms, "last": fix, "moving": true,
+///   "stop": stop, "rest": leg, "fast_since": ms,                         (stopped; moving: the stop left)
+///   "trip": leg, "trip_confirmed": true,
+///   "candidate": { "leg": leg, "first": fix, "centre": centre, "fast_since": ms },   (moving)
 ///   "ignition": bool, "ignition_since": fix, "idle_start": fix,
 ///   "overspeed": { "first": fix, "last_above": ms, "max": m/s, "limit": m/s, "fence": id } }
 /// fix = { "id", "t": ms, "lat", "lon", "v": m/s }   leg = { "start": fix, "m", "n", "vmax": m/s }
@@ -21,29 +21,22 @@ enum MotionSnapshot {
 
     static func write(_ d: MotionTransform.DeviceMotion) -> JSONValue {
         var w = SnapshotWriter()
+        let t = d.trips
         w.set("newest", d.newest)
-        w.set("last", d.trips.last.map(fix))
-        switch d.trips.phase {
-        case .stopped(let s)?:
-            w.set("phase", JSONValue.string("stopped"))
-            w.set("stop", stop(s.stop))
-            w.set("rest", leg(s.rest))
-            w.set("fast_since", s.fastSince)
-        case .moving(let m)?:
-            w.set("phase", JSONValue.string("moving"))
-            w.set("trip", leg(m.trip))
-            w.set("trip_confirmed", m.confirmed ? true : nil)
-            w.set("previous", m.previous.map(stop))
-            if let c = m.candidate {
-                var cw = SnapshotWriter()
-                cw.set("leg", leg(c.leg))
-                cw.set("first", fix(c.first))
-                cw.set("centre", centre(c.centre))
-                cw.set("fast_since", c.fastSince)
-                w.set("candidate", cw.value)
-            }
-        case nil:
-            break
+        w.set("last", t.last.map(fix))
+        w.set("moving", t.moving ? true : nil)
+        w.set("stop", t.stop.map(stop))
+        w.set("rest", t.rest.map(leg))
+        w.set("fast_since", t.fastSince)
+        w.set("trip", t.trip.map(leg))
+        w.set("trip_confirmed", t.tripConfirmed ? true : nil)
+        if let c = t.candidate {
+            var cw = SnapshotWriter()
+            cw.set("leg", leg(c.leg))
+            cw.set("first", fix(c.first))
+            cw.set("centre", centre(c.centre))
+            cw.set("fast_since", c.fastSince)
+            w.set("candidate", cw.value)
         }
         w.set("ignition", d.ignition.on)
         w.set("ignition_since", d.ignition.onSince.map(fix))
@@ -102,30 +95,26 @@ enum MotionSnapshot {
         var d = MotionTransform.DeviceMotion()
         d.newest = try r.time("newest")
         d.trips.last = try optionalFix(snapshot, "last")
-        switch snapshot["phase"] {
-        case .string("stopped")?:
-            d.trips.phase = .stopped(TripMachine.Stopped(stop: try stop(member(snapshot, "stop")), rest: try leg(member(snapshot, "rest")),
-                                                         fastSince: try r.time("fast_since")))
-        case .string("moving")?:
-            var candidate: TripMachine.Candidate?
-            if let c = snapshot["candidate"], c != .null {
-                candidate = TripMachine.Candidate(leg: try leg(member(c, "leg")), first: try fix(member(c, "first")),
-                                                  centre: try centre(member(c, "centre")), fastSince: try SnapshotReader(c).time("fast_since"))
-            }
-            let previous = snapshot["previous"].flatMap { $0 == .null ? nil : $0 }
-            d.trips.phase = .moving(TripMachine.Moving(trip: try leg(member(snapshot, "trip")), confirmed: try r.bool("trip_confirmed") ?? false,
-                                                       previous: try previous.map { (v) throws(StateSnapshotError) in try stop(v) },
-                                                       candidate: candidate))
-        case nil, .null?:
-            d.trips.phase = nil
-        case let other?:
-            throw StateSnapshotError("phase: expected \"stopped\" or \"moving\", got \(other.jsonText)")
+        d.trips.moving = try r.bool("moving") ?? false
+        d.trips.stop = try optional(snapshot, "stop").map { (v) throws(StateSnapshotError) in try stop(v) }
+        d.trips.rest = try optional(snapshot, "rest").map { (v) throws(StateSnapshotError) in try leg(v) }
+        d.trips.fastSince = try r.time("fast_since")
+        d.trips.trip = try optional(snapshot, "trip").map { (v) throws(StateSnapshotError) in try leg(v) }
+        d.trips.tripConfirmed = try r.bool("trip_confirmed") ?? false
+        if let c = try optional(snapshot, "candidate") {
+            d.trips.candidate = TripMachine.Candidate(leg: try leg(member(c, "leg")), first: try fix(member(c, "first")),
+                                                      centre: try centre(member(c, "centre")), fastSince: try SnapshotReader(c).time("fast_since"))
         }
-        if d.trips.phase != nil && d.trips.last == nil { throw StateSnapshotError("a phase without the last fix") }
+        if d.trips.last != nil {
+            // What each phase needs, or the machine would stop short.
+            guard d.trips.moving ? d.trips.trip != nil : (d.trips.stop != nil && d.trips.rest != nil) else {
+                throw StateSnapshotError(d.trips.moving ? "moving without a trip" : "stopped without a stop and a rest")
+            }
+        }
         d.ignition.on = try r.bool("ignition")
         d.ignition.onSince = try optionalFix(snapshot, "ignition_since")
         d.idling = try optionalFix(snapshot, "idle_start").map(Idling.init)
-        if let o = snapshot["overspeed"], o != .null {
+        if let o = try optional(snapshot, "overspeed") {
             let or = try SnapshotReader(o)
             guard let lastAbove = try or.time("last_above"), let max = try or.double("max"), let limit = try or.double("limit") else {
                 throw StateSnapshotError("overspeed: needs last_above, max and limit")
@@ -134,6 +123,12 @@ enum MotionSnapshot {
                                            fence: o["fence"]?.stringValue)
         }
         return d
+    }
+
+    private static func optional(_ value: JSONValue, _ key: String) throws(StateSnapshotError) -> JSONValue? {
+        guard let v = value[key], v != .null else { return nil }
+        guard case .object = v else { throw StateSnapshotError("\(key): expected an object, got \(v.kindName)") }
+        return v
     }
 
     private static func member(_ value: JSONValue, _ key: String) throws(StateSnapshotError) -> JSONValue {

@@ -39,6 +39,8 @@ public struct MotionTransform: StatefulTransform {
     private var events: [Position] = []
     /// The last `fences` attribute seen and the fence limit it gave.
     private var fenceLimitCache: (fences: String, limit: SpeedLimit?)?
+    /// The local plane of the last band of latitude a fix was in.
+    private var plane = PlaneScale(band: 0)
 
     public init(configuration: MotionConfiguration, context: ComponentContext) {
         self.configuration = configuration
@@ -50,7 +52,7 @@ public struct MotionTransform: StatefulTransform {
     public mutating func process(_ position: Position, into output: inout [Position]) {
         let key = position.deviceKey
         var device = devices.removeValue(forKey: key) ?? DeviceMotion()
-        let handling = handle(position, key: key, &device)
+        let handling = withUnsafePointer(to: position) { handle($0, key: key, &device) }
         if device.newest != nil { devices[key] = device }
         deliver(position, handling, into: &output)
     }
@@ -62,25 +64,30 @@ public struct MotionTransform: StatefulTransform {
         var key: String?
         var device = DeviceMotion()
         var touched = false
-        for i in batch.indices {
-            let k = batch[i].deviceKey
-            if k != key {
-                if let key, touched { devices[key] = device }
-                key = k
-                device = devices.removeValue(forKey: k) ?? DeviceMotion()
-                touched = false
-            }
-            let handling = handle(batch[i], key: k, &device)
-            touched = touched || device.newest != nil
-            if output == nil {
-                guard case .pass = handling else {
-                    output = Array(batch[..<i])
-                    output?.reserveCapacity(batch.count + events.count)
-                    deliver(batch[i], handling, into: &output!)
-                    continue
+        // Read where they lie: a position passed by value is copied (a retain and a release of
+        // each of its strings).
+        batch.withUnsafeBufferPointer { positions in
+            guard let base = positions.baseAddress else { return }
+            for i in positions.indices {
+                if positions[i].device != key && (positions[i].device != nil || positions[i].source != key) {
+                    if let key, touched { devices[key] = device }
+                    let k = positions[i].deviceKey
+                    key = k
+                    device = devices.removeValue(forKey: k) ?? DeviceMotion()
+                    touched = false
                 }
-            } else {
-                deliver(batch[i], handling, into: &output!)
+                let handling = handle(base + i, key: key!, &device)
+                touched = touched || device.newest != nil
+                if output == nil {
+                    guard case .pass = handling else {
+                        output = Array(positions[..<i])
+                        output?.reserveCapacity(positions.count + events.count)
+                        deliver(positions[i], handling, into: &output!)
+                        continue
+                    }
+                } else {
+                    deliver(positions[i], handling, into: &output!)
+                }
             }
         }
         if let key, touched { devices[key] = device }
@@ -100,7 +107,10 @@ public struct MotionTransform: StatefulTransform {
     }
 
     /// Feeds one position to its device's machines; the events it made are left in ``events``.
-    private mutating func handle(_ p: Position, key: String, _ d: inout DeviceMotion) -> Handling {
+    /// The position is read where it lies (passed by value, it would be copied: a retain and a
+    /// release of each of its strings, for every position).
+    private mutating func handle(_ position: UnsafePointer<Position>, key: String, _ d: inout DeviceMotion) -> Handling {
+        let p = PositionRef(position)
         // Events (a geofence's, a receiver's health) repeat a fix or carry none; positions
         // without a time or a place say nothing about motion.
         guard p.event == nil, let time = p.time, let latitude = p.latitude, let longitude = p.longitude,
@@ -117,7 +127,7 @@ public struct MotionTransform: StatefulTransform {
         }
         d.newest = time
         let fix = MotionFix(id: p.identifier, time: time, latitude: latitude, longitude: longitude, speed: p.speed)
-        let ignition = IgnitionState.reading(p.attributes)
+        let ignition = IgnitionState.reading(p)
         events.removeAll(keepingCapacity: true)
 
         let last = d.trips.last
@@ -128,7 +138,9 @@ public struct MotionTransform: StatefulTransform {
             decided.removeAll(keepingCapacity: true)
             swap(&decided, &outcomes)
         }
-        let gapOutcomes = d.trips.feed(fix, ignition: ignition, rules: configuration, into: &decided)
+        let band = PlaneScale.band(of: latitude)
+        if band != plane.band { plane = PlaneScale(band: band) }
+        let gapOutcomes = d.trips.feed(fix, ignition: ignition, scale: plane, rules: configuration, into: &decided)
         if let n = gapOutcomes, let last {
             context.stats.count("gaps")
             for o in decided[..<n] { report(o, &d, like: p) }
@@ -167,8 +179,8 @@ public struct MotionTransform: StatefulTransform {
 
     /// The limit a fix is held to: the lowest of its fences' (from the `fences` attribute), else
     /// its device's, else `speed_limit_kmh`.
-    private mutating func speedLimit(_ p: Position, key: String) -> SpeedLimit? {
-        if !configuration.fenceSpeedLimits.isEmpty, !p.attributes.isEmpty, let fences = p.attributes["fences"] {
+    private mutating func speedLimit(_ p: PositionRef, key: String) -> SpeedLimit? {
+        if !configuration.fenceSpeedLimits.isEmpty, !p.pointer.pointee.attributes.isEmpty, let fences = p.pointer.pointee.attributes["fences"] {
             if let cached = fenceLimitCache, cached.fences == fences {
                 if let limit = cached.limit { return limit }
             } else {
@@ -186,7 +198,7 @@ public struct MotionTransform: StatefulTransform {
 
     // MARK: - Events
 
-    private mutating func report(_ outcome: TripMachine.Outcome, _ d: inout DeviceMotion, like p: Position) {
+    private mutating func report(_ outcome: TripMachine.Outcome, _ d: inout DeviceMotion, like p: PositionRef) {
         switch outcome {
         case .stopStarted(let stop):
             emit(.stopStart, at: stop.start, like: p)
@@ -221,8 +233,8 @@ public struct MotionTransform: StatefulTransform {
         }
     }
 
-    private mutating func report(_ e: OverspeedEpisode, like p: Position) {
-        guard e.milliseconds >= configuration.overspeedMinDuration.milliseconds else {
+    private mutating func report(_ e: OverspeedEpisode, like p: PositionRef) {
+        guard e.milliseconds >= configuration.ms.overspeedMin else {
             context.stats.count("overspeed.short")
             return
         }
@@ -236,16 +248,16 @@ public struct MotionTransform: StatefulTransform {
         emit(.overspeed, at: e.first, like: p, attributes)
     }
 
-    private mutating func report(_ idle: Idling, end: MotionFix, like p: Position) {
+    private mutating func report(_ idle: Idling, end: MotionFix, like p: PositionRef) {
         let ms = end.milliseconds(since: idle.start.time)
-        guard ms >= configuration.idleAfter.milliseconds else { return }
+        guard ms >= configuration.ms.idle else { return }
         emit(.idle, at: idle.start, like: p, [("idle.end_time", end.time.iso8601), ("idle.duration_s", Self.seconds(ms))])
     }
 
     /// Counts the event and, when its kind is wanted, appends it: a position at the fix where it
     /// happened (time, place, speed, id + `-<type>`) with the device, source, datum and fix mode
     /// of the position that decided it, and the details as attributes.
-    private mutating func emit(_ kind: PositionEvent.Kind, at fix: MotionFix, like p: Position, _ attributes: [(String, String)] = []) {
+    private mutating func emit(_ kind: PositionEvent.Kind, at fix: MotionFix, like p: PositionRef, _ attributes: [(String, String)] = []) {
         context.stats.count("events.\(kind.rawValue)")
         guard configuration.events.contains(kind) else { return }
         var e = Position(time: fix.time, latitude: fix.latitude, longitude: fix.longitude, speed: fix.speed, mode: p.mode,
@@ -281,4 +293,25 @@ public struct MotionTransform: StatefulTransform {
     public mutating func restore(device: String, from snapshot: JSONValue) throws(StateSnapshotError) {
         devices[device] = try MotionSnapshot.read(snapshot)
     }
+}
+
+/// A position read where it lies, for the length of one ``MotionTransform`` call: its fields
+/// without copying the whole of it.
+struct PositionRef {
+    let pointer: UnsafePointer<Position>
+
+    init(_ pointer: UnsafePointer<Position>) { self.pointer = pointer }
+
+    var event: PositionEvent? { pointer.pointee.event }
+    var time: Timestamp? { pointer.pointee.time }
+    var latitude: Double? { pointer.pointee.latitude }
+    var longitude: Double? { pointer.pointee.longitude }
+    var speed: Double? { pointer.pointee.speed }
+    var identifier: PositionID { pointer.pointee.identifier }
+    var attributes: [String: String] { pointer.pointee.attributes }
+    var mode: FixMode { pointer.pointee.mode }
+    var datum: Datum { pointer.pointee.datum }
+    var source: String { pointer.pointee.source }
+    var device: String? { pointer.pointee.device }
+    var deviceKey: String { pointer.pointee.deviceKey }
 }

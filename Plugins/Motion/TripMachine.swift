@@ -29,37 +29,13 @@ struct TripMachine: Sendable, Hashable {
         var centre: Centre
     }
 
-    /// Stopped: the stop, and where a trip leaving it now would start.
-    struct Stopped: Sendable, Hashable {
-        var stop: Stop
-        /// From the newest slow fix within the radius to the last fix: a trip starts there.
-        var rest: Leg
-        /// When the current run of fast fixes began.
-        var fastSince: Timestamp?
-    }
-
-    /// A fix within the radius of a slow fix that may be the first of a stop.
+    /// A run of slow fixes within the radius of their centre that may be the start of a stop.
     struct Candidate: Sendable, Hashable {
         /// The trip up to the candidate's first fix: the trip if the stop is confirmed.
         var leg: Leg
         var first: MotionFix
         var centre: Centre
         var fastSince: Timestamp?
-    }
-
-    /// Moving: the move so far, whether it is a trip yet, the stop it left, a stop that may be beginning.
-    struct Moving: Sendable, Hashable {
-        var trip: Leg
-        /// `trip_start` was reported.
-        var confirmed: Bool
-        /// The stop left, until the move becomes a trip (it goes on if the move never does).
-        var previous: Stop?
-        var candidate: Candidate?
-    }
-
-    enum Phase: Sendable, Hashable {
-        case stopped(Stopped)
-        case moving(Moving)
     }
 
     /// What one fix decided, in order.
@@ -70,48 +46,66 @@ struct TripMachine: Sendable, Hashable {
         case tripEnded(Leg, end: MotionFix)
     }
 
-    /// Nil before the device's first fix.
-    var phase: Phase?
-    /// The previous on-time fix.
+    // The state is flat rather than an enum with the two phases as payloads: a payload is copied
+    // out and back for every change (a retain and a release of each fix's id), a field is
+    // changed where it lies. Which fields mean something depends on `moving`:
+    //
+    //   stopped: `stop` (the current one), `rest`, `fastSince`
+    //   moving:  `trip`, `tripConfirmed`, `stop` (the stop it left, until the move is a trip),
+    //            `candidate`
+
+    /// The previous on-time fix; nil before the device's first.
     var last: MotionFix?
+    var moving = false
+    var stop: Stop?
+    /// Stopped: from the newest slow fix within the radius to the last fix; a trip starts there.
+    var rest: Leg?
+    /// Stopped: when the current run of fast fixes began.
+    var fastSince: Timestamp?
+    /// Moving: the move so far.
+    var trip: Leg?
+    /// Moving: `trip_start` was reported.
+    var tripConfirmed = false
+    var candidate: Candidate?
 
     /// The stop going on and reported, if any: the current one, or the one a move that is not a
     /// trip yet left (idling goes on through such a move).
     var reportedStop: Stop? {
-        switch phase {
-        case .stopped(let s)?: s.stop.confirmed ? s.stop : nil
-        case .moving(let m)?: m.previous.flatMap { $0.confirmed ? $0 : nil }
-        case nil: nil
-        }
+        guard let stop, stop.confirmed else { return nil }
+        return stop
     }
 
-    /// Feeds one on-time fix; appends what it decided to `out`. When the fix came after a gap,
-    /// returns how many of the outcomes appended belong to the gap (they come first, dated at or
-    /// before the last fix before it); nil otherwise.
+    /// Feeds one on-time fix; appends what it decided to `out`. `scale` is the local plane at the
+    /// fix (``MotionGeometry/scale(at:)``). When the fix came after a gap, returns how many of the
+    /// outcomes appended belong to the gap (they come first, dated at or before the last fix
+    /// before it); nil otherwise.
     @discardableResult
-    mutating func feed(_ fix: MotionFix, ignition: Bool?, rules: MotionConfiguration, into out: inout [Outcome]) -> Int? {
-        guard let last, let phase else {
+    mutating func feed(_ fix: MotionFix, ignition: Bool?, scale: PlaneScale, rules: MotionConfiguration, into out: inout [Outcome]) -> Int? {
+        guard let last else {
+            self = TripMachine()
             self.last = fix
-            self.phase = .stopped(Stopped(stop: Stop(start: fix, confirmed: false, centre: Centre(fix)), rest: Leg(fix),
-                                          fastSince: isFast(fix, rules) ? fix.time : nil))
+            stop = Stop(start: fix, confirmed: false, centre: Centre(fix))
+            rest = Leg(fix)
+            fastSince = isFast(fix, rules) ? fix.time : nil
             return nil
         }
         self.last = fix
-        if fix.milliseconds(since: last.time) >= rules.gap.milliseconds {
+        if fix.milliseconds(since: last.time) >= rules.ms.gap {
             // No fix for `gap`: a stop from the last fix before it. The fix after it is the first
             // one known of what followed: a trip leaving now starts there, not across the gap.
             let before = out.count
-            var stopped = stopForGap(phase, last: last, into: &out)
+            stopForGap(last: last, into: &out)
             let gapOutcomes = out.count - before
-            stopped.rest = Leg(fix)
-            stopped.fastSince = nil
-            whileStopped(stopped, fix, ignition: ignition, step: nil, rules: rules, into: &out)
+            rest = Leg(fix)
+            fastSince = nil
+            whileStopped(fix, ignition: ignition, step: nil, scale: scale, rules: rules, into: &out)
             return gapOutcomes
         }
-        let step = last.distance(to: fix)
-        switch phase {
-        case .stopped(let s): whileStopped(s, fix, ignition: ignition, step: step, rules: rules, into: &out)
-        case .moving(let m): whileMoving(m, fix, ignition: ignition, step: step, rules: rules, into: &out)
+        let step = scale.distance(last, fix)
+        if moving {
+            whileMoving(fix, ignition: ignition, step: step, scale: scale, rules: rules, into: &out)
+        } else {
+            whileStopped(fix, ignition: ignition, step: step, scale: scale, rules: rules, into: &out)
         }
         return nil
     }
@@ -121,126 +115,123 @@ struct TripMachine: Sendable, Hashable {
         return v >= rules.movingSpeed
     }
 
-    /// `fastSince` after `fix`, and whether the run of fast fixes has lasted `moving_duration`.
+    /// A run of fast fixes after `fix`: when it began, and whether it has lasted `moving_duration`.
     private func fastRun(_ since: Timestamp?, _ fix: MotionFix, _ rules: MotionConfiguration) -> (since: Timestamp?, sustained: Bool) {
         guard isFast(fix, rules) else { return (nil, false) }
         let start = since ?? fix.time
-        return (start, fix.milliseconds(since: start) >= rules.movingDuration.milliseconds)
+        return (start, fix.milliseconds(since: start) >= rules.ms.moving)
     }
 
-    private mutating func whileStopped(_ stopped: Stopped, _ fix: MotionFix, ignition: Bool?, step: Double?, rules: MotionConfiguration,
+    private mutating func whileStopped(_ fix: MotionFix, ignition: Bool?, step: Double?, scale: PlaneScale, rules: MotionConfiguration,
                                        into out: inout [Outcome]) {
-        var s = stopped
-        let away = s.stop.centre.distance(to: fix) > rules.stopRadius
-        let fast = fastRun(s.fastSince, fix, rules)
-        s.fastSince = fast.since
-        let held = rules.useIgnition && ignition == false
-        if (away || fast.sustained) && !held {
+        guard let centre = stop?.centre, rest != nil else { return }
+        let away = scale.distance(centre, fix) > rules.stopRadius
+        let fast = fastRun(fastSince, fix, rules)
+        fastSince = fast.since
+        if (away || fast.sustained) && !(rules.useIgnition && ignition == false) {
             // It left: the move starts at the last slow fix of the stop, so neither the distance
             // nor the time it took to leave the radius is lost.
-            var trip = s.rest
-            if let step { trip.extend(to: fix, step: step) }
-            var m = Moving(trip: trip, confirmed: false, previous: s.stop, candidate: nil)
-            confirmTripIfDue(&m, now: fix, rules: rules, into: &out)
-            phase = .moving(m)
+            if let step { rest?.extend(to: fix, step: step) }
+            trip = rest
+            rest = nil
+            fastSince = nil
+            moving = true
+            tripConfirmed = false
+            candidate = nil
+            confirmTripIfDue(now: fix, rules: rules, into: &out)
             return
         }
-        if let step { s.rest.extend(to: fix, step: step) }
+        if let step { rest?.extend(to: fix, step: step) }
         if !away {
-            s.stop.centre.add(fix)
-            if !isFast(fix, rules) { s.rest = Leg(fix) }
+            stop?.centre.add(fix)
+            if !isFast(fix, rules) { rest = Leg(fix) }
         }
-        if !s.stop.confirmed && fix.milliseconds(since: s.stop.start.time) >= rules.minStopDuration.milliseconds {
-            s.stop.confirmed = true
-            out.append(.stopStarted(s.stop))
+        // Fields read through the optional, not the stop copied out: this runs for every fix.
+        if stop?.confirmed == false, let start = stop?.start.time, fix.milliseconds(since: start) >= rules.ms.minStop {
+            stop?.confirmed = true
+            out.append(.stopStarted(stop!))
         }
-        phase = .stopped(s)
     }
 
-    private mutating func whileMoving(_ moving: Moving, _ fix: MotionFix, ignition: Bool?, step: Double, rules: MotionConfiguration,
+    private mutating func whileMoving(_ fix: MotionFix, ignition: Bool?, step: Double, scale: PlaneScale, rules: MotionConfiguration,
                                       into out: inout [Outcome]) {
-        var m = moving
-        m.trip.extend(to: fix, step: step)
-        if rules.useIgnition && ignition == false {
-            arrive(m, end: fix, leg: m.trip, centre: Centre(fix), now: fix, rules: rules, into: &out)
+        trip?.extend(to: fix, step: step)
+        if rules.useIgnition && ignition == false, let trip {
+            arrive(end: fix, leg: trip, centre: Centre(fix), now: fix, rules: rules, into: &out)
             return
         }
-        if var c = m.candidate {
-            let fast = fastRun(c.fastSince, fix, rules)
-            c.fastSince = fast.since
-            if c.centre.distance(to: fix) > rules.stopRadius || fast.sustained {
-                m.candidate = nil
+        let slow = !isFast(fix, rules)
+        if let centre = candidate?.centre {
+            let fast = fastRun(candidate?.fastSince, fix, rules)
+            if scale.distance(centre, fix) > rules.stopRadius || fast.sustained {
+                candidate = nil
             } else {
-                c.centre.add(fix)
-                m.candidate = c
+                candidate?.fastSince = fast.since
+                candidate?.centre.add(fix)
             }
         }
-        if m.candidate == nil && !isFast(fix, rules) {
-            m.candidate = Candidate(leg: m.trip, first: fix, centre: Centre(fix), fastSince: nil)
+        if candidate == nil && slow, let trip {
+            candidate = Candidate(leg: trip, first: fix, centre: Centre(fix), fastSince: nil)
         }
-        if let c = m.candidate, fix.milliseconds(since: c.first.time) >= rules.minStopDuration.milliseconds {
-            arrive(m, end: c.first, leg: c.leg, centre: c.centre, now: fix, rules: rules, into: &out)
+        if let first = candidate?.first.time, fix.milliseconds(since: first) >= rules.ms.minStop, let c = candidate {
+            arrive(end: c.first, leg: c.leg, centre: c.centre, now: fix, rules: rules, into: &out)
             return
         }
-        confirmTripIfDue(&m, now: fix, rules: rules, into: &out)
-        phase = .moving(m)
+        confirmTripIfDue(now: fix, rules: rules, into: &out)
     }
 
     /// A move becomes a trip once it covered `min_trip_distance_m` or lasted `min_trip_duration`,
     /// both counted up to where it may have stopped already (a stop being confirmed is not a trip).
-    private func confirmTripIfDue(_ m: inout Moving, now: MotionFix, rules: MotionConfiguration, into out: inout [Outcome]) {
-        guard !m.confirmed else { return }
-        let distance = m.candidate?.leg.distance ?? m.trip.distance
-        let end = m.candidate?.first.time ?? now.time
-        guard distance >= rules.minTripDistance || end.milliseconds - m.trip.start.time.milliseconds >= rules.minTripDuration.milliseconds else { return }
-        m.confirmed = true
-        if let previous = m.previous, previous.confirmed { out.append(.stopEnded(previous, end: m.trip.start)) }
-        out.append(.tripStarted(m.trip.start))
-        m.previous = nil
+    private mutating func confirmTripIfDue(now: MotionFix, rules: MotionConfiguration, into out: inout [Outcome]) {
+        guard !tripConfirmed, let distance = candidate?.leg.distance ?? trip?.distance, let start = trip?.start.time else { return }
+        let end = candidate?.first.time ?? now.time
+        guard distance >= rules.minTripDistance || end.milliseconds - start.milliseconds >= rules.ms.minTrip, let trip else { return }
+        tripConfirmed = true
+        if let previous = stop, previous.confirmed { out.append(.stopEnded(previous, end: trip.start)) }
+        out.append(.tripStarted(trip.start))
+        stop = nil
     }
 
     /// The move ended at `end` (the first fix of a stop, an ignition off, the last fix before a
-    /// gap): a trip ends there, or a move that was no trip returns to the stop it left.
-    private mutating func arrive(_ m: Moving, end: MotionFix, leg: Leg, centre: Centre, now: MotionFix, rules: MotionConfiguration,
-                                 into out: inout [Outcome]) {
-        phase = .stopped(Stopped(stop: settle(m, end: end, leg: leg, centre: centre, into: &out), rest: Leg(now),
-                                 fastSince: isFast(now, rules) ? now.time : nil))
+    /// gap): a trip ends there, or a move that was no trip returns to the stop it left. `now` is
+    /// the newest fix, the stop's rest.
+    private mutating func arrive(end: MotionFix, leg: Leg, centre: Centre, now: MotionFix, rules: MotionConfiguration, into out: inout [Outcome]) {
+        settle(end: end, leg: leg, centre: centre, into: &out)
+        rest = Leg(now)
+        fastSince = isFast(now, rules) ? now.time : nil
     }
 
-    private func settle(_ m: Moving, end: MotionFix, leg: Leg, centre: Centre, into out: inout [Outcome]) -> Stop {
-        if m.confirmed {
-            let stop = Stop(start: end, confirmed: true, centre: centre)
+    /// Leaves the moving phase with a stop from `end`: reported after a trip, or the stop the move
+    /// left going on where the device now is (a move across a car park).
+    private mutating func settle(end: MotionFix, leg: Leg, centre: Centre, into out: inout [Outcome]) {
+        if tripConfirmed {
             out.append(.tripEnded(leg, end: end))
-            out.append(.stopStarted(stop))
-            return stop
+            stop = Stop(start: end, confirmed: true, centre: centre)
+            out.append(.stopStarted(stop!))
+        } else if let previous = stop, previous.confirmed {
+            stop?.centre = centre
+        } else {
+            stop = Stop(start: end, confirmed: true, centre: centre)
+            out.append(.stopStarted(stop!))
         }
-        if var previous = m.previous, previous.confirmed {
-            // Moved less than a trip (across a car park): the same stop, where the device is now.
-            previous.centre = centre
-            return previous
-        }
-        let stop = Stop(start: end, confirmed: true, centre: centre)
-        out.append(.stopStarted(stop))
-        return stop
+        moving = false
+        trip = nil
+        tripConfirmed = false
+        candidate = nil
     }
 
-    /// The state after `gap` without a fix: stopped since the last fix before it (where the
-    /// device came to rest, if it had), and that stop reported.
-    private func stopForGap(_ phase: Phase, last: MotionFix, into out: inout [Outcome]) -> Stopped {
-        switch phase {
-        case .stopped(var s):
-            if !s.stop.confirmed {
-                s.stop.confirmed = true
-                out.append(.stopStarted(s.stop))
+    /// After `gap` without a fix: stopped since the last fix before it (where the device came to
+    /// rest, if it had), and that stop reported.
+    private mutating func stopForGap(last: MotionFix, into out: inout [Outcome]) {
+        if moving {
+            if let c = candidate {
+                settle(end: c.first, leg: c.leg, centre: c.centre, into: &out)
+            } else if let trip {
+                settle(end: last, leg: trip, centre: Centre(last), into: &out)
             }
-            return s
-        case .moving(let m):
-            let stop = if let c = m.candidate {
-                settle(m, end: c.first, leg: c.leg, centre: c.centre, into: &out)
-            } else {
-                settle(m, end: last, leg: m.trip, centre: Centre(last), into: &out)
-            }
-            return Stopped(stop: stop, rest: Leg(last), fastSince: nil)
+        } else if let s = stop, !s.confirmed {
+            stop?.confirmed = true
+            out.append(.stopStarted(stop!))
         }
     }
 }
