@@ -46,19 +46,20 @@ struct OverspeedEpisode: Sendable, Hashable {
     static func feed(_ episode: inout OverspeedEpisode?, _ fix: MotionFix, limit: SpeedLimit?, rules: MotionConfiguration) -> OverspeedEpisode? {
         guard let speed = fix.speed, let limit else { return nil }
         if speed > limit.speed {
-            if var e = episode {
-                e.lastAbove = fix.time
-                e.maxSpeed = max(e.maxSpeed, speed)
-                if limit.speed < e.limit { (e.limit, e.fence) = (limit.speed, limit.fence) }
-                episode = e
+            // Changed where it lies: copied out and back, its first fix's id would be retained
+            // and released for every fix above the limit.
+            if episode != nil {
+                episode!.lastAbove = fix.time
+                if speed > episode!.maxSpeed { episode!.maxSpeed = speed }
+                if limit.speed < episode!.limit { (episode!.limit, episode!.fence) = (limit.speed, limit.fence) }
             } else {
                 episode = OverspeedEpisode(first: fix, lastAbove: fix.time, maxSpeed: speed, limit: limit.speed, fence: limit.fence)
             }
             return nil
         }
-        guard let e = episode, fix.milliseconds(since: e.lastAbove) >= rules.ms.overspeedDip else { return nil }
-        episode = nil
-        return e
+        guard let lastAbove = episode?.lastAbove, fix.milliseconds(since: lastAbove) >= rules.ms.overspeedDip else { return nil }
+        defer { episode = nil }
+        return episode
     }
 
     /// From the first fix above the limit to the last, in milliseconds.

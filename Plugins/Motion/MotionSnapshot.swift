@@ -30,10 +30,10 @@ enum MotionSnapshot {
         w.set("fast_since", t.fastSince)
         w.set("trip", t.trip.map(leg))
         w.set("trip_confirmed", t.tripConfirmed ? true : nil)
-        if let c = t.candidate {
+        if let c = t.candidate, let a = t.arrival {
             var cw = SnapshotWriter()
-            cw.set("leg", leg(c.leg))
-            cw.set("first", fix(c.first))
+            cw.set("leg", leg(a.leg))
+            cw.set("first", fix(a.first))
             cw.set("centre", centre(c.centre))
             cw.set("fast_since", c.fastSince)
             w.set("candidate", cw.value)
@@ -102,8 +102,10 @@ enum MotionSnapshot {
         d.trips.trip = try optional(snapshot, "trip").map { (v) throws(StateSnapshotError) in try leg(v) }
         d.trips.tripConfirmed = try r.bool("trip_confirmed") ?? false
         if let c = try optional(snapshot, "candidate") {
-            d.trips.candidate = TripMachine.Candidate(leg: try leg(member(c, "leg")), first: try fix(member(c, "first")),
-                                                      centre: try centre(member(c, "centre")), fastSince: try SnapshotReader(c).time("fast_since"))
+            let arrival = TripMachine.Arrival(leg: try leg(member(c, "leg")), first: try fix(member(c, "first")))
+            d.trips.arrival = arrival
+            d.trips.candidate = TripMachine.Candidate(centre: try centre(member(c, "centre")), since: arrival.first.time,
+                                                      fastSince: try SnapshotReader(c).time("fast_since"), distance: arrival.leg.distance)
         }
         if d.trips.last != nil {
             // What each phase needs, or the machine would stop short.

@@ -29,13 +29,22 @@ struct TripMachine: Sendable, Hashable {
         var centre: Centre
     }
 
-    /// A run of slow fixes within the radius of their centre that may be the start of a stop.
+    /// A run of slow fixes within the radius of their centre that may be the start of a stop:
+    /// what every fix looks at. Plain numbers, copied for nothing (see ``Arrival``).
     struct Candidate: Sendable, Hashable {
-        /// The trip up to the candidate's first fix: the trip if the stop is confirmed.
+        var centre: Centre
+        /// The time of its first fix.
+        var since: Timestamp
+        var fastSince: Timestamp?
+        /// The trip's distance at its first fix.
+        var distance: Double
+    }
+
+    /// Where the trip ends if the candidate becomes a stop: its first fix, and the trip up to it.
+    /// Read only then, kept apart from ``Candidate`` because a fix's id is a reference.
+    struct Arrival: Sendable, Hashable {
         var leg: Leg
         var first: MotionFix
-        var centre: Centre
-        var fastSince: Timestamp?
     }
 
     /// What one fix decided, in order.
@@ -52,7 +61,7 @@ struct TripMachine: Sendable, Hashable {
     //
     //   stopped: `stop` (the current one), `rest`, `fastSince`
     //   moving:  `trip`, `tripConfirmed`, `stop` (the stop it left, until the move is a trip),
-    //            `candidate`
+    //            `candidate` and `arrival` (both or neither)
 
     /// The previous on-time fix; nil before the device's first.
     var last: MotionFix?
@@ -67,6 +76,7 @@ struct TripMachine: Sendable, Hashable {
     /// Moving: `trip_start` was reported.
     var tripConfirmed = false
     var candidate: Candidate?
+    var arrival: Arrival?
 
     /// The stop going on and reported, if any: the current one, or the one a move that is not a
     /// trip yet left (idling goes on through such a move).
@@ -138,6 +148,7 @@ struct TripMachine: Sendable, Hashable {
             moving = true
             tripConfirmed = false
             candidate = nil
+            arrival = nil
             confirmTripIfDue(now: fix, rules: rules, into: &out)
             return
         }
@@ -161,20 +172,22 @@ struct TripMachine: Sendable, Hashable {
             return
         }
         let slow = !isFast(fix, rules)
-        if let centre = candidate?.centre {
-            let fast = fastRun(candidate?.fastSince, fix, rules)
-            if scale.distance(centre, fix) > rules.stopRadius || fast.sustained {
+        if let c = candidate {
+            let fast = fastRun(c.fastSince, fix, rules)
+            if scale.distance(c.centre, fix) > rules.stopRadius || fast.sustained {
                 candidate = nil
+                arrival = nil
             } else {
                 candidate?.fastSince = fast.since
                 candidate?.centre.add(fix)
             }
         }
         if candidate == nil && slow, let trip {
-            candidate = Candidate(leg: trip, first: fix, centre: Centre(fix), fastSince: nil)
+            candidate = Candidate(centre: Centre(fix), since: fix.time, fastSince: nil, distance: trip.distance)
+            arrival = Arrival(leg: trip, first: fix)
         }
-        if let first = candidate?.first.time, fix.milliseconds(since: first) >= rules.ms.minStop, let c = candidate {
-            arrive(end: c.first, leg: c.leg, centre: c.centre, now: fix, rules: rules, into: &out)
+        if let c = candidate, fix.milliseconds(since: c.since) >= rules.ms.minStop, let a = arrival {
+            arrive(end: a.first, leg: a.leg, centre: c.centre, now: fix, rules: rules, into: &out)
             return
         }
         confirmTripIfDue(now: fix, rules: rules, into: &out)
@@ -183,8 +196,8 @@ struct TripMachine: Sendable, Hashable {
     /// A move becomes a trip once it covered `min_trip_distance_m` or lasted `min_trip_duration`,
     /// both counted up to where it may have stopped already (a stop being confirmed is not a trip).
     private mutating func confirmTripIfDue(now: MotionFix, rules: MotionConfiguration, into out: inout [Outcome]) {
-        guard !tripConfirmed, let distance = candidate?.leg.distance ?? trip?.distance, let start = trip?.start.time else { return }
-        let end = candidate?.first.time ?? now.time
+        guard !tripConfirmed, let distance = candidate?.distance ?? trip?.distance, let start = trip?.start.time else { return }
+        let end = candidate?.since ?? now.time
         guard distance >= rules.minTripDistance || end.milliseconds - start.milliseconds >= rules.ms.minTrip, let trip else { return }
         tripConfirmed = true
         if let previous = stop, previous.confirmed { out.append(.stopEnded(previous, end: trip.start)) }
@@ -218,14 +231,15 @@ struct TripMachine: Sendable, Hashable {
         trip = nil
         tripConfirmed = false
         candidate = nil
+        arrival = nil
     }
 
     /// After `gap` without a fix: stopped since the last fix before it (where the device came to
     /// rest, if it had), and that stop reported.
     private mutating func stopForGap(last: MotionFix, into out: inout [Outcome]) {
         if moving {
-            if let c = candidate {
-                settle(end: c.first, leg: c.leg, centre: c.centre, into: &out)
+            if let c = candidate, let a = arrival {
+                settle(end: a.first, leg: a.leg, centre: c.centre, into: &out)
             } else if let trip {
                 settle(end: last, leg: trip, centre: Centre(last), into: &out)
             }
