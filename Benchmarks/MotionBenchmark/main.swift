@@ -8,26 +8,19 @@ import Foundation
 import GatewayCore
 import Motion
 
-/// SplitMix64: small, seeded, the same on every platform.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+/// A value in 0..<1 that looks random and is the same on every run and machine.
+func noise(_ i: Int, _ salt: Double) -> Double {
+    let x = sin(Double(i) * 12.9898 + salt) * 43_758.5453
+    return x - x.rounded(.down)
 }
 
 func drive(_ count: Int) -> [Position] {
-    var rng = SeededGenerator(state: 42)
     var lat = 31.2304, lon = 121.4737, heading = 45.0
     var out: [Position] = []
     out.reserveCapacity(count)
     for i in 0..<count {
-        heading += Double.random(in: -5...5, using: &rng)
-        let speed = Double.random(in: 0...30, using: &rng) * 0.514444
+        heading += noise(i, 1) * 10 - 5
+        let speed = noise(i, 2) * 30 * 0.514444
         lat += speed * cos(heading * .pi / 180) / 111_320
         lon += speed * sin(heading * .pi / 180) / (111_320 * cos(lat * .pi / 180))
         var p = Position(time: Timestamp(milliseconds: 1_714_521_600_000 + Int64(i) * 1000), latitude: lat, longitude: lon,
