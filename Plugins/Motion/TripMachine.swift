@@ -11,7 +11,8 @@ import GatewayCore
 ///     │                                                       │     dated where it left)      │
 ///     │   a move that never became a trip: the stop goes on   │                               │
 ///     ◀───────────────────────────────────────────────────────┘                               │
-///     │   stayed within stop_radius_m of a slow fix for min_stop_duration, a gap, ignition off│
+///     │   from a slow fix on, stayed within stop_radius_m of the fixes' centre for            │
+///     │   min_stop_duration; or a gap; or ignition off (use_ignition)                         │
 ///     ◀───────────────────────────────────────────────────────────────────────────────────────┘
 ///            (trip_end + stop_start, dated at that slow fix, or at the last fix before a gap)
 /// ```
