@@ -111,6 +111,7 @@ test: deps build
 # (gpsdecode, cs2cs, 10 vs 10,000 fences, disk vs memory queue, psql \copy). Compare ratios, not seconds.
 bench: deps
 	bash Benchmarks/nmea_replay.sh
+	bash Benchmarks/motion.sh
 	sh Benchmarks/coordinates.sh
 	bash Benchmarks/geofence.sh
 	bash Benchmarks/http_sink.sh

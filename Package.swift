@@ -88,6 +88,7 @@ let package = Package(
         plugin("Coordinates", dependencies: ["GatewayCore", "Geodesy", "CProj"]),
         plugin("Filters", dependencies: ["GatewayCore", "Geodesy"]),
         plugin("Geofence", dependencies: ["GatewayCore", "SystemIO", "Geodesy"]),
+        plugin("Motion", dependencies: ["GatewayCore", "Geodesy"]),
         plugin("FileOutput", dependencies: ["GatewayCore", "SystemIO"]),
         plugin("ConsoleOutput", dependencies: ["GatewayCore", "SystemIO"]),
         plugin("HTTPOutput", dependencies: ["GatewayCore", "SystemIO", "DeliveryEngine", "CZlib", "CCurl", "PositionEncoding", "Locking"]),
@@ -95,7 +96,7 @@ let package = Package(
         plugin("MQTTOutput", dependencies: ["GatewayCore", "SystemIO", "DeliveryEngine", "MQTTClient", "PositionEncoding"]),
         plugin("PostgresOutput", dependencies: ["GatewayCore", "SystemIO", "DeliveryEngine", "Geodesy", "CPostgres"]),
         plugin("CommandRules", dependencies: ["GatewayCore"]),
-        .target(name: "PluginCatalog", dependencies: ["GatewayCore", "FileInput", "FileOutput", "ConsoleOutput", "NetworkInput", "ExecInput", "Coordinates", "Filters", "Geofence", "SerialInput", "GpsdInput", "HTTPOutput", "NATSOutput", "NATSInput", "MQTTOutput", "MQTTInput", "TrackerInput", "HTTPInput", "PostgresOutput", "NATSState", "CommandRules"], swiftSettings: settings),
+        .target(name: "PluginCatalog", dependencies: ["GatewayCore", "FileInput", "FileOutput", "ConsoleOutput", "NetworkInput", "ExecInput", "Coordinates", "Filters", "Geofence", "Motion", "SerialInput", "GpsdInput", "HTTPOutput", "NATSOutput", "NATSInput", "MQTTOutput", "MQTTInput", "TrackerInput", "HTTPInput", "PostgresOutput", "NATSState", "CommandRules"], swiftSettings: settings),
 
         // The command line and the service around it: operator API, maps, the `locgate` executable.
         .target(name: "OperatorEndpoints", dependencies: ["GatewayCore", "GatewayRuntime", "HTTPServing", "MapRendering", "Geodesy", "Locking"], swiftSettings: settings),
@@ -127,6 +128,7 @@ let package = Package(
         .testTarget(name: "GatewayRuntimeTests", dependencies: ["GatewayCore", "GatewayRuntime", "GatewayTesting", "PluginCatalog", "Locking"], swiftSettings: settings),
         .testTarget(name: "GatewayTestingTests", dependencies: ["GatewayTesting", "GatewayCore", "GatewayRuntime"], swiftSettings: settings),
         .testTarget(name: "GeodesyTests", dependencies: ["Geodesy", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
+        .testTarget(name: "MotionTests", dependencies: ["Motion", "FileInput", "GatewayCore", "GatewayTesting"], exclude: ["Fixtures", "Support"], swiftSettings: settings),
         .testTarget(name: "GeofenceTests", dependencies: ["Geofence", "Geodesy", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "GpsdInputTests", dependencies: ["GpsdInput", "GatewayCore", "GatewayTesting", "Locking"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .testTarget(name: "HTTPServingTests", dependencies: ["HTTPServing", "GatewayTesting", "Locking"], swiftSettings: settings),
@@ -168,6 +170,7 @@ if Context.environment["LOCGATE_BENCH"] == "1" {
     }
     package.targets += [
         benchmark("GeofenceBenchmark", ["GatewayCore", "Geodesy", "Geofence"]),
+        benchmark("MotionBenchmark", ["GatewayCore", "Motion"]),
         benchmark("CoordinatesBenchmark", ["Coordinates", "GatewayCore", "Geodesy"]),
         benchmark("NATSBenchmark", ["GatewayCore", "NATSClient"]),
         benchmark("HTTPServingBenchmark", ["HTTPServing"]),

@@ -101,13 +101,14 @@ enum PostgresRows {
     }
 
     /// The id of the position an event belongs to: geofence events are that position's id plus
-    /// `-<type>-<fence>`, `fix_regained` plus `-fix_regained`; timer events (no_data, fix_lost,
-    /// data_resumed, antenna) belong to none.
+    /// `-<type>-<fence>`, `fix_regained` and motion events plus `-<type>`; timer events (no_data,
+    /// fix_lost, data_resumed, antenna) belong to none.
     static func triggeringID(_ p: Position, _ e: PositionEvent) -> String? {
         let suffix: String
         switch e.kind {
         case .enter, .exit, .dwell: suffix = "-\(e.kind.rawValue)-\(e.fenceId ?? "")"
-        case .fixRegained: suffix = "-fix_regained"
+        case .fixRegained, .tripStart, .tripEnd, .stopStart, .stopEnd, .ignitionOn, .ignitionOff, .overspeed, .idle:
+            suffix = "-\(e.kind.rawValue)"
         case .fixLost, .noData, .dataResumed, .antenna, .command: return nil
         }
         let id = p.id

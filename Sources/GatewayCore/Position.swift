@@ -219,8 +219,8 @@ public struct Datum: Sendable, Hashable, CustomStringConvertible {
     public var description: String { name }
 }
 
-/// Something that happened to a device, carried by a position: a geofence transition, or a
-/// change in the receiver's health.
+/// Something that happened to a device, carried by a position: a geofence transition, a change
+/// in the receiver's health, or a motion event (trips, stops, ignition, overspeed, idling).
 ///
 /// Events travel through the pipeline like positions, so sinks get them in order with the fixes.
 public struct PositionEvent: Sendable, Hashable {
@@ -240,20 +240,27 @@ public struct PositionEvent: Sendable, Hashable {
         /// A command to the device changed status (``PositionEvent/status``: `queued`, `sent`,
         /// `delivered`, `done`, …; its id, type and result in the position's attributes).
         case command
+        /// Motion events (the `motion` transform): the position is the fix where it happened,
+        /// the details are attributes (`trip.*`, `stop.*`, `overspeed.*`, `idle.*`).
+        case tripStart = "trip_start", tripEnd = "trip_end", stopStart = "stop_start", stopEnd = "stop_end"
+        case ignitionOn = "ignition_on", ignitionOff = "ignition_off", overspeed, idle
 
         /// The geofence kinds: `enter`, `exit`, `dwell`.
         public static let fenceKinds: [Kind] = [.enter, .exit, .dwell]
+        /// The motion kinds, in the order the `motion` transform documents them.
+        public static let motionKinds: [Kind] = [.tripStart, .tripEnd, .stopStart, .stopEnd, .ignitionOn, .ignitionOff, .overspeed, .idle]
 
         /// True for `enter`, `exit` and `dwell`.
         public var isFence: Bool {
             switch self {
             case .enter, .exit, .dwell: true
             case .fixLost, .fixRegained, .noData, .dataResumed, .antenna, .command: false
+            case .tripStart, .tripEnd, .stopStart, .stopEnd, .ignitionOn, .ignitionOff, .overspeed, .idle: false
             }
         }
     }
     public var kind: Kind
-    /// The fence of a geofence event; nil for health events.
+    /// The fence of a geofence event; nil for health and motion events.
     public var fenceId: String?
     public var fenceName: String?
     /// The antenna status of an `antenna` event: `ok`, `open` or `short`.

@@ -32,7 +32,7 @@ public enum PositionJSON {
         ("x", "easting, metres, when datum is a projected CRS"),
         ("y", "northing, metres, when datum is a projected CRS"),
         ("attributes", "object of string values (geofence names, static tags)"),
-        ("event", "geofence transition {\"type\":\"enter|exit|dwell\",\"fence\":ID,\"name\":NAME} or receiver health {\"type\":\"fix_lost|fix_regained|no_data|data_resumed|antenna\",\"status\":\"ok|open|short\" (antenna only)}"),
+        ("event", "geofence transition {\"type\":\"enter|exit|dwell\",\"fence\":ID,\"name\":NAME}, receiver health {\"type\":\"fix_lost|fix_regained|no_data|data_resumed|antenna\",\"status\":\"ok|open|short\" (antenna only)} or motion {\"type\":\"trip_start|trip_end|stop_start|stop_end|ignition_on|ignition_off|overspeed|idle\"} (details in attributes)"),
     ]
 
     /// Remembers the text of what a sink writes again and again: the last attributes written,
@@ -370,7 +370,7 @@ public enum PositionJSON {
         }
         if let e = o["event"], e != .null {
             guard case .object(let eo) = e, case .string(let k)? = eo["type"], let kind = PositionEvent.Kind(rawValue: k) else {
-                throw DecodeError(field: "event", problem: "expected {\"type\":\"enter|exit|dwell|fix_lost|fix_regained|no_data|data_resumed|antenna\", …}")
+                throw DecodeError(field: "event", problem: "expected {\"type\":\"\(PositionEvent.Kind.allCases.map(\.rawValue).joined(separator: "|"))\", …}")
             }
             let fence = eo["fence"]?.stringValue
             if kind.isFence && fence == nil {

@@ -232,7 +232,7 @@ public struct ReceiverHealth: Sendable {
             if detail == AntennaStatus.ok.rawValue { logger.info(message) } else {
                 logger.warning(message + (detail == AntennaStatus.open.rawValue ? " (antenna cable cut or unplugged?)" : " (antenna cable or antenna shorted?)"))
             }
-        case .enter, .exit, .dwell, .command:
+        case .enter, .exit, .dwell, .command, .tripStart, .tripEnd, .stopStart, .stopEnd, .ignitionOn, .ignitionOff, .overspeed, .idle:
             break
         }
     }

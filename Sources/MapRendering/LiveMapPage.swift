@@ -8,7 +8,8 @@ import GatewayCore
 /// as it happens, the counters when they change, and a new snapshot after a reload. Each message
 /// is one JSON object with a `type`: `snapshot` (`map` in the ``MapData/json`` shape with one
 /// track per device, `tail`), `position` (`device`, `point`, `time`?), `event` (`event`: a
-/// ``MapData/json`` event with `point` optional and `status` for antenna events) and `components`
+/// ``MapData/json`` event with `point` optional, `status` for antenna events and `attributes`
+/// when the event carries some: a motion event's trip, stop, overspeed or idling) and `components`
 /// (`components`: `id`, `type`, `received`, `emitted`, `dropped`).
 ///
 /// For tests and scripts, each device is also listed in the panel as an element with the class
@@ -104,7 +105,9 @@ public enum LiveMapPage {
         if (events.length) {
           h += '<h2>recent events</h2><ul class="locgate-live-events">';
           events.slice(-8).reverse().forEach(function (e) {
+            var line = LocgateMap.detail(e);
             h += '<li>' + esc(e.kind) + (e.fenceId ? ' ' + esc(e.fenceName || e.fenceId) : '') + (e.status ? ' ' + esc(e.status) : '') +
+              (line ? ' ' + esc(line) : '') +
               ' · ' + esc(e.device) + (e.time ? ' <span class="muted">' + esc(e.time) + '</span>' : '') + '</li>';
           });
           h += '</ul>';

@@ -24,11 +24,12 @@ extension MapPage {
     /// `locgate-track`, `locgate-fence`, `locgate-event locgate-event-<kind>` so tests and
     /// stylesheets can find them.
     public static let script = #"""
-    /* locgate map: tracks, fences and geofence events on Leaflet, with no network. */
+    /* locgate map: tracks, fences and events (geofence, health, motion) on Leaflet, with no network. */
     var LocgateMap = (function () {
       'use strict';
       var palette = ['#1c63d6', '#c2255c', '#2b8a3e', '#e8590c', '#6741d9', '#0b7285', '#5c940d', '#862e9c'];
-      var eventColors = { enter: '#2f9e44', exit: '#e03131', dwell: '#f08c00' };
+      var eventColors = { enter: '#2f9e44', exit: '#e03131', dwell: '#f08c00', trip_start: '#1c7ed6', trip_end: '#1864ab',
+        stop_start: '#495057', stop_end: '#adb5bd', ignition_on: '#37b24d', ignition_off: '#212529', overspeed: '#c92a2a', idle: '#fab005' };
       var steps = [1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 45];
 
       function esc(s) {
@@ -36,6 +37,24 @@ extension MapPage {
       }
       function count(n) { return Number(n).toLocaleString('en-US'); }
       function ll(p) { return [p[0], p[1]]; }
+      function duration(s) {
+        s = Math.round(Number(s));
+        return s >= 3600 ? Math.floor(s / 3600) + ' h ' + Math.round(s % 3600 / 60) + ' min' : s >= 60 ? Math.floor(s / 60) + ' min ' + s % 60 + ' s' : s + ' s';
+      }
+      // What a motion event's attributes say, in a line: a trip's length and time, a stop's or idling's time, an overspeed.
+      function detail(e) {
+        var a = e.attributes || {};
+        if (e.kind === 'trip_end' && a['trip.distance_m']) {
+          return 'trip ' + metres(Number(a['trip.distance_m'])) + ' in ' + duration(a['trip.duration_s']) +
+            (a['trip.max_speed_kmh'] ? ', max ' + a['trip.max_speed_kmh'] + ' km/h' : '');
+        }
+        if (e.kind === 'stop_end' && a['stop.duration_s']) { return 'stopped ' + duration(a['stop.duration_s']); }
+        if (e.kind === 'idle' && a['idle.duration_s']) { return 'idling ' + duration(a['idle.duration_s']); }
+        if (e.kind === 'overspeed' && a['overspeed.max_speed_kmh']) {
+          return a['overspeed.max_speed_kmh'] + ' km/h (limit ' + a['overspeed.limit_kmh'] + ') for ' + duration(a['overspeed.duration_s']);
+        }
+        return '';
+      }
       function metres(m) { return m >= 1000 ? (m / 1000).toFixed(m >= 10000 ? 0 : 1) + ' km' : Math.round(m) + ' m'; }
 
       // Meridians and parallels at a round spacing for the view, so distances read without tiles.
@@ -182,10 +201,13 @@ extension MapPage {
           state.events = events || [];
           view.events.clearLayers();
           state.events.forEach(function (e) {
-            var color = eventColors[e.kind] || '#555';
+            var color = eventColors[e.kind] || '#555', fence = e.fenceName || e.fenceId, line = detail(e);
+            // A stop is where a vehicle is parked: a larger marker than the moments around it.
             view.events.addLayer(L.circleMarker(ll(e.point), {
-              className: 'locgate-event locgate-event-' + e.kind, radius: 7, color: '#222', weight: 1.5, fillColor: color, fillOpacity: 0.95
-            }).bindTooltip(esc(e.kind) + ' ' + esc(e.fenceName || e.fenceId) + '<br>' + esc(e.device) + (e.time ? '<br>' + esc(e.time) : '')));
+              className: 'locgate-event locgate-event-' + e.kind, radius: e.kind === 'stop_start' ? 10 : 7, color: '#222', weight: 1.5,
+              fillColor: color, fillOpacity: 0.95
+            }).bindTooltip(esc(e.kind) + (fence ? ' ' + esc(fence) : '') + (line ? '<br>' + esc(line) : '') + '<br>' + esc(e.device) +
+              (e.time ? '<br>' + esc(e.time) : '')));
           });
           renderInfo();
         };
@@ -224,7 +246,7 @@ extension MapPage {
         return view;
       }
 
-      return { create: create, show: show };
+      return { create: create, show: show, detail: detail };
     })();
     """#
 }

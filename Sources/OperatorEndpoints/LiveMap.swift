@@ -161,6 +161,11 @@ final class LiveMapStream: HTTPStreamBody, @unchecked Sendable {
             key("device"); JSONWriter.appendString(p.deviceKey, to: &body)
             if let t = p.time { key("time"); JSONWriter.appendString(t.iso8601, to: &body) }
             if let point { key("point"); pointValue(point) }
+            if !p.attributes.isEmpty {
+                // A motion event's details (trip length and time, stop, overspeed, idling) for its tooltip.
+                key("attributes")
+                JSONWriter.append(.object(JSONObject(p.attributes.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })), to: &body)
+            }
             body += Array("}}".utf8)
         } else {
             guard let point else { return }

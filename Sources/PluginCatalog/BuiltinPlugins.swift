@@ -8,6 +8,7 @@ import Filters
 import GatewayCore
 import NetworkInput
 import Geofence
+import Motion
 import SerialInput
 import GpsdInput
 import HTTPOutput
@@ -48,6 +49,7 @@ public enum BuiltinPlugins {
         r.register(transform: SetPlugin.self)
         r.register(transform: ThrottlePlugin.self)
         r.register(transform: GeofencePlugin.self)
+        r.register(transform: MotionPlugin.self)
         // Sinks
         r.register(sink: FileSinkPlugin.self)
         r.register(sink: HTTPSinkPlugin.self)

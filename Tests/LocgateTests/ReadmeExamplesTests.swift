@@ -23,15 +23,23 @@ struct ReadmeExamplesTests {
         #"{"time":"2026-03-01T08:00:40.000Z","lat":31.2315,"lon":121.4720,"mode":3,"speed":0.4,"id":"van-7-3"}"#,
         #"{"time":"2026-03-01T08:01:00.000Z","lat":31.2340,"lon":121.4760,"mode":3,"speed":5.1,"id":"van-7-4"}"#,
     ].joined(separator: "\n") + "\n"
+    /// A van for the motion transform: parked 80 s with the engine running, 1 km east at
+    /// 45 km/h, parked again, the ignition off 70 s later; a fix every 10 s.
+    static let van = (0..<27).map { i in
+        let driven = min(max(i - 8, 0), 8), time = "2026-03-01T08:0\(i * 10 / 60):\(i * 10 % 60 == 0 ? "00" : String(i * 10 % 60)).000Z"
+        let lon = String(format: "%.4f", 121.469 + 0.0013 * Double(driven))
+        return #"{"time":"\#(time)","lat":31.2290,"lon":\#(lon),"mode":3,"speed":\#(driven > 0 && i <= 16 ? "12.5" : "0"),"device":"van-7","id":"van-7-\#(i + 1)","attributes":{"ignition":"\#(i < 24)"}}"#
+    }.joined(separator: "\n") + "\n"
     static let fences = #"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"id":"depot-n","name":"North depot"},"geometry":{"type":"Polygon","coordinates":[[[121.470,31.230],[121.474,31.230],[121.474,31.233],[121.470,31.233],[121.470,31.230]]]}}]}"#
 
-    /// Runs `locgate run` on `config` in a fresh directory holding the track, the fences and
-    /// gpsd's RTK log; returns the file `output` (or stdout when nil).
+    /// Runs `locgate run` on `config` in a fresh directory holding the track, the van, the fences
+    /// and gpsd's RTK log; returns the file `output` (or stdout when nil).
     static func run(_ config: String, output: String? = nil) throws -> String {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         try Data(track.utf8).write(to: URL(fileURLWithPath: "\(dir)/track.jsonl"))
         try Data(fences.utf8).write(to: URL(fileURLWithPath: "\(dir)/depots.geojson"))
+        try Data(van.utf8).write(to: URL(fileURLWithPath: "\(dir)/van.jsonl"))
         try FileManager.default.copyItem(atPath: gpsdFixture("nmea-rtk.log").path, toPath: "\(dir)/drive.nmea")
         try Data(config.utf8).write(to: URL(fileURLWithPath: "\(dir)/pipeline.json"))
         let r = try LocgateBinary.run(["run", "\(dir)/pipeline.json", "--log-level", "warning"])
@@ -53,6 +61,12 @@ struct ReadmeExamplesTests {
         "geofence-events": {
             try run(#"{"sources":{"van":{"type":"file","path":"track.jsonl"}},"transforms":{\#(tag),\#(geofence)},"sinks":{"o":{"type":"stdout","inputs":["fence"]}}}"#)
                 .trimmingCharacters(in: .newlines)
+        },
+        // The motion transform's events for the van (Plugins/Motion/README.md).
+        "motion-events": {
+            let motion = #""motion":{"type":"motion","inputs":["van"],"stop_radius_m":30,"min_stop_duration":"60s","min_trip_distance_m":300,"speed_limit_kmh":40,"idle_after":"60s"}"#
+            return try run(#"{"sources":{"van":{"type":"file","path":"van.jsonl"}},"transforms":{\#(motion)},"sinks":{"o":{"type":"stdout","inputs":["motion"]}}}"#)
+                .split(separator: "\n").filter { $0.contains(#""event":{"#) }.joined(separator: "\n")
         },
         "file-csv": {
             try run(#"{"sources":{"van":{"type":"file","path":"track.jsonl"}},"transforms":{\#(tag),\#(geofence)},"sinks":{"o":{"type":"file","inputs":["fence"],"path":"track.csv"}}}"#, output: "track.csv")

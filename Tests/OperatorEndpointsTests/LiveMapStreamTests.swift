@@ -54,6 +54,23 @@ struct LiveMapStreamTests {
         #expect(wakes.load(ordering: .relaxed) == closed, "a closed stream is not woken by positions")
     }
 
+    /// A motion event reaches the map with its details (the page shows "trip 1.2 km in 2 min …").
+    @Test func aMotionEventIsSentWithItsDetails() throws {
+        let api = try api()
+        let stream = LiveMapStream(api: api)
+        stream.start(waker: HTTPStreamWaker {})
+        _ = stream.next()
+        var end = fix(3)
+        end.id = "gps-3-trip_end"
+        end.event = PositionEvent(kind: .tripEnd)
+        end.attributes = ["trip.duration_s": "120", "trip.distance_m": "1200"]
+        api.monitor.transformEmitted("transforms.motion", [fix(3), end])
+        let sent = try #require(text(stream.next()))
+        #expect(sent.contains(#"{"type":"event","event":{"kind":"trip_end","device":"boat","#), "\(sent)")
+        #expect(sent.contains(#""attributes":{"trip.distance_m":"1200","trip.duration_s":"120"}}}"#), "\(sent)")
+        stream.closed()
+    }
+
     @Test func itEndsWhenTheAPIStops() throws {
         let api = try api()
         let stream = LiveMapStream(api: api)

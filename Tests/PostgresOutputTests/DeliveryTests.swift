@@ -103,8 +103,14 @@ import Testing
         lost.event = PositionEvent(kind: .fixLost)
         var antenna = Position(time: Timestamp(milliseconds: 1_714_557_800_000), source: "rx", device: "dev0", id: "rx-antenna-1714557800000-dev0")
         antenna.event = PositionEvent(kind: .antenna, status: "open")
+        // A motion event: dated at its fix, its details in attributes.
+        var trip = fix
+        trip.id = fix.id + "-trip_end"
+        trip.time = Timestamp(milliseconds: 1_714_557_900_000)
+        trip.attributes = ["trip.distance_m": "1520.4", "trip.duration_s": "240"]
+        trip.event = PositionEvent(kind: .tripEnd)
         let harness = try Harness(sinkJSON(server, database: "tracks", queue: nil), id: "db")
-        let batch = [fix, enter, lost, antenna]
+        let batch = [fix, enter, lost, antenna, trip]
         try await harness.run { buffer in await buffer.send(batch) }
         #expect(try server.psql("SELECT id, attributes->>'fence_names' FROM positions", database: "tracks") == "t-0|City Park")
         let events = try server.psql("SELECT id, coalesce(position_id, '-'), type, coalesce(fence, '-'), coalesce(fence_name, '-'), coalesce(antenna, '-'), ST_AsText(geom) FROM events ORDER BY time", database: "tracks")
@@ -112,7 +118,9 @@ import Testing
             t-0-enter-park|t-0|enter|park|City Park|-|POINT Z (121.5 31.2 12.5)
             rx-fix_lost-1714557700000-dev0|-|fix_lost|-|-|-|POINT Z (121.5 31.2 0)
             rx-antenna-1714557800000-dev0|-|antenna|-|-|open|
+            t-0-trip_end|t-0|trip_end|-|-|-|POINT Z (121.5 31.2 12.5)
             """)
+        #expect(try server.psql("SELECT attributes->>'trip.distance_m' FROM events WHERE type = 'trip_end'", database: "tracks") == "1520.4")
         // An event is not a fix: latest keeps the position.
         #expect(try server.psql("SELECT id FROM latest", database: "tracks") == "t-0")
     }
