@@ -116,7 +116,9 @@ public struct MotionTransform: StatefulTransform {
         guard p.event == nil, let time = p.time, let latitude = p.latitude, let longitude = p.longitude,
               latitude.isFinite, longitude.isFinite, abs(latitude) <= 90 else { return .pass }
         // A fix its source marked late (stored while out of coverage) changes nothing either.
-        let verdict: LateFixes.Verdict = position.pointee.attributes[LateFixes.attribute] == "true" ? .late : configuration.late.judge(time, newest: d.newest)
+        let attributes = p.attributes
+        let marked = !attributes.isEmpty && attributes[LateFixes.attribute] == "true"
+        let verdict: LateFixes.Verdict = marked ? .late : configuration.late.judge(time, newest: d.newest)
         switch verdict {
         case .late:
             return .late
