@@ -137,7 +137,7 @@ let package = Package(
         .testTarget(name: "MQTTInputTests", dependencies: ["MQTTInput", "MQTTTesting", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "MQTTOutputTests", dependencies: ["MQTTOutput", "MQTTClient", "MQTTTesting", "GatewayCore", "GatewayRuntime", "GatewayTesting", "PluginCatalog", "Locking"], swiftSettings: settings),
         .testTarget(name: "NATSOutputTests", dependencies: ["NATSOutput", "NATSClient", "NATSTesting", "DeliveryEngine", "GatewayCore", "GatewayRuntime", "GatewayTesting"], swiftSettings: settings),
-        .testTarget(name: "NATSStateTests", dependencies: ["NATSState", "NATSClient", "NATSTesting", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
+        .testTarget(name: "NATSStateTests", dependencies: ["NATSState", "NATSClient", "NATSTesting", "GatewayCore", "GatewayRuntime", "PluginCatalog", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "NATSInputTests", dependencies: ["NATSInput", "NATSClient", "NATSTesting", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "PostgresOutputTests", dependencies: ["PostgresOutput", "DeliveryEngine", "Geodesy", "GatewayCore", "GatewayRuntime", "GatewayTesting", "PluginCatalog"], swiftSettings: settings),
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),

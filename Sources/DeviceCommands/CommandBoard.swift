@@ -78,6 +78,8 @@ public final class CommandBoard: CommandCenter, @unchecked Sendable {
         timer.setEventHandler { [weak self] in self?.expire() }
         timer.resume()
         self.timer = timer
+        // A fleet's store: what the other gateways submit and change comes here too.
+        store.observe { [weak self] command in self?.changed(command) }
     }
 
     /// Stops the expiry checks and closes the store.
@@ -143,10 +145,17 @@ public final class CommandBoard: CommandCenter, @unchecked Sendable {
 
     public func submit(_ request: CommandRequest) throws(CommandError) -> DeviceCommand {
         let result: Result<DeviceCommand, CommandError> = queue.sync {
+            if deviceSources[request.device] == nil, store.isShared, let shared = try? store.loadDevices() {
+                // Another gateway of the fleet may hold it.
+                deviceSources.merge(shared) { own, _ in own }
+            }
             guard let source = deviceSources[request.device] else { return .failure(.unknownDevice(request.device)) }
-            guard let route = routes[source] else { return .failure(.unknownDevice(request.device)) }
-            guard route.types.contains(request.type) else {
-                return .failure(.unsupported(request.type, source: source, supported: route.types))
+            if let route = routes[source] {
+                guard route.types.contains(request.type) else {
+                    return .failure(.unsupported(request.type, source: source, supported: route.types))
+                }
+            } else if !store.isShared {
+                return .failure(.unknownDevice(request.device))
             }
             let problems = CommandRequest.check(request.type, request.parameters)
             guard problems.isEmpty else { return .failure(.invalid(problems)) }
@@ -188,7 +197,27 @@ public final class CommandBoard: CommandCenter, @unchecked Sendable {
         return try result.get()
     }
 
-    public func command(_ id: String) -> DeviceCommand? { queue.sync { commands[id] } }
+    public func command(_ id: String) -> DeviceCommand? {
+        queue.sync {
+            // In a fleet's store another gateway may have moved it: read it there.
+            if store.isShared, let fresh = try? store.fetch(id) { commands[id] = fresh }
+            return commands[id]
+        }
+    }
+
+    /// A command another gateway stored: taken in, and sent when its device is connected here.
+    private func changed(_ command: DeviceCommand) {
+        queue.async { [self] in
+            let known = commands[command.id]
+            guard known != command else { return }
+            commands[command.id] = command
+            if known == nil { byDevice[command.device, default: []].append(command.id) }
+            if connections[command.device]?.inFlight == command.id, command.status != .sent {
+                connections[command.device]?.inFlight = nil
+            }
+            pump(command.device)
+        }
+    }
 
     public func commands(device: String) -> [DeviceCommand] {
         queue.sync { (byDevice[device] ?? []).reversed().compactMap { commands[$0] } }
@@ -264,6 +293,11 @@ public final class CommandBoard: CommandCenter, @unchecked Sendable {
         let previous = commands[command.id]?.status
         do {
             try store.save(command, expecting: previous)
+        } catch let error as CommandError where error.httpStatus == 409 {
+            // Another gateway moved it first (a fleet's store): take what it stored, do nothing.
+            logger.debug("commands: \(error)")
+            if let fresh = try? store.fetch(command.id) { commands[command.id] = fresh }
+            return false
         } catch {
             logger.error("commands: cannot store command \(command.id) as \(command.status.rawValue): \(error)")
             return false

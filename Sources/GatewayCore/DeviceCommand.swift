@@ -323,6 +323,21 @@ public protocol CommandStore: Sendable {
     func purge(before: Timestamp) throws
     var location: String { get }
     func close()
+    /// Whether other gateways write to the same store (a fleet's bucket): the board then reads
+    /// what they changed (``observe(_:)``, ``fetch(_:)``).
+    var isShared: Bool { get }
+    /// One command as the store has it now.
+    func fetch(_ id: String) throws -> DeviceCommand?
+    /// Calls `changed` with every command another writer stored (from a thread of the store's).
+    func observe(_ changed: @escaping @Sendable (DeviceCommand) -> Void)
+}
+
+// MARK: - Default implementations
+
+extension CommandStore {
+    public var isShared: Bool { false }
+    public func fetch(_ id: String) throws -> DeviceCommand? { try load().first { $0.id == id } }
+    public func observe(_ changed: @escaping @Sendable (DeviceCommand) -> Void) {}
 }
 
 // MARK: - JSON

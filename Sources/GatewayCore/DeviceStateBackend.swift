@@ -26,6 +26,14 @@ public protocol DeviceStateBackend: SendableMetatype {
     static func location(of configuration: Configuration) -> String
     /// Opens the store.
     static func open(_ configuration: Configuration, settings: StateSettings, context: StateStoreContext) throws -> any DeviceStateStore
+    /// Opens where the gateways sharing this state keep their commands to devices, or nil when
+    /// the backend keeps none (commands then go beside the state as a file would). Optional: the
+    /// default keeps none.
+    static func openCommands(_ configuration: Configuration, context: StateStoreContext) throws -> (any CommandStore)?
+}
+
+extension DeviceStateBackend {
+    public static func openCommands(_ configuration: Configuration, context: StateStoreContext) throws -> (any CommandStore)? { nil }
 }
 
 /// What a state store is opened with.
@@ -48,14 +56,18 @@ public struct PreparedStateBackend: Sendable, Hashable {
     /// The backend's configuration value, for tests.
     public let configuration: any Sendable
     public let open: @Sendable (StateSettings, StateStoreContext) throws -> any DeviceStateStore
+    /// The backend's command store (``DeviceStateBackend/openCommands(_:context:)``).
+    public let openCommands: @Sendable (StateStoreContext) throws -> (any CommandStore)?
 
     public init(key: String, location: String, fingerprint: JSONValue, configuration: any Sendable,
-                open: @escaping @Sendable (StateSettings, StateStoreContext) throws -> any DeviceStateStore) {
+                open: @escaping @Sendable (StateSettings, StateStoreContext) throws -> any DeviceStateStore,
+                openCommands: @escaping @Sendable (StateStoreContext) throws -> (any CommandStore)? = { _ in nil }) {
         self.key = key
         self.location = location
         self.fingerprint = fingerprint
         self.configuration = configuration
         self.open = open
+        self.openCommands = openCommands
     }
 
     public static func == (a: PreparedStateBackend, b: PreparedStateBackend) -> Bool {
@@ -80,9 +92,9 @@ extension PluginRegistry {
     public mutating func register<B: DeviceStateBackend>(stateBackend backend: B.Type) {
         add(stateBackend: RegisteredStateBackend(key: B.key, options: B.options) { reader, fingerprint in
             let c = B.configure(&reader)
-            return PreparedStateBackend(key: B.key, location: B.location(of: c), fingerprint: fingerprint, configuration: c) { settings, context in
-                try B.open(c, settings: settings, context: context)
-            }
+            return PreparedStateBackend(key: B.key, location: B.location(of: c), fingerprint: fingerprint, configuration: c,
+                                        open: { settings, context in try B.open(c, settings: settings, context: context) },
+                                        openCommands: { context in try B.openCommands(c, context: context) })
         })
     }
 }

@@ -123,7 +123,10 @@ extension PipelineBuilder {
         let settings = configuration.settings.commands
         guard !settings.disabled, configuration.components.contains(where: { $0.prepared.usesCommands }) else { return nil }
         let store: any CommandStore
-        if let path = configuration.commandStorePath {
+        if settings.path == nil, let backend = configuration.settings.state.backend, !configuration.settings.state.disabled,
+           let shared = try openShared(backend, clock: clock, logger: logger) {
+            store = shared
+        } else if let path = configuration.commandStorePath {
             do { store = try SQLiteCommandStore(path: path, clock: clock) } catch {
                 throw PipelineError(component: "settings.commands", message: "cannot open the command store: \(error.path): \(error.message)")
             }
@@ -137,6 +140,17 @@ extension PipelineBuilder {
         } catch {
             store.close()
             throw PipelineError(component: "settings.commands", message: "cannot read the commands in \(store.location): \(error)")
+        }
+    }
+}
+
+extension PipelineBuilder {
+    /// The state backend's command store (`state.nats`: the fleet's bucket), if it keeps one.
+    static func openShared(_ backend: PreparedStateBackend, clock: any GatewayClock, logger: Logger) throws -> (any CommandStore)? {
+        do {
+            return try backend.openCommands(StateStoreContext(logger: logger, clock: clock))
+        } catch {
+            throw PipelineError(component: "settings.state.\(backend.key)", message: "cannot open the command store (\(backend.location)): \(error)")
         }
     }
 }

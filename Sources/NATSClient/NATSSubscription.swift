@@ -46,8 +46,14 @@ public final class NATSSubscription: @unchecked Sendable {
     /// Core subscriptions: waits up to `timeout` for a message, then takes what else is already
     /// waiting in the client, up to `max` in all; `[]` when none came in time.
     public func next(max: Int, timeout: Duration) async throws -> [NATSReceivedMessage] {
+        try await NATSConnection.blocking { [self] in try nextNow(max: max, timeout: timeout) }
+    }
+
+    /// ``next(max:timeout:)`` on the calling thread, blocking it: for a thread of its own (a
+    /// store's watcher), never a cooperative one.
+    public func nextNow(max: Int, timeout: Duration) throws -> [NATSReceivedMessage] {
         precondition(!isPull, "next is for core subscriptions")
-        return try await NATSConnection.blocking { [self] in
+        return try {
             var first: OpaquePointer?
             let s = natsSubscription_NextMsg(&first, sub, Swift.max(1, timeout.milliseconds))
             if s == NATS_TIMEOUT { return [] }
@@ -67,7 +73,7 @@ public final class NATSSubscription: @unchecked Sendable {
                 natsMsg_Destroy(m)
             }
             return out
-        }
+        }()
     }
 
     /// Core subscriptions: messages the client dropped because `pendingLimit` were waiting.
