@@ -1,3 +1,4 @@
+import DeviceCommands
 import DeviceIntake
 import GatewayCore
 import GatewayTesting
@@ -7,10 +8,12 @@ import TrackerInput
 
 /// Runs a plugin's source on a free port until `body` returns.
 func withSource<P: SourcePlugin>(_ plugin: P.Type, _ json: String, output: SourceOutput, udp: Bool = false,
+                                 commands: (any CommandCenter)? = nil,
                                  _ body: (Int, ComponentContext) async throws -> Void) async throws {
     let port = LoopbackTCPServer.freePort(udp: udp)
     let c = try PluginOptions.valid(plugin, json.replacingOccurrences(of: "PORT", with: "\(port)"))
-    let context = SourceConformance.makeContext(id: "trackers")
+    let plain = SourceConformance.makeContext(id: "trackers")
+    let context = ComponentContext(id: plain.id, kind: .source, logger: plain.logger, stats: plain.stats, clock: plain.clock, commands: commands)
     let source = try P.makeSource(c, context: context)
     let task = Task { try await source.run(output: output) }
     defer { task.cancel() }
@@ -140,6 +143,27 @@ func withSource<P: SourcePlugin>(_ plugin: P.Type, _ json: String, output: Sourc
             #expect(abs((p.longitude ?? 0) - 80.967076) < 1e-5)
             #expect(p.time == Timestamp(year: 2015, month: 8, day: 27, hour: 18, minute: 29, second: 55))
             #expect(await Poll.until { context.stats.value("acks.sent") == 1 })
+        }
+    }
+
+    @Test func anEngineStopGoesAsTheVectorsBytesAndTheDevicesStringIsItsResult() async throws {
+        let board = try CommandBoard(store: MemoryCommandStore(), clock: SystemClock(), logger: Logger(label: "c", handler: SilentLogHandler()))
+        defer { board.close() }
+        let acks = HeldAcknowledgements()
+        try await withSource(GT06SourcePlugin.self, #"{ "type": "gt06", "listen": "127.0.0.1:PORT", "devices": { "864717003283581": "bike" } }"#,
+                             output: acks.output, commands: board) { port, _ in
+            let command = try board.submit(CommandRequest(device: "bike", type: .engineStop, submittedBy: "ops"))
+            let device = try LoopbackTCPClient(port: port)
+            device.send(Self.login)
+            #expect(device.read(count: 10) == bytes(hex: "78780501000955940d0a"))
+            // gt06-commands.txt C1: 0x80, server flag 0, "Relay,1#", serial 0.
+            #expect(device.read(count: 23) == bytes(hex: "787812800c0000000052656c61792c312300009dee0d0a"))
+            #expect(board.command(command.id)?.status == .sent)
+            // The device's 0x15 (gt06-commands.txt A7): acknowledged at once, and the command's result.
+            device.send(bytes(hex: "78782d152500000000437574206f666620746865206675656c20737570706c793a2053756363657373210002013b898a0d0a"))
+            #expect(device.read(count: 10) == bytes(hex: "78780515013bb8290d0a"))
+            #expect(await Poll.until { board.command(command.id)?.status == .done })
+            #expect(board.command(command.id)?.result == "Cut off the fuel supply: Success!")
         }
     }
 
