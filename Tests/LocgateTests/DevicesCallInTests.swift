@@ -46,6 +46,27 @@ struct DevicesCallInTests {
         }
     }
 
+    /// Waits for the upload queue to drain (the devices are done), stops the gateway, then checks
+    /// that every record a device was answered for is in the file and was uploaded.
+    static func expectEveryAnsweredRecordDelivered(_ answered: [String: Set<Int64>], file: String, uploads record: String,
+                                                   gateway run: Process, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        #expect(await Poll.until(timeout: .seconds(60)) {
+            let uploaded = Self.delivered(Self.received(record))
+            return answered.allSatisfy { imei, times in times.isSubset(of: Set(uploaded[imei] ?? [])) }
+        }, sourceLocation: sourceLocation)
+        kill(run.processIdentifier, SIGINT)
+        run.waitUntilExit()
+        let filed = Self.delivered(try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init))
+        let uploaded = Self.delivered(Self.received(record))
+        var missingInFile = 0, missingUploaded = 0
+        for (imei, times) in answered {
+            missingInFile += times.subtracting(filed[imei] ?? []).count
+            missingUploaded += times.subtracting(uploaded[imei] ?? []).count
+        }
+        #expect(missingInFile == 0, "\(missingInFile) answered records missing from the file", sourceLocation: sourceLocation)
+        #expect(missingUploaded == 0, "\(missingUploaded) answered records never uploaded", sourceLocation: sourceLocation)
+    }
+
     @Test(.timeLimit(.minutes(3)))
     func killedAgainAndAgainItLosesNoRecordADeviceWasAnsweredFor() async throws {
         let dir = try makeTemporaryDirectory()
@@ -110,23 +131,7 @@ struct DevicesCallInTests {
         let answered = try Self.answered("\(dir)/answered-teltonika.jsonl").merging(try Self.answered("\(dir)/answered-gt06.jsonl")) { $0.union($1) }
         let answeredCount = answered.values.reduce(0) { $0 + $1.count }
         #expect(answeredCount == 20 * 15 * 5 + 20 * 60)
-        // The upload queue drains once the devices are done.
-        #expect(await Poll.until(timeout: .seconds(60)) {
-            let uploaded = Self.delivered(Self.received(record))
-            return answered.allSatisfy { imei, times in times.isSubset(of: Set(uploaded[imei] ?? [])) }
-        })
-        kill(run.processIdentifier, SIGINT)
-        run.waitUntilExit()
-        let lines = try String(contentsOfFile: "\(dir)/positions.jsonl", encoding: .utf8).split(separator: "\n").map(String.init)
-        let filed = Self.delivered(lines)
-        let uploaded = Self.delivered(Self.received(record))
-        var missingInFile = 0, missingUploaded = 0
-        for (imei, times) in answered {
-            missingInFile += times.subtracting(filed[imei] ?? []).count
-            missingUploaded += times.subtracting(uploaded[imei] ?? []).count
-        }
-        #expect(missingInFile == 0, "\(missingInFile) answered records missing from the file")
-        #expect(missingUploaded == 0, "\(missingUploaded) answered records never uploaded")
+        try await Self.expectEveryAnsweredRecordDelivered(answered, file: "\(dir)/positions.jsonl", uploads: record, gateway: run)
         // Resent frames come back with the same ids: duplicates are allowed, and recognisable.
         #expect(runs == 5)
     }
@@ -190,21 +195,7 @@ struct DevicesCallInTests {
         #expect((summary["resends"] as? Int ?? 0) > 0, "the kills came while messages waited for their answers")
         let answered = try Self.answered("\(dir)/answered.jsonl")
         #expect(answered.values.reduce(0) { $0 + $1.count } == 200 * 33)
-        #expect(await Poll.until(timeout: .seconds(60)) {
-            let uploaded = Self.delivered(Self.received(record))
-            return answered.allSatisfy { imei, times in times.isSubset(of: Set(uploaded[imei] ?? [])) }
-        })
-        kill(run.processIdentifier, SIGINT)
-        run.waitUntilExit()
-        let filed = Self.delivered(try String(contentsOfFile: "\(dir)/positions.jsonl", encoding: .utf8).split(separator: "\n").map(String.init))
-        let uploaded = Self.delivered(Self.received(record))
-        var missingInFile = 0, missingUploaded = 0
-        for (imei, times) in answered {
-            missingInFile += times.subtracting(filed[imei] ?? []).count
-            missingUploaded += times.subtracting(uploaded[imei] ?? []).count
-        }
-        #expect(missingInFile == 0, "\(missingInFile) answered fixes missing from the file")
-        #expect(missingUploaded == 0, "\(missingUploaded) answered fixes never uploaded")
+        try await Self.expectEveryAnsweredRecordDelivered(answered, file: "\(dir)/positions.jsonl", uploads: record, gateway: run)
         #expect(runs == 5)
     }
 

@@ -33,21 +33,7 @@ final class MemoryStateStore: DeviceStateStore {
 /// Runs a `jt808` source with `store` (and `commands`) on a free port until `body` returns.
 func withJT808(_ json: String, store: (any DeviceStateStore)? = MemoryStateStore(), commands: (any CommandCenter)? = nil,
                output: SourceOutput, udp: Bool = false, _ body: (Int, ComponentContext) async throws -> Void) async throws {
-    let port = LoopbackTCPServer.freePort(udp: udp)
-    let c = try PluginOptions.valid(JT808SourcePlugin.self, json.replacingOccurrences(of: "PORT", with: "\(port)"))
-    let plain = SourceConformance.makeContext(id: "jt")
-    let context = ComponentContext(id: plain.id, kind: .source, logger: plain.logger, stats: plain.stats, clock: plain.clock, stateStore: store,
-                                   commands: commands)
-    let source = try JT808SourcePlugin.makeSource(c, context: context)
-    let task = Task { try await source.run(output: output) }
-    defer { task.cancel() }
-    if !udp {
-        #expect(await Poll.until { (try? LoopbackTCPClient(port: port)) != nil })
-        _ = await Poll.until { context.stats.value("connections.accepted") >= 1 && context.stats.value("connections.open") == 0 }
-    }
-    try await body(port, context)
-    task.cancel()
-    _ = await task.result
+    try await withSource(JT808SourcePlugin.self, json, id: "jt", output: output, udp: udp, store: store, commands: commands, body)
 }
 
 @Suite(.timeLimit(.minutes(1))) struct JT808SourceTests {
