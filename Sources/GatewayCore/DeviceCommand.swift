@@ -195,7 +195,7 @@ public struct CommandRequest: Sendable, Hashable {
             case "id":
                 if case .string(let s) = v, Self.isValidID(s) { request.id = s } else { problems.append("id: 1 to 64 letters, digits, '-', '_' or '.'") }
             case "ttl":
-                if let text = v.scalarText, let d = DurationText.parse(text) ?? Double(text).map({ .milliseconds(Int64($0 * 1000)) }), d > .zero {
+                if let text = v.scalarText, let d = DurationText.parse(text), d > .zero {
                     request.ttl = d
                 } else { problems.append("ttl: a positive duration such as \"2h\"") }
             case "attempts":
@@ -221,7 +221,7 @@ public struct CommandRequest: Sendable, Hashable {
         case .setInterval:
             allowed = ["interval"]
             if let text = parameters["interval"] {
-                if let d = DurationText.parse(text) ?? Double(text).map({ .milliseconds(Int64($0 * 1000)) }), d >= .seconds(1), d <= .seconds(86_400 * 7) {} else {
+                if let d = DurationText.parse(text), d >= .seconds(1), d <= .seconds(86_400 * 7) {} else {
                     problems.append("interval: a duration from 1s to 7 days, such as \"20s\"")
                 }
             } else { problems.append("interval: required for set_interval") }
@@ -247,7 +247,7 @@ public struct CommandRequest: Sendable, Hashable {
 
     /// The interval of a `set_interval`, in whole seconds.
     public static func intervalSeconds(_ parameters: [String: String]) -> Int? {
-        guard let text = parameters["interval"], let d = DurationText.parse(text) ?? Double(text).map({ .milliseconds(Int64($0 * 1000)) }) else { return nil }
+        guard let text = parameters["interval"], let d = DurationText.parse(text) else { return nil }
         return Int(d.milliseconds / 1000)
     }
 
