@@ -124,6 +124,11 @@ public enum CommandsSinkPlugin: SinkPlugin {
                 options.report("\(path).command", "required: {\"type\": …, its parameters}")
                 continue
             }
+            if command["id"] != nil {
+                // Every firing makes a new command: one id would be taken by the first only.
+                options.report("\(path).command.id", "not in a rule: each command the rule makes gets its own id")
+                continue
+            }
             do {
                 let request = try CommandRequest.parse(command, device: "", submittedBy: options.path.split(separator: ".").last.map(String.init) ?? "commands")
                 c.rules.append(CommandRule(on: on, fence: fence, command: request))

@@ -206,9 +206,10 @@ public enum HTTPServerSourcePlugin: SourcePlugin {
         return c
     }
 
-    /// OwnTracks apps take commands in their answers; its devices are known to the other formats'
-    /// sources too, so a command to one is refused with a reason.
-    public static func carriesCommands(_ configuration: HTTPServerSourceConfiguration) -> Bool { true }
+    /// OwnTracks apps take commands in their answers; the other formats carry none and need no
+    /// command store (when another source opens one, their devices are known to it, so a command
+    /// to one is refused with a reason).
+    public static func carriesCommands(_ configuration: HTTPServerSourceConfiguration) -> Bool { configuration.format == .owntracks }
 
     public static func claims(of configuration: HTTPServerSourceConfiguration) -> [String] {
         configuration.listen.port == 0 ? [] : ["tcp port \(configuration.listen.port)"]

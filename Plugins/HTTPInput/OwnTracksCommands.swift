@@ -12,7 +12,8 @@ import Locking
 /// | `custom` | `data`: a JSON object, sent as it is (any `cmd` the app takes) |
 ///
 /// OwnTracks confirms nothing: a command is `delivered` once the answer carrying it was handed to
-/// the HTTP server (a phone that never reads it gets it again only after a restart of locgate).
+/// the HTTP server, and then never goes again. One cancelled or expired before the phone's next
+/// request is taken back (``withdraw(_:)``) and never reaches it.
 final class OwnTracksCommandLink: CommandLink, Sendable {
     static let types: Set<CommandType> = [.positionNow, .setInterval, .custom]
 
@@ -20,6 +21,14 @@ final class OwnTracksCommandLink: CommandLink, Sendable {
 
     /// Called by the command center: the command waits for the phone's next answer.
     func send(_ command: DeviceCommand) { waiting.withLock { $0.append(command) } }
+
+    func withdraw(_ id: String) -> Bool {
+        waiting.withLock { w in
+            guard let i = w.firstIndex(where: { $0.id == id }) else { return false }
+            w.remove(at: i)
+            return true
+        }
+    }
 
     /// The commands waiting, taken.
     func take() -> [DeviceCommand] {

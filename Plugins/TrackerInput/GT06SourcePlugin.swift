@@ -52,7 +52,7 @@ public enum GT06SourcePlugin: SourcePlugin {
     public static func claims(of configuration: GT06SourceConfiguration) -> [String] { configuration.common.claims }
 
     /// Commands go on the devices' connections (over UDP none: a command to one is refused).
-    public static func carriesCommands(_ configuration: GT06SourceConfiguration) -> Bool { true }
+    public static func carriesCommands(_ configuration: GT06SourceConfiguration) -> Bool { !configuration.common.udp }
 
     public static func checkEnvironment(_ configuration: GT06SourceConfiguration, context: EnvironmentContext) -> [EnvironmentFinding] {
         configuration.common.environmentFindings(context: context)

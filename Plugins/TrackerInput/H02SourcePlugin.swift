@@ -35,7 +35,7 @@ public enum H02SourcePlugin: SourcePlugin {
     public static func claims(of configuration: H02SourceConfiguration) -> [String] { configuration.common.claims }
 
     /// Commands go on the devices' connections (over UDP none: a command to one is refused).
-    public static func carriesCommands(_ configuration: H02SourceConfiguration) -> Bool { true }
+    public static func carriesCommands(_ configuration: H02SourceConfiguration) -> Bool { !configuration.common.udp }
 
     public static func checkEnvironment(_ configuration: H02SourceConfiguration, context: EnvironmentContext) -> [EnvironmentFinding] {
         configuration.common.environmentFindings(context: context)

@@ -75,7 +75,7 @@ public enum JT808SourcePlugin: SourcePlugin {
 
     /// Over UDP it carries none (a command needs a connection), but its devices are known, so a
     /// command to one is refused with a reason rather than as an unknown device.
-    public static func carriesCommands(_ configuration: JT808SourceConfiguration) -> Bool { true }
+    public static func carriesCommands(_ configuration: JT808SourceConfiguration) -> Bool { !configuration.common.udp }
 
     public static func makeSource(_ configuration: JT808SourceConfiguration, context: ComponentContext) throws -> any PositionSource {
         let udp = configuration.common.udp

@@ -34,7 +34,7 @@ public enum TeltonikaSourcePlugin: SourcePlugin {
     public static func claims(of configuration: TeltonikaSourceConfiguration) -> [String] { configuration.common.claims }
 
     /// Commands go on the devices' connections (over UDP none: a command to one is refused).
-    public static func carriesCommands(_ configuration: TeltonikaSourceConfiguration) -> Bool { true }
+    public static func carriesCommands(_ configuration: TeltonikaSourceConfiguration) -> Bool { !configuration.common.udp }
 
     public static func checkEnvironment(_ configuration: TeltonikaSourceConfiguration, context: EnvironmentContext) -> [EnvironmentFinding] {
         configuration.common.environmentFindings(context: context)

@@ -134,7 +134,7 @@ public final class SQLiteCommandStore: CommandStore {
 
     public func purge(before: Timestamp) throws {
         try with { c in
-            let s = try c.statement("DELETE FROM commands WHERE status IN ('done', 'failed', 'expired', 'cancelled') AND updated_ms < ?1")
+            let s = try c.statement("DELETE FROM commands WHERE status IN ('done', 'failed', 'delivered', 'expired', 'cancelled') AND updated_ms < ?1")
             try s.bind(1, before.milliseconds)
             try s.stepDone()
         }

@@ -24,11 +24,16 @@ public final class CommandBoard: CommandCenter, @unchecked Sendable {
         public var attempts: Int
         /// Final commands are kept this long for their status to be read.
         public var retain: Duration
+        /// How long the device has to answer before its next command goes (the unanswered one
+        /// stays `sent`, and goes again on its next connection).
+        public var answerTimeout: Duration
 
-        public init(ttl: Duration = .seconds(86_400), attempts: Int = 3, retain: Duration = .seconds(7 * 86_400)) {
+        public init(ttl: Duration = .seconds(86_400), attempts: Int = 3, retain: Duration = .seconds(7 * 86_400),
+                    answerTimeout: Duration = .seconds(60)) {
             self.ttl = ttl
             self.attempts = attempts
             self.retain = retain
+            self.answerTimeout = answerTimeout
         }
     }
 
@@ -41,36 +46,54 @@ public final class CommandBoard: CommandCenter, @unchecked Sendable {
     private struct Connection {
         var link: any CommandLink
         var source: String
+        /// `<gateway>/<n>`: what a command sent on it records (``DeviceCommand/sentOn``).
+        var token: String
+        var since: Timestamp
         var inFlight: String?
+        var inFlightSince = Timestamp(milliseconds: 0)
     }
 
     public let settings: Settings
+    /// This board's name in a fleet's store (who holds a device, on which connection a command went).
+    public let gateway: String
     private let store: any CommandStore
     private let clock: any GatewayClock
     private let logger: Logger
     private let queue = DispatchQueue(label: "locgate-commands")
+    /// Announcements of holders to a fleet's store: off `queue`, which they need not hold up.
+    private let announcements = DispatchQueue(label: "locgate-commands-holders")
     private var commands: [String: DeviceCommand] = [:]
     /// Each device's commands in the order they were submitted.
     private var byDevice: [String: [String]] = [:]
     private var routes: [String: Route] = [:]
     /// Where each device is known: a source's `devices`, or where it last connected.
     private var deviceSources: [String: String] = [:]
+    /// A fleet's store: the newest holder of each device's connection that any gateway announced.
+    private var holders: [String: CommandHolder] = [:]
     private var connections: [String: Connection] = [:]
     private var timer: (any DispatchSourceTimer)?
     private var sequence: UInt64 = 0
+    private var epoch: UInt64 = 0
+    private var lastPurge: Timestamp
 
-    /// Loads what `store` keeps and starts checking expiries every second.
-    public init(store: any CommandStore, settings: Settings = Settings(), clock: any GatewayClock, logger: Logger) throws {
+    /// Loads what `store` keeps and starts checking expiries every second. `gateway` names this
+    /// board in a fleet's store (by default a random name, new at each start).
+    public init(store: any CommandStore, settings: Settings = Settings(), gateway: String? = nil, clock: any GatewayClock, logger: Logger) throws {
         self.store = store
         self.settings = settings
         self.clock = clock
         self.logger = logger
+        var generator = SystemRandomNumberGenerator()
+        self.gateway = gateway ?? "gw-" + String(generator.next() & 0xFFFF_FFFF_FFFF, radix: 16)
+        lastPurge = clock.now()
         try store.purge(before: Timestamp(milliseconds: clock.now().milliseconds - settings.retain.milliseconds))
         for command in try store.load().sorted(by: { $0.created < $1.created }) {
             commands[command.id] = command
             byDevice[command.device, default: []].append(command.id)
         }
         deviceSources = try store.loadDevices()
+        holders = try store.loadHolders()
+        for (device, holder) in holders { deviceSources[device] = holder.source }
         let pending = commands.values.filter { !$0.status.isFinal }.count
         logger.info("commands: \(pending) pending, \(commands.count - pending) ended, in \(store.location)")
         let timer = DispatchSource.makeTimerSource(queue: queue)
@@ -78,12 +101,16 @@ public final class CommandBoard: CommandCenter, @unchecked Sendable {
         timer.setEventHandler { [weak self] in self?.expire() }
         timer.resume()
         self.timer = timer
-        // A fleet's store: what the other gateways submit and change comes here too.
-        store.observe { [weak self] command in self?.changed(command) }
+        // A fleet's store: what the other gateways submit, change and hold comes here too.
+        store.observe { [weak self] change in
+            guard let self else { return }
+            queue.async { self.take(change) }
+        }
     }
 
     /// Stops the expiry checks and closes the store.
     public func close() {
+        announcements.sync {}
         queue.sync {
             timer?.cancel()
             timer = nil
@@ -106,9 +133,13 @@ public final class CommandBoard: CommandCenter, @unchecked Sendable {
     public func connected(_ device: String, source: String, link: any CommandLink) {
         queue.async { [self] in
             // The same link again (an HTTP client's next request) keeps what is in flight on it;
-            // a new one (a new connection) starts afresh: what was in flight goes again.
-            if connections[device]?.link !== link { connections[device] = Connection(link: link, source: source) }
-            if deviceSources[device] != source {
+            // a new one (a new connection) starts afresh: what was sent and not answered goes again.
+            if connections[device]?.link !== link {
+                epoch += 1
+                connections[device] = Connection(link: link, source: source, token: "\(gateway)/\(epoch)", since: clock.now())
+                if store.isShared { hold(device, source: source) }
+            }
+            if !store.isShared, deviceSources[device] != source {
                 deviceSources[device] = source
                 do { try store.saveDevice(device, source: source) } catch {
                     logger.warning("commands: cannot remember device \(device): \(error)")
@@ -127,17 +158,24 @@ public final class CommandBoard: CommandCenter, @unchecked Sendable {
 
     public func answered(_ id: String, outcome: CommandOutcome) {
         queue.async { [self] in
-            guard var command = commands[id], command.status == .sent || command.status == .delivered else { return }
+            guard var command = commands[id] else { return }
+            if connections[command.device]?.inFlight == id { connections[command.device]?.inFlight = nil }
+            defer { pump(command.device) }
+            switch command.status {
+            case .sent: break
+            case .cancelled, .expired:
+                // It reached the device before it was cancelled or expired, and the device says
+                // what it did: that is its status now.
+                guard command.history.contains(where: { $0.status == .sent }) else { return }
+                logger.info("command \(id) (\(command.type.rawValue)) for \(command.device) was answered after it \(command.status == .cancelled ? "was cancelled" : "expired")")
+            default: return
+            }
             switch outcome {
             case .delivered: command.move(to: .delivered, at: clock.now())
             case .done(let text): command.move(to: .done, at: clock.now(), result: text)
             case .failed(let text): command.move(to: .failed, at: clock.now(), result: text)
             }
-            guard record(command) else { return }
-            if command.status.isFinal || command.status == .delivered, connections[command.device]?.inFlight == id {
-                connections[command.device]?.inFlight = nil
-            }
-            pump(command.device)
+            record(command)
         }
     }
 
@@ -145,10 +183,6 @@ public final class CommandBoard: CommandCenter, @unchecked Sendable {
 
     public func submit(_ request: CommandRequest) throws(CommandError) -> DeviceCommand {
         let result: Result<DeviceCommand, CommandError> = queue.sync {
-            if deviceSources[request.device] == nil, store.isShared, let shared = try? store.loadDevices() {
-                // Another gateway of the fleet may hold it.
-                deviceSources.merge(shared) { own, _ in own }
-            }
             guard let source = deviceSources[request.device] else { return .failure(.unknownDevice(request.device)) }
             if let route = routes[source] {
                 guard route.types.contains(request.type) else {
@@ -166,7 +200,9 @@ public final class CommandBoard: CommandCenter, @unchecked Sendable {
             let command = DeviceCommand(id: id, device: request.device, type: request.type, parameters: request.parameters,
                                         created: now, expires: Timestamp(milliseconds: now.milliseconds + ttl.milliseconds),
                                         attempts: request.attempts ?? settings.attempts, submittedBy: request.submittedBy, source: source)
-            do { try store.save(command, expecting: nil) } catch {
+            do { try store.save(command, expecting: nil) } catch let error as CommandError {
+                return .failure(error)
+            } catch {
                 return .failure(.unavailable("cannot store the command: \(error)"))
             }
             commands[id] = command
@@ -187,10 +223,13 @@ public final class CommandBoard: CommandCenter, @unchecked Sendable {
                 return .failure(.conflict("command \(id) is \(command.status.rawValue): only a command not yet delivered can be cancelled"))
             }
             command.move(to: .cancelled, at: clock.now())
-            guard record(command) else { return .failure(.unavailable("cannot store the cancellation")) }
+            guard record(command) else {
+                let now = commands[id]?.status.rawValue ?? "gone"
+                return .failure(.conflict("command \(id) changed meanwhile (it is \(now)): cancel it again if it still may be"))
+            }
             logger.info("command \(id) (\(command.type.rawValue)) for \(command.device) cancelled by \(by)")
+            withdraw(command)
             let device = command.device
-            if connections[device]?.inFlight == id { connections[device]?.inFlight = nil }
             queue.async { [self] in pump(device) }
             return .success(command)
         }
@@ -199,21 +238,39 @@ public final class CommandBoard: CommandCenter, @unchecked Sendable {
 
     public func command(_ id: String) -> DeviceCommand? {
         queue.sync {
-            // In a fleet's store another gateway may have moved it: read it there.
-            if store.isShared, let fresh = try? store.fetch(id) { commands[id] = fresh }
+            // In a fleet's store another gateway may have moved it: read it there, and take it as
+            // if it had come on the subscription.
+            if store.isShared, let fresh = try? store.fetch(id) { take(.command(fresh)) }
             return commands[id]
         }
     }
 
-    /// A command another gateway stored: taken in, and sent when its device is connected here.
-    private func changed(_ command: DeviceCommand) {
-        queue.async { [self] in
+    public func isKnown(device: String) -> Bool {
+        queue.sync { deviceSources[device] != nil || byDevice[device] != nil }
+    }
+
+    /// What another gateway stored (or this one, coming back): a newer version of a command is
+    /// taken in and acted on; an older one or the same is ignored.
+    private func take(_ change: CommandStoreChange) {
+        switch change {
+        case .holder(let device, let holder):
+            deviceSources[device] = holder.source
+            if let known = holders[device], !holder.isNewer(than: known) { return }
+            holders[device] = holder
+            pump(device)
+        case .command(let command):
             let known = commands[command.id]
-            guard known != command else { return }
+            // The history grows with every change: a shorter or equal one is not news.
+            if let known, command.history.count <= known.history.count { return }
             commands[command.id] = command
             if known == nil { byDevice[command.device, default: []].append(command.id) }
             if connections[command.device]?.inFlight == command.id, command.status != .sent {
-                connections[command.device]?.inFlight = nil
+                if command.status == .cancelled || command.status == .expired {
+                    // Ended elsewhere while on its way here: its place is kept unless none of it went.
+                    withdraw(command)
+                } else {
+                    connections[command.device]?.inFlight = nil
+                }
             }
             pump(command.device)
         }
@@ -236,53 +293,133 @@ public final class CommandBoard: CommandCenter, @unchecked Sendable {
 
     /// Commands not yet ended for `device` (waiting to be sent, or sent and not answered).
     public func pending(device: String) -> [DeviceCommand] {
-        queue.sync { (byDevice[device] ?? []).compactMap { commands[$0] }.filter { !$0.status.isFinal && $0.status != .delivered } }
+        queue.sync { (byDevice[device] ?? []).compactMap { commands[$0] }.filter { !$0.status.isFinal } }
     }
 
     // MARK: - Sending (on the queue)
 
-    /// Sends the device's next command when it is connected and nothing is in flight.
+    /// A fleet: this gateway holds `device` from now on; the others learn it from the store.
+    private func hold(_ device: String, source: String) {
+        deviceSources[device] = source
+        guard let c = connections[device] else { return }
+        let holder = CommandHolder(source: source, gateway: gateway, since: c.since)
+        let known = holders[device]
+        holders[device] = holder
+        // Its reconnections here change nothing for the others: written only when it moved here.
+        guard known?.gateway != gateway || known?.source != source else { return }
+        let (store, logger) = (store, logger)
+        announcements.async {
+            do { try store.announce(device, holder: holder) } catch {
+                logger.warning("commands: cannot announce that this gateway holds \(device): \(error)")
+            }
+        }
+    }
+
+    /// Whether this gateway's connection to `device` is the newest one a gateway announced: an
+    /// older one (the device moved and the old connection lingers) sends nothing.
+    private func holds(_ device: String, _ c: Connection) -> Bool {
+        guard store.isShared, let newest = holders[device], newest.gateway != gateway else { return true }
+        return CommandHolder(source: c.source, gateway: gateway, since: c.since).isNewer(than: newest)
+    }
+
+    /// Sends the device's next command when it is connected here, nothing is in flight, and no
+    /// newer connection to it is held elsewhere.
     private func pump(_ device: String) {
-        guard var connection = connections[device], connection.inFlight == nil else { return }
+        guard var connection = connections[device], connection.inFlight == nil, holds(device, connection) else { return }
         let now = clock.now()
         for id in byDevice[device] ?? [] {
             guard var command = commands[id], command.status == .queued || command.status == .sent else { continue }
+            // Sent on this connection and not answered in time: it goes again on the next one.
+            if command.status == .sent, command.sentOn == connection.token { continue }
             if now >= command.expires {
                 command.move(to: .expired, at: now)
-                _ = record(command)
+                record(command)
                 continue
             }
             if command.sends >= command.attempts {
                 command.move(to: .failed, at: now, result: "no answer after \(command.sends) send(s)")
-                _ = record(command)
+                record(command)
                 continue
             }
             command.sends += 1
+            command.sentOn = connection.token
             command.move(to: .sent, at: now)
             // Durable before the bytes go: a crash after this sends it again, never loses it.
-            guard record(command) else { return }
+            guard record(command) else {
+                // Another gateway moved it meanwhile: look again at what it stored.
+                if (commands[id]?.history.count ?? 0) >= command.history.count { queue.async { [self] in pump(device) } }
+                return
+            }
             connection.inFlight = id
+            connection.inFlightSince = now
             connections[device] = connection
             connection.link.send(command)
             return
         }
     }
 
-    /// Marks the commands past their expiry (the board does it every second; tests call it).
+    /// Takes back a command that ended (cancelled, expired) from the link it went to, if none of
+    /// it reached the device; then the device's next command may go. Otherwise it keeps its place
+    /// until the device answers it or the answer timeout.
+    private func withdraw(_ command: DeviceCommand) {
+        guard let sentOn = command.sentOn, var c = connections[command.device], c.token == sentOn else { return }
+        if c.link.withdraw(command.id), c.inFlight == command.id {
+            c.inFlight = nil
+            connections[command.device] = c
+        }
+    }
+
+    /// Checks expiries and answer timeouts (the board does it every second; tests call it, and
+    /// know when it returns that what the board was asked before is done).
     public func sweep() {
+        announcements.sync {}
         queue.sync { expire() }
     }
 
-    /// Commands past their expiry that have not been sent, or were sent and not answered.
+    /// Frees the slot of commands not answered in time; expires commands past their time to live
+    /// that wait to be sent, or were sent and are no longer in flight (or can be taken back);
+    /// forgets ended commands past `retain` once an hour.
     private func expire() {
         let now = clock.now()
+        var touched = Set<String>()
+        for (device, var c) in connections {
+            guard c.inFlight != nil, now.milliseconds - c.inFlightSince.milliseconds >= settings.answerTimeout.milliseconds else { continue }
+            c.inFlight = nil
+            connections[device] = c
+            touched.insert(device)
+        }
         for (id, var command) in commands where (command.status == .queued || command.status == .sent) && now >= command.expires {
-            command.move(to: .expired, at: now)
-            _ = record(command)
-            if connections[command.device]?.inFlight == id {
-                connections[command.device]?.inFlight = nil
-                pump(command.device)
+            if command.status == .sent, var c = connections[command.device], c.token == command.sentOn {
+                let taken = c.link.withdraw(id)
+                if c.inFlight == id {
+                    // Its bytes went: its answer or the answer timeout comes first.
+                    guard taken else { continue }
+                    c.inFlight = nil
+                    connections[command.device] = c
+                }
             }
+            command.move(to: .expired, at: now)
+            record(command)
+            touched.insert(command.device)
+        }
+        for device in touched { pump(device) }
+        if now.milliseconds - lastPurge.milliseconds >= 3_600_000 { purge(now) }
+    }
+
+    /// Forgets ended commands past `retain`, here and in the store.
+    private func purge(_ now: Timestamp) {
+        lastPurge = now
+        let before = Timestamp(milliseconds: now.milliseconds - settings.retain.milliseconds)
+        do { try store.purge(before: before) } catch {
+            logger.warning("commands: cannot forget ended commands in \(store.location): \(error)")
+            return
+        }
+        let gone = Set(commands.values.filter { $0.status.isFinal && ($0.history.last?.time ?? $0.created) < before }.map(\.id))
+        guard !gone.isEmpty else { return }
+        for id in gone { commands[id] = nil }
+        for (device, ids) in byDevice {
+            let kept = ids.filter { !gone.contains($0) }
+            byDevice[device] = kept.isEmpty ? nil : kept
         }
     }
 
@@ -294,9 +431,11 @@ public final class CommandBoard: CommandCenter, @unchecked Sendable {
         do {
             try store.save(command, expecting: previous)
         } catch let error as CommandError where error.httpStatus == 409 {
-            // Another gateway moved it first (a fleet's store): take what it stored, do nothing.
+            // Another gateway moved it first (a fleet's store): take what it stored.
             logger.debug("commands: \(error)")
-            if let fresh = try? store.fetch(command.id) { commands[command.id] = fresh }
+            if let fresh = try? store.fetch(command.id), let known = commands[command.id], fresh.history.count > known.history.count {
+                commands[command.id] = fresh
+            }
             return false
         } catch {
             logger.error("commands: cannot store command \(command.id) as \(command.status.rawValue): \(error)")

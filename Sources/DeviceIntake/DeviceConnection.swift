@@ -1,4 +1,5 @@
 import GatewayCore
+import Locking
 import SystemIO
 import TrackerProtocols
 
@@ -52,6 +53,9 @@ final class DeviceConnection: TCPConnectionDelegate, CommandLink, @unchecked Sen
     private var closing = false
     /// The command sent and not yet answered, with the bytes that went out (its reply is matched to them).
     private var inFlight: (id: String, sent: [UInt8])?
+    /// Commands handed to ``send(_:)`` whose bytes the loop has not written yet (the command
+    /// center may take them back meanwhile: ``withdraw(_:)``).
+    private let unsent = Locked<Set<String>>([])
 
     init(connection: TCPConnection, listener: TrackerListener, codec: any TrackerCodec, now: UInt64) {
         self.connection = connection
@@ -154,8 +158,10 @@ final class DeviceConnection: TCPConnectionDelegate, CommandLink, @unchecked Sen
 
     /// Sends a command the command center marked sent (any thread: hops to the loop).
     func send(_ command: DeviceCommand) {
+        unsent.withLock { _ = $0.insert(command.id) }
         listener.loop.execute { [self] in
-            guard !closing else { return }
+            // Taken back (cancelled or expired meanwhile): none of it goes.
+            guard unsent.withLock({ $0.remove(command.id) }) != nil, !closing else { return }
             guard let bytes = codec.encode(command, now: listener.context.clock.now()) else {
                 listener.commands?.answered(command.id, outcome: .failed("the \(listener.protocolName) protocol cannot carry \(command.type.rawValue) here"))
                 return
@@ -166,6 +172,10 @@ final class DeviceConnection: TCPConnectionDelegate, CommandLink, @unchecked Sen
             stats.count("commands.written")
             checkWrites()
         }
+    }
+
+    func withdraw(_ id: String) -> Bool {
+        unsent.withLock { $0.remove(id) } != nil
     }
 
     /// A reply from the device: the command in flight's outcome, or counted when it answers none.

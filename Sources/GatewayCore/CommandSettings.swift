@@ -1,11 +1,11 @@
 /// `settings.commands`: where a gateway keeps its commands to devices, and their defaults.
 ///
 /// ```json
-/// "settings": { "commands": { "path": "/var/lib/locgate/commands.sqlite", "ttl": "24h", "attempts": 3, "retain": "7d" } }
+/// "settings": { "commands": { "path": "/var/lib/locgate/commands.sqlite", "ttl": "24h", "attempts": 3, "retain": "7d", "answer_timeout": "1m" } }
 /// ```
 ///
-/// Commands are kept when a source can carry them (a tracker source on TCP) or a `commands` sink
-/// submits them: in `path`, by default `commands-<name>` beside the state store's file (itself
+/// Commands are kept when a source can carry them (a tracker source on TCP, an OwnTracks
+/// `http_server`) or a `commands` sink submits them: in `path`, by default `commands-<name>` beside the state store's file (itself
 /// beside the first durable queue), else in memory only (logged at start). `null` turns them off.
 public struct CommandSettings: Sendable, Hashable {
     public static let ttlOption = Option("commands.ttl", default: Duration.seconds(86_400), minimum: .seconds(1),
@@ -13,13 +13,16 @@ public struct CommandSettings: Sendable, Hashable {
     public static let attemptsOption = Option("commands.attempts", default: 3, in: 1...100,
         "How often a command is sent (again on each new connection) before it fails for want of an answer.")
     public static let retainOption = Option("commands.retain", default: Duration.seconds(7 * 86_400), minimum: .seconds(60),
-        "How long ended commands (done, failed, expired, cancelled) are kept for their status to be read.")
+        "How long ended commands (done, failed, delivered, expired, cancelled) are kept for their status to be read.")
+    public static let answerTimeoutOption = Option("commands.answer_timeout", default: Duration.seconds(60), minimum: .seconds(1),
+        "How long a device has to answer a command before its next one goes; the unanswered one stays sent and goes again on the device's next connection.")
 
     /// The SQLite file; nil: beside the state store, or in memory.
     public var path: String?
     public var ttl = CommandSettings.ttlOption.defaultValue
     public var attempts = CommandSettings.attemptsOption.defaultValue
     public var retain = CommandSettings.retainOption.defaultValue
+    public var answerTimeout = CommandSettings.answerTimeoutOption.defaultValue
     /// `"commands": null`: no commands.
     public var disabled = false
 
@@ -28,7 +31,7 @@ public struct CommandSettings: Sendable, Hashable {
     public static let options: [OptionSpec] = [
         OptionSpec("commands", "object | null", default: "{} (beside the state store)", "Commands to devices (the operator API's /devices/{device}/commands, the commands sink); null: none."),
         OptionSpec("commands.path", "path", default: "commands-<name> beside the state store's file", "SQLite file of the commands; without it and without a state store, commands are kept in memory only (logged at start)."),
-        ttlOption.spec, attemptsOption.spec, retainOption.spec,
+        ttlOption.spec, attemptsOption.spec, retainOption.spec, answerTimeoutOption.spec,
     ]
 
     /// Reads `settings.commands` (the reader is at `settings`).
@@ -43,6 +46,7 @@ public struct CommandSettings: Sendable, Hashable {
         result.ttl = c.read(ttlOption)
         result.attempts = c.read(attemptsOption)
         result.retain = c.read(retainOption)
+        result.answerTimeout = c.read(answerTimeoutOption)
         c.finish()
         return result
     }

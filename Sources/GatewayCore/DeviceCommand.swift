@@ -1,18 +1,24 @@
 /// A command to a device (set its reporting interval, ask for a position, cut the engine…), kept
 /// durably until the device acknowledged it, it expired or it was cancelled.
 ///
-///     queued ──send──▶ sent ──protocol answer──▶ delivered ──result──▶ done
-///       │                │   (a reconnection sends it again, up to `attempts`)   └▶ failed
+///     queued ──send──▶ sent ──the device's answer──▶ done / failed
+///       │                │                        └──▶ delivered (a protocol that says no more: OwnTracks)
+///       │                │   (a new connection sends it again, up to `attempts`)
 ///       ├──▶ expired     ├──▶ failed (no answer after `attempts` sends) / expired
 ///       └──▶ cancelled   └──▶ cancelled
 ///
 /// Rules (Docs/Devices.md, "Talking to devices"):
 /// - A command past `expires` is never sent: an engine stop queued for a car that was offline
-///   does not fire hours later.
+///   does not fire hours later. The time to live governs sending: the answer to a command whose
+///   bytes went out is recorded whenever it comes (`done` after `expired` or `cancelled`: the
+///   device did it).
 /// - One command at a time per device, oldest first; the next goes once the device answered the
-///   one before (or it ended).
+///   one before, or after the answer timeout (the command then stays `sent` and goes again on
+///   the device's next connection). A command cancelled or expired while its bytes are on their
+///   way keeps its place until then, so a late answer is not taken for the next one's.
 /// - A command is marked `sent` durably before its bytes go out; one the device acknowledged is
-///   never sent again (a crash between the answer and its record is the only window).
+///   never sent again (a crash between the answer and its record is the only window). It goes
+///   again only on another connection than the one it went on (``sentOn``).
 public struct DeviceCommand: Sendable, Hashable {
     public var id: String
     /// The device, as its positions name it (`bus-12`).
@@ -26,6 +32,8 @@ public struct DeviceCommand: Sendable, Hashable {
     public var attempts: Int
     /// How often it was sent.
     public var sends: Int
+    /// The connection it last went on (`<gateway>/<n>`, the board's): it goes again only on another.
+    public var sentOn: String?
     public var status: CommandStatus
     /// The device's answer: its text, or what the protocol's result code means.
     public var result: String?
@@ -100,15 +108,15 @@ public enum CommandStatus: String, Sendable, Hashable, CaseIterable {
     /// No further change comes.
     public var isFinal: Bool {
         switch self {
-        case .done, .failed, .expired, .cancelled: true
-        case .queued, .sent, .delivered: false
+        case .done, .failed, .expired, .cancelled, .delivered: true
+        case .queued, .sent: false
         }
     }
 }
 
 /// What a device answered to a command.
 public enum CommandOutcome: Sendable, Hashable {
-    /// Acknowledged at protocol level, nothing more to come (`delivered`).
+    /// Handed to the device by a protocol that says nothing more (`delivered`).
     case delivered
     /// Acknowledged with a result (`done`).
     case done(String)
@@ -139,6 +147,8 @@ public protocol CommandCenter: Sendable {
     func submit(_ request: CommandRequest) throws(CommandError) -> DeviceCommand
     /// Cancels a command not yet delivered (`by`: who asked, for the log).
     func cancel(_ id: String, by: String) throws(CommandError) -> DeviceCommand
+    /// Whether commands can be submitted for `device` (a source knows it, or it has commands).
+    func isKnown(device: String) -> Bool
     func command(_ id: String) -> DeviceCommand?
     /// A device's commands, newest first.
     func commands(device: String) -> [DeviceCommand]
@@ -151,6 +161,9 @@ public protocol CommandCenter: Sendable {
 public protocol CommandLink: AnyObject, Sendable {
     /// Sends the command (already marked sent); called on any thread.
     func send(_ command: DeviceCommand)
+    /// Takes back command `id` given to ``send(_:)`` when none of it has gone to the device yet
+    /// (it was cancelled or expired meanwhile); true when it was taken back.
+    func withdraw(_ id: String) -> Bool
 }
 
 /// A command as submitted (API body, CLI, a `commands` sink rule).
@@ -319,6 +332,11 @@ public protocol CommandStore: Sendable {
     /// The devices seen connected, with their source (so commands to them are taken offline).
     func loadDevices() throws -> [String: String]
     func saveDevice(_ device: String, source: String) throws
+    /// A fleet's store: who holds each device's connection, as the gateways announced it.
+    func loadHolders() throws -> [String: CommandHolder]
+    /// A fleet's store: this gateway holds the device's connection now (its source is
+    /// remembered too). Other gateways send the device nothing while this is the newest.
+    func announce(_ device: String, holder: CommandHolder) throws
     /// Forgets final commands that ended before `before`.
     func purge(before: Timestamp) throws
     var location: String { get }
@@ -328,8 +346,33 @@ public protocol CommandStore: Sendable {
     var isShared: Bool { get }
     /// One command as the store has it now.
     func fetch(_ id: String) throws -> DeviceCommand?
-    /// Calls `changed` with every command another writer stored (from a thread of the store's).
-    func observe(_ changed: @escaping @Sendable (DeviceCommand) -> Void)
+    /// Calls `changed` with every command and holder another writer stored (from a thread of
+    /// the store's; its own writes may come back too).
+    func observe(_ changed: @escaping @Sendable (CommandStoreChange) -> Void)
+}
+
+/// What another gateway of a fleet wrote to the shared store.
+public enum CommandStoreChange: Sendable, Hashable {
+    case command(DeviceCommand)
+    case holder(device: String, CommandHolder)
+}
+
+/// The gateway holding a device's connection, since when, and through which source.
+public struct CommandHolder: Sendable, Hashable {
+    public var source: String
+    public var gateway: String
+    public var since: Timestamp
+
+    public init(source: String, gateway: String, since: Timestamp) {
+        self.source = source
+        self.gateway = gateway
+        self.since = since
+    }
+
+    /// Whether it is newer than `other` (ties go to the larger gateway name: every gateway agrees).
+    public func isNewer(than other: CommandHolder) -> Bool {
+        since != other.since ? since > other.since : gateway > other.gateway
+    }
 }
 
 // MARK: - Default implementations
@@ -337,7 +380,9 @@ public protocol CommandStore: Sendable {
 extension CommandStore {
     public var isShared: Bool { false }
     public func fetch(_ id: String) throws -> DeviceCommand? { try load().first { $0.id == id } }
-    public func observe(_ changed: @escaping @Sendable (DeviceCommand) -> Void) {}
+    public func observe(_ changed: @escaping @Sendable (CommandStoreChange) -> Void) {}
+    public func loadHolders() throws -> [String: CommandHolder] { [:] }
+    public func announce(_ device: String, holder: CommandHolder) throws { try saveDevice(device, source: holder.source) }
 }
 
 // MARK: - JSON
@@ -357,6 +402,7 @@ extension DeviceCommand {
             ("submitted_by", .string(submittedBy)), ("source", .string(source)),
             ("history", .array(history.map { .object(JSONObject([("status", .string($0.status.rawValue)), ("time", .string($0.time.iso8601))])) })),
         ]
+        if let sentOn { members.append(("sent_on", .string(sentOn))) }
         return .object(JSONObject(members))
     }
 
@@ -376,6 +422,7 @@ extension DeviceCommand {
         self.status = status
         self.sends = Int(sends)
         result = o["result"]?.stringValue
+        sentOn = o["sent_on"]?.stringValue
         history = (o["history"]?.arrayValue ?? []).compactMap { h in
             guard let s = h["status"]?.stringValue.flatMap(CommandStatus.init(rawValue:)),
                   let t = h["time"]?.stringValue.flatMap(Timestamp.init(iso8601:)) else { return nil }

@@ -32,6 +32,15 @@ struct PipelineBuilder: Sendable {
         var t = Pipeline.Topology(configuration: configuration)
         var sinks: [String: any PositionSink] = [:]
         let board = try PipelineBuilder.openCommands(configuration, clock: clock, logger: Logger(label: "commands", handler: logHandler))
+        var store: (any DeviceStateStore)?
+        var built = false
+        // A component that cannot be built leaves nothing open behind it.
+        defer {
+            if !built {
+                store?.close()
+                board?.close()
+            }
+        }
         for c in configuration.sinks {
             let ctx = context(c, commands: board)
             sinks[c.id] = try sink(c, ctx)
@@ -44,23 +53,26 @@ struct PipelineBuilder: Sendable {
         }
         let needed = transforms.contains { ($0.2 as? any StatefulTransform)?.keepsState == true }
             || configuration.sources.contains { $0.prepared.keepsState }
-        let store = try PipelineBuilder.openStateStore(configuration, needed: needed, clock: clock, logger: Logger(label: "state", handler: logHandler))
+        store = try PipelineBuilder.openStateStore(configuration, needed: needed, clock: clock, logger: Logger(label: "state", handler: logHandler))
         for (c, ctx, built) in transforms {
             t.transforms[c.id] = node(c, ctx, transform: built, store: store)
         }
         for c in configuration.sources {
             t.sources[c.id] = try source(c, context(c, store: store, commands: board))
         }
+        built = true
         return Built(topology: t, sinks: sinks, stateStore: store, commands: board)
     }
 
     /// A component's logger and counters; `reusing` keeps a replaced instance's counters. A
-    /// source that keeps state gets `store`.
+    /// source that keeps state gets `store`. The command board goes to the components that carry
+    /// or submit commands, and to every source when there is one: a command to a device of a
+    /// source that carries none (a UDP tracker, an OsmAnd phone) is then refused with why.
     func context(_ c: PipelineConfiguration.Component, reusing stats: ComponentStats? = nil,
                  store: (any DeviceStateStore)? = nil, commands: (any CommandCenter)? = nil) -> ComponentContext {
         ComponentContext(id: c.id, kind: c.kind, logger: Logger(label: c.path, handler: logHandler),
                          stats: stats ?? ComponentStats(id: c.path), clock: clock, stateStore: c.prepared.keepsState ? store : nil,
-                         commands: c.prepared.usesCommands ? commands : nil)
+                         commands: c.prepared.usesCommands || c.kind == .source ? commands : nil)
     }
 
     func source(_ c: PipelineConfiguration.Component, _ ctx: ComponentContext) throws -> Pipeline.SourceHandle {
@@ -135,7 +147,8 @@ extension PipelineBuilder {
             store = MemoryCommandStore()
         }
         do {
-            return try CommandBoard(store: store, settings: .init(ttl: settings.ttl, attempts: settings.attempts, retain: settings.retain),
+            return try CommandBoard(store: store, settings: .init(ttl: settings.ttl, attempts: settings.attempts, retain: settings.retain,
+                                                                                  answerTimeout: settings.answerTimeout),
                                     clock: clock, logger: logger)
         } catch {
             store.close()

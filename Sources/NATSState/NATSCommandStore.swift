@@ -7,15 +7,17 @@ import NATSClient
 /// with `commands_bucket`): a command submitted to any gateway reaches the device through
 /// whichever gateway holds its connection, exactly once, and its status is read from every one.
 ///
-/// Keys: `cmd.<id>` (the command's JSON, as the API shows it), `dev.<device>` (the source that
-/// knows the device). Every change of a command is a compare-and-swap on its revision, checked
-/// against the status the writer read: two gateways that both hold the device (it moved and the
-/// old connection is not gone yet) both try to mark it sent, and one of them wins; the other
-/// reads what won and sends nothing. Other gateways' writes arrive on a core subscription to the
-/// bucket's subjects (`$KV.<bucket>.cmd.>`), read on a thread of the store's, so a gateway that
-/// holds the device sends a command submitted elsewhere within milliseconds.
+/// Keys: `cmd.<id>` (the command's JSON, as the API shows it), `dev.<device>` (who holds the
+/// device: `{"source", "gateway", "since"}`, written when its connection moves to another
+/// gateway). Every change of a command is a compare-and-swap on its revision, checked against the
+/// status the writer read. Only the gateway holding the newest connection to a device sends it
+/// commands (a connection that lingers on another gateway after the device moved sends nothing);
+/// when two send in the moment before they learn who holds it, one wins the swap, and the holder
+/// sends again what the other sent on its older connection. Other gateways' writes arrive on a
+/// core subscription to the bucket's subjects (`$KV.<bucket>.>`), read on a thread of the
+/// store's, so the holder sends a command submitted elsewhere within milliseconds.
 public final class NATSCommandStore: CommandStore, @unchecked Sendable {
-    // Unchecked Sendable: `subscription` and `watching` are set in init and read by the watcher.
+    // Unchecked Sendable: every stored property is a constant, thread-safe or locked.
     public let location: String
     public var isShared: Bool { true }
     private let connection: NATSConnection
@@ -23,9 +25,7 @@ public final class NATSCommandStore: CommandStore, @unchecked Sendable {
     private let subscription: NATSSubscription
     private let timeout: Duration
     private let closed = Locked(false)
-    private let observers = Locked<[@Sendable (DeviceCommand) -> Void]>([])
-    /// The JSON this store wrote last per key: its own writes come back on the subscription too.
-    private let written = Locked<[String: [UInt8]]>([:])
+    private let observers = Locked<[@Sendable (CommandStoreChange) -> Void]>([])
     private let watcher = DispatchQueue(label: "locgate-commands-nats")
     private let done = DispatchSemaphore(value: 0)
 
@@ -57,7 +57,7 @@ public final class NATSCommandStore: CommandStore, @unchecked Sendable {
         bucket = bound.bucket
         timeout = configuration.timeout
         location = "nats bucket \(configuration.commandsBucket)"
-        subscription = try connection.subscribe(subject: "$KV.\(configuration.commandsBucket).cmd.>", pendingLimit: 65_536)
+        subscription = try connection.subscribe(subject: "$KV.\(configuration.commandsBucket).>", pendingLimit: 65_536)
         watcher.async { [self] in watch() }
     }
 
@@ -66,6 +66,7 @@ public final class NATSCommandStore: CommandStore, @unchecked Sendable {
     public func close() {
         guard closed.withLock({ c -> Bool in defer { c = true }; return !c }) else { return }
         done.wait()
+        connection.closeNow()
     }
 
     // MARK: - Watching
@@ -75,17 +76,38 @@ public final class NATSCommandStore: CommandStore, @unchecked Sendable {
         while !closed.withLock({ $0 }) {
             guard let messages = try? subscription.nextNow(max: 256, timeout: .seconds(1)) else { continue }
             for m in messages {
-                let key = String(m.subject.dropFirst("$KV.\(bucket.name).".count))
-                // A delete marker has no body; an own write comes back as it was written.
-                guard !m.payload.isEmpty, written.withLock({ $0[key] }) != m.payload,
-                      let value = try? JSONValue.parse(m.payload), let command = DeviceCommand(json: value) else { continue }
-                for observer in observers.withLock({ $0 }) { observer(command) }
+                // A delete marker has no body. Own writes come back too: the board knows them.
+                guard !m.payload.isEmpty, let change = Self.change(key: m.subject.dropFirst("$KV.\(bucket.name).".count), m.payload) else { continue }
+                for observer in observers.withLock({ $0 }) { observer(change) }
             }
         }
     }
 
-    public func observe(_ changed: @escaping @Sendable (DeviceCommand) -> Void) {
+    public func observe(_ changed: @escaping @Sendable (CommandStoreChange) -> Void) {
         observers.withLock { $0.append(changed) }
+    }
+
+    /// A key's value as a change: a command, or a device's holder; nil for what is neither.
+    static func change(key: Substring, _ value: [UInt8]) -> CommandStoreChange? {
+        if key.hasPrefix("cmd.") {
+            return (try? JSONValue.parse(value)).flatMap(DeviceCommand.init(json:)).map { .command($0) }
+        }
+        guard key.hasPrefix("dev."), let device = StateKeys.unescape(key.dropFirst(4)), let holder = holder(value) else { return nil }
+        return .holder(device: device, holder)
+    }
+
+    /// A `dev.` value: `{"source", "gateway", "since"}`; nil for one that names no gateway (the
+    /// source alone, as ``saveDevice(_:source:)`` writes it).
+    static func holder(_ value: [UInt8]) -> CommandHolder? {
+        guard let v = try? JSONValue.parse(value), let source = v["source"]?.stringValue, let gateway = v["gateway"]?.stringValue,
+              let since = v["since"]?.numberValue else { return nil }
+        return CommandHolder(source: source, gateway: gateway, since: Timestamp(milliseconds: Int64(since)))
+    }
+
+    /// A `dev.` value's source: the JSON's, or the whole text (as written before holders).
+    static func source(_ value: [UInt8]) -> String {
+        if let v = try? JSONValue.parse(value), let source = v["source"]?.stringValue { return source }
+        return String(decoding: value, as: UTF8.self)
     }
 
     // MARK: - Commands
@@ -118,10 +140,8 @@ public final class NATSCommandStore: CommandStore, @unchecked Sendable {
             guard stored.status == expecting else {
                 throw CommandError.conflict("command \(command.id) is \(stored.status.rawValue), not \(expecting.rawValue): another gateway moved it")
             }
-            written.withLock { $0[key] = value }
             outcome = try bucket.update(key, value: value, last: current.revision)
         } else {
-            written.withLock { $0[key] = value }
             outcome = try bucket.create(key, value: value)
         }
         if case .conflict(let text) = outcome {
@@ -133,20 +153,47 @@ public final class NATSCommandStore: CommandStore, @unchecked Sendable {
         var out: [String: String] = [:]
         for e in try bucket.entries(matching: "dev.>", timeout: timeout) where !e.deleted {
             guard let device = StateKeys.unescape(e.key.dropFirst(4)[...]) else { continue }
-            out[device] = String(decoding: e.value, as: UTF8.self)
+            out[device] = Self.source(e.value)
+        }
+        return out
+    }
+
+    public func loadHolders() throws -> [String: CommandHolder] {
+        var out: [String: CommandHolder] = [:]
+        for e in try bucket.entries(matching: "dev.>", timeout: timeout) where !e.deleted {
+            guard let device = StateKeys.unescape(e.key.dropFirst(4)[...]), let holder = Self.holder(e.value) else { continue }
+            out[device] = holder
         }
         return out
     }
 
     public func saveDevice(_ device: String, source: String) throws {
+        try write(device, JSONValue.object(JSONObject([("source", .string(source))]))) { _ in true }
+    }
+
+    /// Written unless the store names a newer holder: every gateway ends with the newest one.
+    public func announce(_ device: String, holder: CommandHolder) throws {
+        let value = JSONValue.object(JSONObject([("source", .string(holder.source)), ("gateway", .string(holder.gateway)),
+                                                 ("since", .number(Double(holder.since.milliseconds)))]))
+        try write(device, value) { current in Self.holder(current).map { !$0.isNewer(than: holder) } ?? true }
+    }
+
+    /// Writes a `dev.` key when `replaces` says so of what it holds, by compare-and-swap (another
+    /// gateway's write in between is read again).
+    private func write(_ device: String, _ value: JSONValue, replaces: ([UInt8]) -> Bool) throws {
         let key = Self.deviceKey(device)
-        let value = Array(source.utf8)
-        if let current = try bucket.get(key), !current.deleted {
-            if current.value == value { return }
-            _ = try bucket.update(key, value: value, last: current.revision)
-        } else {
-            _ = try bucket.create(key, value: value)
+        let bytes = Array(value.jsonText.utf8)
+        for _ in 0..<5 {
+            let outcome: NATSKeyValueWrite
+            if let current = try bucket.latest(key), !current.deleted {
+                if current.value == bytes || !replaces(current.value) { return }
+                outcome = try bucket.update(key, value: bytes, last: current.revision)
+            } else {
+                outcome = try bucket.create(key, value: bytes)
+            }
+            if case .written = outcome { return }
         }
+        throw CommandError.unavailable("dev.\(device) kept changing under five writes")
     }
 
     public func purge(before: Timestamp) throws {

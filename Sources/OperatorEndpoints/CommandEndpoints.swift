@@ -29,8 +29,10 @@ extension OperatorAPI {
     func handleCommands(_ request: HTTPRequest, caller: APICaller) -> HTTPResponse? {
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
         let device: String?, id: String?
-        if parts.count == 4, parts[1] == "devices", parts[3] == "commands", !parts[2].isEmpty {
-            (device, id) = (parts[2], nil)
+        if parts.count >= 4, parts[1] == "devices", parts.last == "commands", !parts[2].isEmpty {
+            // The server hands the path decoded: a device named `user/phone` (OwnTracks) is
+            // `/devices/user/phone/commands`, or with %2F.
+            (device, id) = (parts[2..<(parts.count - 1)].joined(separator: "/"), nil)
         } else if parts.count == 3, parts[1] == "commands", !parts[2].isEmpty {
             (device, id) = (nil, parts[2])
         } else {
@@ -41,6 +43,7 @@ extension OperatorAPI {
         case ("POST", let device?, nil):
             return submit(request, device: device, caller: caller, to: commands)
         case ("GET", let device?, nil), ("HEAD", let device?, nil):
+            guard commands.isKnown(device: device) else { return problem(.unknownDevice(device)) }
             var out = Array(#"{"commands":["#.utf8)
             for (i, c) in commands.commands(device: device).enumerated() {
                 if i > 0 { out.append(UInt8(ascii: ",")) }

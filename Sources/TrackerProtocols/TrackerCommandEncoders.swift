@@ -47,8 +47,9 @@ extension TeltonikaCodec {
     }
 }
 
-/// GT06: an online command (protocol 0x80) with the server flag 0 and the text; the device answers
-/// with 0x15 (or 0x21 in a `79 79` frame) echoing the flag, and its text is the result.
+/// GT06: an online command (protocol 0x80) with a server flag (the command's number on the
+/// connection) and the text; the device answers with 0x15 (or 0x21 in a `79 79` frame) echoing
+/// the flag, and its text is the result.
 ///
 /// | type | text |
 /// |---|---|
@@ -73,8 +74,12 @@ extension GT06Codec {
         }
         let bytes = Array(text.utf8)
         // Content: length of what follows (server flag and text), the server flag, the text.
+        // The device echoes the flag in its answer: the command's number on this connection
+        // (0 first, as Traccar sends every time), so a late answer to one command is never
+        // taken for the next one's.
         guard bytes.count + 4 <= 0xF0 else { return nil }
-        let content = [UInt8(bytes.count + 4), 0, 0, 0, 0] + bytes
+        let flag = UInt32(commandSerial)
+        let content = [UInt8(bytes.count + 4), UInt8(flag >> 24), UInt8(flag >> 16 & 0xFF), UInt8(flag >> 8 & 0xFF), UInt8(flag & 0xFF)] + bytes
         defer { commandSerial &+= 1 }
         return Self.frame(0x80, content: content, serial: commandSerial)
     }

@@ -11,6 +11,7 @@ typealias Harness = SinkHarness<CommandsSinkPlugin>
 final class Link: CommandLink, Sendable {
     let sent = Locked<[DeviceCommand]>([])
     func send(_ command: DeviceCommand) { sent.withLock { $0.append(command) } }
+    func withdraw(_ id: String) -> Bool { false }
 }
 
 @Suite(.timeLimit(.minutes(1))) struct CommandsSinkTests {

@@ -9,7 +9,19 @@ import Testing
 /// A device connection as the board sees it: records what it was asked to send.
 final class RecordingLink: CommandLink, Sendable {
     let sent = Locked<[DeviceCommand]>([])
+    /// Whether what it was asked to send is still on its way (a parked OwnTracks command, bytes
+    /// the loop has not written): then a withdrawn command is taken back from `sent`.
+    let onItsWay: Bool
+    init(onItsWay: Bool = false) { self.onItsWay = onItsWay }
     func send(_ command: DeviceCommand) { sent.withLock { $0.append(command) } }
+    func withdraw(_ id: String) -> Bool {
+        guard onItsWay else { return false }
+        return sent.withLock { s in
+            guard let i = s.firstIndex(where: { $0.id == id }) else { return false }
+            s.remove(at: i)
+            return true
+        }
+    }
     var ids: [String] { sent.withLock { $0.map(\.id) } }
 }
 
@@ -131,6 +143,106 @@ struct BoardFixture {
         #expect(f.board.command(c.id)?.status == .cancelled)
     }
 
+    @Test func aCommandCancelledOnItsWayKeepsItsPlaceUntilTheDeviceAnswersIt() async throws {
+        let f = try BoardFixture()
+        let link = RecordingLink()
+        f.board.connected("bus-12", source: "trk", link: link)
+        let x = try f.submit(.engineStop, [:]), y = try f.submit(.engineResume, [:])
+        #expect(await Poll.until { link.ids == [x.id] })
+        // Its bytes went: the device's answer to it must not be taken for the next one's.
+        #expect(try f.board.cancel(x.id, by: "ops").status == .cancelled)
+        f.board.sweep()
+        #expect(link.ids == [x.id])
+        f.board.answered(x.id, outcome: .done("Relay,1 OK"))
+        #expect(await Poll.until { link.ids == [x.id, y.id] })
+        // The device did it: that is what its status says.
+        #expect(f.board.command(x.id)?.history.map(\.status) == [.queued, .sent, .cancelled, .done])
+    }
+
+    @Test func aCommandCancelledOrExpiredBeforeItsBytesWentIsTakenBackAndTheNextGoes() async throws {
+        let f = try BoardFixture()
+        let link = RecordingLink(onItsWay: true)
+        f.board.connected("bus-12", source: "trk", link: link)
+        let x = try f.submit(.positionNow, [:], ttl: .seconds(10)), y = try f.submit(.reboot, [:])
+        #expect(await Poll.until { link.ids == [x.id] })
+        f.clock.advance(by: .seconds(11))
+        f.board.sweep()
+        #expect(f.board.command(x.id)?.status == .expired)
+        #expect(await Poll.until { link.ids == [y.id] }, "\(link.ids)")
+        #expect(try f.board.cancel(y.id, by: "ops").status == .cancelled)
+        let z = try f.submit(.engineResume, [:])
+        #expect(await Poll.until { link.ids == [z.id] })
+    }
+
+    @Test func theTimeToLiveGovernsSendingAndALateAnswerIsRecorded() async throws {
+        let f = try BoardFixture()
+        let link = RecordingLink()
+        f.board.connected("bus-12", source: "trk", link: link)
+        let x = try f.submit(.engineStop, [:], ttl: .seconds(10)), y = try f.submit(.positionNow, [:])
+        #expect(await Poll.until { link.ids == [x.id] })
+        // Past its time to live, its bytes long gone: the answer is awaited, not declared lost.
+        f.clock.advance(by: .seconds(11))
+        f.board.sweep()
+        #expect(f.board.command(x.id)?.status == .sent)
+        // The answer timeout (60 s): the next goes, and x, past its time to live, expired.
+        f.clock.advance(by: .seconds(50))
+        f.board.sweep()
+        #expect(await Poll.until { link.ids == [x.id, y.id] })
+        #expect(f.board.command(x.id)?.status == .expired)
+        // The device did stop the engine, late: recorded.
+        f.board.answered(x.id, outcome: .done("Relay,1 OK"))
+        #expect(await Poll.until { f.board.command(x.id)?.status == .done })
+        #expect(f.board.command(x.id)?.result == "Relay,1 OK")
+    }
+
+    @Test func anUnansweredCommandLetsTheNextGoAfterTheAnswerTimeoutAndGoesAgainOnlyOnANewConnection() async throws {
+        let f = try BoardFixture()
+        let link = RecordingLink()
+        f.board.connected("bus-12", source: "trk", link: link)
+        let x = try f.submit(.setInterval, ["interval": "20s"]), y = try f.submit(.positionNow, [:])
+        #expect(await Poll.until { link.ids == [x.id] })
+        f.clock.advance(by: .seconds(59))
+        f.board.sweep()
+        #expect(link.ids == [x.id])
+        f.clock.advance(by: .seconds(1))
+        f.board.sweep()
+        #expect(await Poll.until { link.ids == [x.id, y.id] })
+        f.board.answered(y.id, outcome: .done("ok"))
+        f.board.sweep()
+        // Not again on the connection that did not answer it...
+        #expect(link.ids == [x.id, y.id])
+        #expect(f.board.command(x.id)?.status == .sent)
+        // ...but on the next.
+        let next = RecordingLink()
+        f.board.connected("bus-12", source: "trk", link: next)
+        #expect(await Poll.until { next.ids == [x.id] })
+        #expect(f.board.command(x.id)?.sends == 2)
+    }
+
+    @Test func endedCommandsAreForgottenAfterRetainWhileRunning() async throws {
+        let clock = ManualClock()
+        let store = MemoryCommandStore()
+        let board = try CommandBoard(store: store, settings: .init(retain: .seconds(3_600)), clock: clock,
+                                     logger: Logger(label: "commands", handler: SilentLogHandler()))
+        defer { board.close() }
+        board.register(source: "trk", types: [.positionNow]) { _ in }
+        board.knows(devices: ["bus-12"], source: "trk")
+        let link = RecordingLink()
+        board.connected("bus-12", source: "trk", link: link)
+        let x = try board.submit(CommandRequest(device: "bus-12", type: .positionNow, submittedBy: "ops"))
+        let y = try board.submit(CommandRequest(device: "bus-12", type: .positionNow, submittedBy: "ops"))
+        #expect(await Poll.until { link.ids == [x.id] })
+        board.answered(x.id, outcome: .done("ok"))
+        #expect(await Poll.until { link.ids == [x.id, y.id] })
+        clock.advance(by: .seconds(3_601))
+        board.sweep()
+        #expect(board.command(x.id) == nil)
+        #expect(try store.load().map(\.id) == [y.id])
+        // Still sent, still waiting for its answer: kept.
+        #expect(board.commands(device: "bus-12").map(\.id) == [y.id])
+        #expect(board.isKnown(device: "bus-12") && !board.isKnown(device: "ghost"))
+    }
+
     @Test func requestsTheDeviceOrItsProtocolCannotTakeAreRefusedWhenSubmitted() throws {
         let f = try BoardFixture()
         #expect(throws: CommandError.unknownDevice("ghost")) { try f.submit(device: "ghost") }
@@ -197,6 +309,15 @@ struct BoardFixture {
         }
         #expect(throws: CommandError.self) { try CommandRequest.parse(try JSONValue.parse(string: #"{"type": "launch"}"#), device: "bus", submittedBy: "ops") }
         #expect(throws: CommandError.self) { try CommandRequest.parse(try JSONValue.parse(string: #"{"type": "custom", "hex": "7e0"}"#), device: "bus", submittedBy: "ops") }
+    }
+
+    @Test(arguments: [#""1e300""#, "1e300", #""-1e300""#, #""nan""#, #""inf""#, "-1"])
+    func aDurationBeyondACenturyOrNoNumberIsAProblemNotACrash(_ value: String) throws {
+        for body in [#"{"type": "position_now", "ttl": \#(value)}"#, #"{"type": "set_interval", "interval": \#(value)}"#] {
+            #expect(throws: CommandError.self, "\(body)") {
+                try CommandRequest.parse(try JSONValue.parse(string: body), device: "bus", submittedBy: "ops")
+            }
+        }
     }
 
     @Test func aCommandReadsBackFromItsJSON() throws {

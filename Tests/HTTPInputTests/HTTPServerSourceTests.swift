@@ -105,6 +105,38 @@ func withServer(_ json: String, output: SourceOutput, commands: (any CommandCent
         }
     }
 
+    @Test func aCommandThatExpiredOrWasCancelledWhileWaitingForThePhoneNeverReachesIt() async throws {
+        let clock = ManualClock()
+        let board = try CommandBoard(store: MemoryCommandStore(), clock: clock, logger: Logger(label: "c", handler: SilentLogHandler()))
+        defer { board.close() }
+        let acks = HeldAcknowledgements()
+        try await withServer(#"{ "listen": "127.0.0.1:PORT", "format": "owntracks", "devices": { "ana/phone": "ana" } }"#,
+                             output: acks.output, commands: board) { url, _ in
+            let headers = ["Content-Type: application/json", "X-Limit-U: ana", "X-Limit-D: phone"]
+            func post(_ n: Int) async -> String {
+                let reply = curl(url + "/pub", headers: headers, body: Self.ownTracksLocation.replacingOccurrences(of: "1733061600", with: String(1_733_061_600 + 60 * n)))
+                #expect(await Poll.until { acks.positions.filter { $0.event == nil }.count == n + 1 })
+                acks.acknowledge()
+                return await reply.value.body
+            }
+            #expect(await post(0) == "[]")
+            // Waits for the phone's next request; meanwhile its time to live passes.
+            let x = try board.submit(CommandRequest(device: "ana", type: .positionNow, ttl: .seconds(10), submittedBy: "ops"))
+            #expect(await Poll.until { board.command(x.id)?.status == .sent })
+            clock.advance(by: .seconds(11))
+            board.sweep()
+            #expect(board.command(x.id)?.status == .expired)
+            #expect(await post(1) == "[]")
+            // Cancelled while waiting: taken back too, and the next one goes.
+            let y = try board.submit(CommandRequest(device: "ana", type: .setInterval, parameters: ["interval": "30s"], submittedBy: "ops"))
+            #expect(await Poll.until { board.command(y.id)?.status == .sent })
+            #expect(try board.cancel(y.id, by: "ops").status == .cancelled)
+            _ = try board.submit(CommandRequest(device: "ana", type: .positionNow, submittedBy: "ops"))
+            #expect(await post(2) == #"[{"_type":"cmd","action":"reportLocation"}]"#)
+            #expect(board.command(y.id)?.status == .cancelled)
+        }
+    }
+
     @Test func answersOwnTracksMessagesWithoutALocationAtOnce() async throws {
         let acks = HeldAcknowledgements()
         try await withServer(#"{ "listen": "127.0.0.1:PORT", "format": "owntracks", "unknown_devices": "accept" }"#,

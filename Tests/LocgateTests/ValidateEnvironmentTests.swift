@@ -171,6 +171,6 @@ struct ValidateEnvironmentTests {
         #expect(r.stderr.contains(#"sink: unknown top-level key; did you mean "sinks"?"#), "\(r.stderr)")
         let plugins = try LocgateBinary.run(["plugins", "gpds"])
         #expect(plugins.status == 2)
-        #expect(plugins.stderr.contains(#"no plugin of type "gpds"; did you mean "gpsd"? types: coordinates,"#), "\(plugins.stderr)")
+        #expect(plugins.stderr.contains(#"no plugin of type "gpds"; did you mean "gpsd"? types: commands, coordinates,"#), "\(plugins.stderr)")
     }
 }

@@ -74,6 +74,12 @@ import Testing
             #expect(r.status == 413)
             let list = try h.get("/devices/bus-12/commands", ["-H", "Authorization: Bearer admin-secret"])
             #expect(list.body == "{\"commands\":[]}\n", "nothing was queued: \(list.body)")
+            // A device nobody knows has no list, and a huge time to live is a refusal, not a crash.
+            #expect(try h.get("/devices/ghost/commands", ["-H", "Authorization: Bearer admin-secret"]).status == 404)
+            for ttl in [#""1e300""#, "1e300", #""nan""#, #""inf""#] {
+                let r = try Self.post(h, "/devices/bus-12/commands", #"{"type": "reboot", "ttl": \#(ttl)}"#, token: "admin-secret")
+                #expect(r.status == 400 && r.body.contains("ttl"), "ttl \(ttl): \(r.status) \(r.body)")
+            }
         }
     }
 }

@@ -106,6 +106,17 @@ func command(_ type: CommandType, _ parameters: [String: String] = [:]) -> Devic
         // Another server flag is another command's answer.
         #expect(codec.outcome(of: TrackerCommandReply(reference: [0, 0, 0, 1], text: "x"), sent: sent) == nil)
     }
+
+    @Test func eachCommandOnAConnectionHasItsOwnServerFlag() throws {
+        var codec = GT06Codec(limits: limits)
+        let encodedFirst = codec.encode(command(.engineStop), now: Timestamp(milliseconds: 0))
+        let encodedSecond = codec.encode(command(.engineResume), now: Timestamp(milliseconds: 0))
+        let first = try #require(encodedFirst), second = try #require(encodedSecond)
+        #expect(Array(first[5..<9]) == [0, 0, 0, 0] && Array(second[5..<9]) == [0, 0, 0, 1])
+        // A late answer to the first is not the second's.
+        #expect(codec.outcome(of: TrackerCommandReply(reference: [0, 0, 0, 0], text: "Relay,1 OK"), sent: second) == nil)
+        #expect(codec.outcome(of: TrackerCommandReply(reference: [0, 0, 0, 1], text: "Relay,0 OK"), sent: second) == .done("Relay,0 OK"))
+    }
 }
 
 @Suite struct H02CommandTests {
