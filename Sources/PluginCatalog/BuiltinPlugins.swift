@@ -37,6 +37,11 @@ public enum BuiltinPlugins {
         r.register(source: GT06SourcePlugin.self)
         r.register(source: H02SourcePlugin.self)
         r.register(source: JT808SourcePlugin.self)
+        r.register(source: GPS103SourcePlugin.self)
+        r.register(source: WatchSourcePlugin.self)
+        r.register(source: GL200SourcePlugin.self)
+        r.register(source: MeitrackSourcePlugin.self)
+        r.register(source: SuntechSourcePlugin.self)
         r.register(source: HTTPServerSourcePlugin.self)
         // Transforms
         r.register(transform: CoordinatesPlugin.self)
