@@ -47,7 +47,7 @@ let package = Package(
         .target(name: "SystemIO", dependencies: ["CUV", "Locking"], swiftSettings: settings),
         // The machine's serial ports (libserialport's enumeration) for `locgate ports` and the serial source.
         .target(name: "SerialPorts", dependencies: ["CSerialPort"], swiftSettings: settings),
-        // Tracker protocols (Teltonika, GT06, H02, JT/T 808): framers, decoders and answers on bytes, no sockets.
+        // Tracker protocols (Teltonika, GT06, H02, JT/T 808, GPS103, watch, @Track, Meitrack, Suntech): framers, decoders and answers on bytes, no sockets.
         .target(name: "TrackerProtocols", dependencies: ["GatewayCore"], swiftSettings: settings),
         // The listening side: devices' connections on the I/O loop, their identity, limits and
         // answers written after commit; used by every source that devices call into.
@@ -189,6 +189,11 @@ if Context.environment["LOCGATE_FUZZ"] == "1" {
         fuzzTarget("GT06", ["TrackerProtocols", "GatewayCore"]),
         fuzzTarget("H02", ["TrackerProtocols", "GatewayCore"]),
         fuzzTarget("JT808", ["TrackerProtocols", "GatewayCore"]),
+        fuzzTarget("GPS103", ["TrackerProtocols", "GatewayCore"]),
+        fuzzTarget("Watch", ["TrackerProtocols", "GatewayCore"]),
+        fuzzTarget("GL200", ["TrackerProtocols", "GatewayCore"]),
+        fuzzTarget("Meitrack", ["TrackerProtocols", "GatewayCore"]),
+        fuzzTarget("Suntech", ["TrackerProtocols", "GatewayCore"]),
         fuzzTarget("NMEA", ["NMEA", "GatewayCore"]),
         fuzzTarget("JSON", ["GatewayCore"]),
         fuzzTarget("Configuration", ["PluginCatalog", "GatewayCore"]),

@@ -36,14 +36,14 @@ def clear(target):
         path.unlink()
 
 
-def vectors(path):
+def vectors(path, kinds="binary|buffer"):
     """(vector id, frame kind, frame bytes, header line) of a Traccar vector file."""
     out = []
     header = ""
     for line in path.read_text().splitlines():
         if line.startswith("[V"):
             header = line
-        match = re.match(r"frame\((binary|buffer)\): (.*)$", line)
+        match = re.match(r"frame\((" + kinds + r")\): (.*)$", line)
         if not match:
             continue
         vid = header.split("]")[0].lstrip("[")
@@ -94,6 +94,23 @@ def trackers():
     write("GT06", "stream", WHOLE + b"".join(gt06[:12]))
     h02 = [f for _, kind, f, _ in vectors(TRACKERS / "h02.txt") if kind == "buffer"]
     write("H02", "stream", WHOLE + b"\r\n".join(h02[:12]) + b"\r\n")
+
+
+def text_trackers():
+    """The text protocols: each vector as a device sends it (text with its terminator), and a stream."""
+    ends = {"GPS103": b"\r\n", "Watch": b"", "GL200": b"", "Meitrack": b"", "Suntech": b"\r"}
+    for target, name in [("GPS103", "gps103"), ("Watch", "watch"), ("GL200", "gl200"), ("Meitrack", "meitrack"), ("Suntech", "suntech")]:
+        clear(target)
+        frames = []
+        seen = set()
+        for vid, kind, frame, _ in vectors(TRACKERS / f"{name}.txt", kinds="binary|buffer|text"):
+            if vid in seen:
+                continue  # Meitrack gives the bytes, then their printable part
+            seen.add(vid)
+            wire = frame + (ends[target] if kind == "text" else b"")
+            frames.append(wire)
+            write(target, f"traccar-{vid}", WHOLE + wire)
+        write(target, "stream", WHOLE + b"".join(frames[:12]))
 
 
 def nmea_and_gpsd():
@@ -219,6 +236,7 @@ def json_documents():
 
 if __name__ == "__main__":
     trackers()
+    text_trackers()
     nmea_and_gpsd()
     gpx()
     json_documents()
