@@ -208,6 +208,78 @@ struct DevicesCallInTests {
         #expect(runs == 5)
     }
 
+    /// 50 GPS103 trackers and 50 watches send groups of fixes ending with an alarm (GPS103's SOS,
+    /// a watch's `AL`) into a file and a durable http sink while locgate is killed -9 again and
+    /// again. Their positions have no answer in these protocols; the alarm's answer comes only once
+    /// its position — and so every fix sent before it on the connection — was committed: every fix
+    /// a device was answered for that way is in both sinks.
+    @Test(.timeLimit(.minutes(3)))
+    func textTrackersKilledAgainAndAgainLoseNoFixTheyWereAnsweredFor() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let gps103Port = LoopbackTCPServer.freePort(), watchPort = LoopbackTCPServer.freePort()
+        let record = "\(dir)/requests.jsonl"
+        let server = try ScriptPeer(script: DrainTests.receiver, arguments: ["--record", record, "--port", "0"])
+        defer { server.stop() }
+        try Data("""
+        {"settings":{"shutdown_timeout":"1s","stats_interval":false},
+         "sources":{"coban":{"type":"gps103","listen":"127.0.0.1:\(gps103Port)","unknown_devices":"accept"},
+                    "watches":{"type":"watch","listen":"127.0.0.1:\(watchPort)","unknown_devices":"accept"}},
+         "sinks":{"file":{"type":"file","inputs":["coban","watches"],"path":"positions.jsonl"},
+                  "upload":{"type":"http","inputs":["coban","watches"],"url":"http://127.0.0.1:\(server.port)/track",
+                            "batch":{"max_positions":500,"interval":"200ms"},"retry":{"initial":"100ms","max":"500ms"},
+                            "queue":{"path":"upload.sqlite"}}}}
+        """.utf8).write(to: URL(fileURLWithPath: "\(dir)/pipeline.json"))
+        var runs = 0
+        func start() throws -> Process {
+            runs += 1
+            return try LocgateBinary.launch([try LocgateBinary.path(), "run", "\(dir)/pipeline.json"], stderr: "\(dir)/stderr-\(runs).log")
+        }
+        var run = try start()
+        defer { if run.isRunning { kill(run.processIdentifier, SIGKILL) } }
+        let stderr: @Sendable () -> String = { (try? String(contentsOfFile: "\(dir)/stderr-1.log", encoding: .utf8)) ?? "" }
+        #expect(await Poll.until { stderr().contains("listening for watch devices") }, "\(stderr())")
+        // Each device: 8 groups of 5 fixes, the last of each an alarm.
+        let done = "\(dir)/done"
+        let simulators = try [("gps103", gps103Port, "860000000000000"), ("watch", watchPort, "9000000000")].map { name, port, first in
+            (name, try LocgateBinary.launch(["/usr/bin/env", "python3", Self.simulator, "--protocol", name, "--port", "\(port)",
+                                             "--devices", "50", "--frames", "8", "--records", "5", "--interval", "0.3",
+                                             "--first-imei", first, "--answered", "\(dir)/answered-\(name).jsonl",
+                                             "--until-file", done, "--seed", "45"],
+                                            stderr: "\(dir)/\(name).err", stdout: "\(dir)/\(name).out"))
+        }
+        defer { for (_, p) in simulators where p.isRunning { kill(p.processIdentifier, SIGKILL) } }
+        var rng = SeededGenerator(seed: 45)
+        for _ in 0..<4 {
+            try await Task.sleep(for: .milliseconds(Int.random(in: 500...1_200, using: &rng)))
+            kill(run.processIdentifier, SIGKILL)
+            run.waitUntilExit()
+            run = try start()
+        }
+        #expect(await Poll.until(timeout: .seconds(120)) { simulators.allSatisfy { !$0.1.isRunning } }, "the simulators did not finish")
+        _ = FileManager.default.createFile(atPath: done, contents: nil)
+        var answered: [String: Set<Int64>] = [:]
+        var resends = 0
+        for (name, p) in simulators {
+            let out = (try? String(contentsOfFile: "\(dir)/\(name).out", encoding: .utf8)) ?? ""
+            #expect(p.terminationStatus == 0, "\(name) simulator: \(out)")
+            resends += ((try? JSONSerialization.jsonObject(with: Data(out.utf8))) as? [String: Any])?["resends"] as? Int ?? 0
+            answered.merge(try Self.answered("\(dir)/answered-\(name).jsonl")) { $0.union($1) }
+        }
+        #expect(resends > 0, "the kills came while groups waited for their alarm's answer")
+        #expect(answered.values.reduce(0) { $0 + $1.count } == 100 * 8 * 5)
+        #expect(await Poll.until(timeout: .seconds(60)) {
+            let uploaded = Self.delivered(Self.received(record))
+            return answered.allSatisfy { device, times in times.isSubset(of: Set(uploaded[device] ?? [])) }
+        })
+        kill(run.processIdentifier, SIGINT)
+        run.waitUntilExit()
+        let filed = Self.delivered(try String(contentsOfFile: "\(dir)/positions.jsonl", encoding: .utf8).split(separator: "\n").map(String.init))
+        let missing = answered.reduce(0) { $0 + $1.value.subtracting(filed[$1.key] ?? []).count }
+        #expect(missing == 0, "\(missing) answered fixes missing from the file")
+        #expect(runs == 5)
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func aReloadThatChangesAnotherComponentKeepsTheDevicesConnected() async throws {
         let dir = try makeTemporaryDirectory()
