@@ -20,15 +20,15 @@ enum MeitrackBinary {
 
     /// The packets of a `CCC` batch, or nil when the batch is cut short.
     static func fixedPackets(_ body: UnsafeRawBufferPointer) -> [Position]? {
-        var reader = LittleEndianReader(body)
-        guard reader.u16() != nil, let packetLength = reader.u16().map(Int.init), reader.u32() != nil, packetLength >= 52 else { return nil }
+        var reader = ByteReader(body)
+        guard reader.le16() != nil, let packetLength = reader.le16().map(Int.init), reader.le32() != nil, packetLength >= 52 else { return nil }
         var positions: [Position] = []
         while reader.remaining >= packetLength {
             let start = reader.offset
-            guard let event = reader.u8(), let lat = reader.i32(), let lon = reader.i32(), let seconds = reader.u32(),
-                  let fix = reader.u8(), let satellites = reader.u8(), let gsm = reader.u8(), let speed = reader.u16(),
-                  let course = reader.u16(), let hdop = reader.u16(), let altitude = reader.i16(), let mileage = reader.u32(),
-                  let runtime = reader.u32(),
+            guard let event = reader.u8(), let lat = reader.leI32(), let lon = reader.leI32(), let seconds = reader.le32(),
+                  let fix = reader.u8(), let satellites = reader.u8(), let gsm = reader.u8(), let speed = reader.le16(),
+                  let course = reader.le16(), let hdop = reader.le16(), let altitude = reader.leI16(), let mileage = reader.le32(),
+                  let runtime = reader.le32(),
                   var position = TextFix.position(
                       time: Timestamp(milliseconds: (epoch2000 + Int64(seconds)) * 1000), latitude: Double(lat) / 1e6,
                       longitude: Double(lon) / 1e6, valid: fix == 1, altitude: Double(altitude), speedKmh: Double(speed),
@@ -48,11 +48,11 @@ enum MeitrackBinary {
 
     /// The packets of a `CCE` batch, or nil when one is cut short or has no coordinates.
     static func codedPackets(_ body: UnsafeRawBufferPointer) -> [Position]? {
-        var reader = LittleEndianReader(body)
-        guard reader.u32() != nil, let count = reader.u16(), count > 0 else { return nil }
+        var reader = ByteReader(body)
+        guard reader.le32() != nil, let count = reader.le16(), count > 0 else { return nil }
         var positions: [Position] = []
         for _ in 0..<count {
-            guard let length = reader.u16().map(Int.init), let packet = reader.take(length),
+            guard let length = reader.le16().map(Int.init), let packet = reader.take(length),
                   var position = codedPacket(UnsafeRawBufferPointer(rebasing: packet))
             else { return nil }
             LateFixes.mark(&position)
@@ -63,13 +63,13 @@ enum MeitrackBinary {
 
     /// One parameter-coded packet: index WORD, then four groups.
     static func codedPacket(_ packet: UnsafeRawBufferPointer) -> Position? {
-        var reader = LittleEndianReader(packet)
-        guard reader.u16() != nil else { return nil }
+        var reader = ByteReader(packet)
+        guard reader.le16() != nil else { return nil }
         var values: [UInt16: Int64] = [:]
         for width in [1, 2, 4] {
             guard let count = reader.u8() else { return nil }
             for _ in 0..<count {
-                guard let id = parameterID(&reader), let value = reader.unsigned(width: width) else { return nil }
+                guard let id = parameterID(&reader), let value = reader.littleEndian(width: width) else { return nil }
                 values[id] = Int64(value)
             }
         }
@@ -95,42 +95,16 @@ enum MeitrackBinary {
     }
 
     /// A parameter id: one byte, or two when the first is `FE`.
-    static func parameterID(_ reader: inout LittleEndianReader) -> UInt16? {
+    static func parameterID(_ reader: inout ByteReader) -> UInt16? {
         guard let first = reader.u8() else { return nil }
         guard first == 0xFE else { return UInt16(first) }
         return reader.u8().map { 0xFE00 | UInt16($0) }
     }
 }
 
-/// A cursor over little-endian bytes that never reads past its end (Meitrack's binary batches).
-struct LittleEndianReader {
-    let bytes: UnsafeRawBufferPointer
-    private(set) var offset = 0
-
-    init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
-
-    var remaining: Int { bytes.count - offset }
-
-    mutating func seek(_ position: Int) { offset = min(max(0, position), bytes.count) }
-
-    /// Little-endian unsigned integer of `width` bytes (1…8).
-    mutating func unsigned(width: Int) -> UInt64? {
-        guard width >= 1, width <= 8, remaining >= width else { return nil }
-        var value: UInt64 = 0
-        for k in (0..<width).reversed() { value = value << 8 | UInt64(bytes[offset + k]) }
-        offset += width
-        return value
-    }
-
-    mutating func u8() -> UInt8? { unsigned(width: 1).map { UInt8($0) } }
-    mutating func u16() -> UInt16? { unsigned(width: 2).map { UInt16($0) } }
-    mutating func u32() -> UInt32? { unsigned(width: 4).map { UInt32($0) } }
-    mutating func i16() -> Int16? { u16().map { Int16(bitPattern: $0) } }
-    mutating func i32() -> Int32? { u32().map { Int32(bitPattern: $0) } }
-
-    mutating func take(_ count: Int) -> Slice<UnsafeRawBufferPointer>? {
-        guard count >= 0, remaining >= count else { return nil }
-        defer { offset += count }
-        return bytes[offset..<(offset + count)]
-    }
+extension ByteReader {
+    mutating func le16() -> UInt16? { littleEndian(width: 2).map { UInt16(truncatingIfNeeded: $0) } }
+    mutating func le32() -> UInt32? { littleEndian(width: 4).map { UInt32(truncatingIfNeeded: $0) } }
+    mutating func leI16() -> Int16? { le16().map { Int16(bitPattern: $0) } }
+    mutating func leI32() -> Int32? { le32().map { Int32(bitPattern: $0) } }
 }

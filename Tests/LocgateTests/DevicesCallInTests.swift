@@ -64,16 +64,8 @@ struct DevicesCallInTests {
                             "queue":{"path":"upload.sqlite"}}}}
         """
         try Data(config.utf8).write(to: URL(fileURLWithPath: "\(dir)/pipeline.json"))
-        var runs = 0
-        func start() throws -> Process {
-            runs += 1
-            return try LocgateBinary.launch([try LocgateBinary.path(), "run", "\(dir)/pipeline.json"], stderr: "\(dir)/stderr-\(runs).log")
-        }
-        let log = "\(dir)/stderr-1.log"
-        var run = try start()
-        defer { if run.isRunning { kill(run.processIdentifier, SIGKILL) } }
-        let stderr: @Sendable () -> String = { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
-        #expect(await Poll.until { stderr().contains("listening for GT06 devices") }, "\(stderr())")
+        let locgate = try KilledRuns(pipeline: "\(dir)/pipeline.json", directory: dir)
+        #expect(await locgate.started(saying: "listening for GT06 devices"), "\(locgate.firstLog)")
 
         // 20 Teltonika devices, 15 frames of 5 records; 20 GT06 devices, 60 positions each.
         let done = "\(dir)/done"
@@ -89,13 +81,7 @@ struct DevicesCallInTests {
             for p in [teltonika, gt06] where p.isRunning { kill(p.processIdentifier, SIGKILL) }
         }
         // Kill -9 at seeded moments while the devices send, and start again.
-        var rng = SeededGenerator(seed: 28)
-        for _ in 0..<4 {
-            try await Task.sleep(for: .milliseconds(Int.random(in: 700...1_800, using: &rng)))
-            kill(run.processIdentifier, SIGKILL)
-            run.waitUntilExit()
-            run = try start()
-        }
+        try await locgate.kill(times: 4, seed: 28, milliseconds: 700...1_800)
         #expect(await Poll.until(timeout: .seconds(120)) { !teltonika.isRunning && !gt06.isRunning }, "the simulators did not finish")
         _ = FileManager.default.createFile(atPath: done, contents: nil)
         var resends = 0
@@ -115,8 +101,7 @@ struct DevicesCallInTests {
             let uploaded = Self.delivered(Self.received(record))
             return answered.allSatisfy { imei, times in times.isSubset(of: Set(uploaded[imei] ?? [])) }
         })
-        kill(run.processIdentifier, SIGINT)
-        run.waitUntilExit()
+        locgate.stop()
         let lines = try String(contentsOfFile: "\(dir)/positions.jsonl", encoding: .utf8).split(separator: "\n").map(String.init)
         let filed = Self.delivered(lines)
         let uploaded = Self.delivered(Self.received(record))
@@ -128,7 +113,7 @@ struct DevicesCallInTests {
         #expect(missingInFile == 0, "\(missingInFile) answered records missing from the file")
         #expect(missingUploaded == 0, "\(missingUploaded) answered records never uploaded")
         // Resent frames come back with the same ids: duplicates are allowed, and recognisable.
-        #expect(runs == 5)
+        #expect(locgate.runs == 5)
     }
 
     /// 200 JT/T 808 terminals register once, authenticate on every connection with the code they
@@ -153,15 +138,8 @@ struct DevicesCallInTests {
                             "queue":{"path":"upload.sqlite"}}}}
         """
         try Data(config.utf8).write(to: URL(fileURLWithPath: "\(dir)/pipeline.json"))
-        var runs = 0
-        func start() throws -> Process {
-            runs += 1
-            return try LocgateBinary.launch([try LocgateBinary.path(), "run", "\(dir)/pipeline.json"], stderr: "\(dir)/stderr-\(runs).log")
-        }
-        var run = try start()
-        defer { if run.isRunning { kill(run.processIdentifier, SIGKILL) } }
-        let stderr: @Sendable () -> String = { (try? String(contentsOfFile: "\(dir)/stderr-1.log", encoding: .utf8)) ?? "" }
-        #expect(await Poll.until { stderr().contains("listening for JT/T 808 devices") }, "\(stderr())")
+        let locgate = try KilledRuns(pipeline: "\(dir)/pipeline.json", directory: dir)
+        #expect(await locgate.started(saying: "listening for JT/T 808 devices"), "\(locgate.firstLog)")
 
         // 200 terminals, 6 messages each: 3 single fixes and 3 batches of 10 (33 fixes a terminal).
         let done = "\(dir)/done"
@@ -171,13 +149,7 @@ struct DevicesCallInTests {
                                                   "--until-file", done, "--seed", "9"],
                                                  stderr: "\(dir)/jt808.err", stdout: "\(dir)/jt808.out")
         defer { if terminals.isRunning { kill(terminals.processIdentifier, SIGKILL) } }
-        var rng = SeededGenerator(seed: 808)
-        for _ in 0..<4 {
-            try await Task.sleep(for: .milliseconds(Int.random(in: 500...1_200, using: &rng)))
-            kill(run.processIdentifier, SIGKILL)
-            run.waitUntilExit()
-            run = try start()
-        }
+        try await locgate.kill(times: 4, seed: 808, milliseconds: 500...1_200)
         #expect(await Poll.until(timeout: .seconds(120)) { !terminals.isRunning }, "the simulator did not finish")
         _ = FileManager.default.createFile(atPath: done, contents: nil)
         let out = (try? String(contentsOfFile: "\(dir)/jt808.out", encoding: .utf8)) ?? ""
@@ -194,8 +166,7 @@ struct DevicesCallInTests {
             let uploaded = Self.delivered(Self.received(record))
             return answered.allSatisfy { imei, times in times.isSubset(of: Set(uploaded[imei] ?? [])) }
         })
-        kill(run.processIdentifier, SIGINT)
-        run.waitUntilExit()
+        locgate.stop()
         let filed = Self.delivered(try String(contentsOfFile: "\(dir)/positions.jsonl", encoding: .utf8).split(separator: "\n").map(String.init))
         let uploaded = Self.delivered(Self.received(record))
         var missingInFile = 0, missingUploaded = 0
@@ -205,7 +176,7 @@ struct DevicesCallInTests {
         }
         #expect(missingInFile == 0, "\(missingInFile) answered fixes missing from the file")
         #expect(missingUploaded == 0, "\(missingUploaded) answered fixes never uploaded")
-        #expect(runs == 5)
+        #expect(locgate.runs == 5)
     }
 
     /// 50 GPS103 trackers and 50 watches send groups of fixes ending with an alarm (GPS103's SOS,
@@ -230,15 +201,8 @@ struct DevicesCallInTests {
                             "batch":{"max_positions":500,"interval":"200ms"},"retry":{"initial":"100ms","max":"500ms"},
                             "queue":{"path":"upload.sqlite"}}}}
         """.utf8).write(to: URL(fileURLWithPath: "\(dir)/pipeline.json"))
-        var runs = 0
-        func start() throws -> Process {
-            runs += 1
-            return try LocgateBinary.launch([try LocgateBinary.path(), "run", "\(dir)/pipeline.json"], stderr: "\(dir)/stderr-\(runs).log")
-        }
-        var run = try start()
-        defer { if run.isRunning { kill(run.processIdentifier, SIGKILL) } }
-        let stderr: @Sendable () -> String = { (try? String(contentsOfFile: "\(dir)/stderr-1.log", encoding: .utf8)) ?? "" }
-        #expect(await Poll.until { stderr().contains("listening for watch devices") }, "\(stderr())")
+        let locgate = try KilledRuns(pipeline: "\(dir)/pipeline.json", directory: dir)
+        #expect(await locgate.started(saying: "listening for watch devices"), "\(locgate.firstLog)")
         // Each device: 8 groups of 5 fixes, the last of each an alarm.
         let done = "\(dir)/done"
         let simulators = try [("gps103", gps103Port, "860000000000000"), ("watch", watchPort, "9000000000")].map { name, port, first in
@@ -249,13 +213,7 @@ struct DevicesCallInTests {
                                             stderr: "\(dir)/\(name).err", stdout: "\(dir)/\(name).out"))
         }
         defer { for (_, p) in simulators where p.isRunning { kill(p.processIdentifier, SIGKILL) } }
-        var rng = SeededGenerator(seed: 45)
-        for _ in 0..<4 {
-            try await Task.sleep(for: .milliseconds(Int.random(in: 500...1_200, using: &rng)))
-            kill(run.processIdentifier, SIGKILL)
-            run.waitUntilExit()
-            run = try start()
-        }
+        try await locgate.kill(times: 4, seed: 45, milliseconds: 500...1_200)
         #expect(await Poll.until(timeout: .seconds(120)) { simulators.allSatisfy { !$0.1.isRunning } }, "the simulators did not finish")
         _ = FileManager.default.createFile(atPath: done, contents: nil)
         var answered: [String: Set<Int64>] = [:]
@@ -272,12 +230,11 @@ struct DevicesCallInTests {
             let uploaded = Self.delivered(Self.received(record))
             return answered.allSatisfy { device, times in times.isSubset(of: Set(uploaded[device] ?? [])) }
         })
-        kill(run.processIdentifier, SIGINT)
-        run.waitUntilExit()
+        locgate.stop()
         let filed = Self.delivered(try String(contentsOfFile: "\(dir)/positions.jsonl", encoding: .utf8).split(separator: "\n").map(String.init))
         let missing = answered.reduce(0) { $0 + $1.value.subtracting(filed[$1.key] ?? []).count }
         #expect(missing == 0, "\(missing) answered fixes missing from the file")
-        #expect(runs == 5)
+        #expect(locgate.runs == 5)
     }
 
     @Test(.timeLimit(.minutes(1)))

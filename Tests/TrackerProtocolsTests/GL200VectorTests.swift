@@ -32,28 +32,22 @@ import Testing
         return table
     }()
 
-    static func vector(_ id: String) -> TrackerVector? { vectors.first { $0.id == id } }
+    static func vector(_ id: String) -> TrackerVector? { vectors[id: id] }
     static func codec(sack: Bool = false) -> GL200Codec { GL200Codec(limits: limits, sack: sack) }
 
-    static func answer(_ line: String?) -> [UInt8]? { line.flatMap { $0 == "none" ? nil : Array($0.utf8) } }
-
     @Test func theFileHolds128VectorsAndEachHasAStatedOutcome() {
-        let ids = Self.vectors.filter { $0.id.hasPrefix("V") }.map(\.id)
-        #expect(ids.count == 128)
-        #expect(Set(ids) == Set(Self.expected.keys))
+        VectorCheck.everyVectorHasAStatedOutcome(Self.vectors, Self.expected, count: 128)
     }
 
-    @Test(arguments: expected.keys.sorted { $0.count == $1.count ? $0 < $1 : $0.count < $1.count })
+    @Test(arguments: VectorCheck.ids(expected))
     func vectorDecodesToItsStatedOutcome(id: String) throws {
         let vector = try #require(Self.vector(id))
         let ref = try TextRef.of(vector)
         for sack in [false, true] {
-            var runner = CodecRunner(Self.codec(sack: sack))
-            let events = runner.feed(vector.frame)
-            #expect(runner.consumedWasSane && runner.buffer.isEmpty)
+            let events = VectorCheck.decode(Self.codec(sack: sack), vector.frame, id)
             let message = try #require(events.first?.message, "\(id): \(events)")
             #expect(events.count == 1)
-            let answer = Self.answer(sack ? vector.serverAnswerSack : vector.serverAnswer)
+            let answer = VectorCheck.textAnswer(sack ? vector.serverAnswerSack : vector.serverAnswer)
             #expect(message.answer == answer, "\(id) sack \(sack): \(String(decoding: message.answer ?? [], as: UTF8.self))")
             switch try #require(Self.expected[id]) {
             case .positions(let count):

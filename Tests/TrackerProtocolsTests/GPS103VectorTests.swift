@@ -24,7 +24,7 @@ import Testing
         return table
     }()
 
-    static func vector(_ id: String) -> TrackerVector? { vectors.first { $0.id == id } }
+    static func vector(_ id: String) -> TrackerVector? { vectors[id: id] }
 
     /// The sentence as a device sends it: those the file gives without a terminator end with CR LF.
     static func wire(_ vector: TrackerVector) -> [UInt8] {
@@ -35,20 +35,15 @@ import Testing
     static func codec() -> GPS103Codec { GPS103Codec(limits: limits) }
 
     @Test func theFileHolds54VectorsAndEachHasAStatedOutcome() {
-        let ids = Self.vectors.filter { $0.id.hasPrefix("V") }.map(\.id)
-        #expect(ids.count == 54)
-        #expect(Set(ids) == Set(Self.expected.keys))
+        VectorCheck.everyVectorHasAStatedOutcome(Self.vectors, Self.expected, count: 54)
     }
 
-    @Test(arguments: expected.keys.sorted { $0.count == $1.count ? $0 < $1 : $0.count < $1.count })
+    @Test(arguments: VectorCheck.ids(expected))
     func vectorDecodesToItsStatedOutcome(id: String) throws {
         let vector = try #require(Self.vector(id))
         let ref = try TextRef.of(vector)
-        var runner = CodecRunner(Self.codec())
-        let events = runner.feed(Self.wire(vector))
-        #expect(runner.consumedWasSane)
-        #expect(runner.buffer.isEmpty, "\(id): \(runner.buffer.count) bytes left")
-        let answer: [UInt8]? = vector.serverAnswer.flatMap { $0 == "none" ? nil : Array($0.utf8) }
+        let events = VectorCheck.decode(Self.codec(), Self.wire(vector), id)
+        let answer = VectorCheck.textAnswer(vector.serverAnswer)
         let message = try #require(events.first?.message, "\(id): \(events)")
         #expect(events.count == 1, "\(id): \(events)")
         #expect(message.answer == answer, "\(id): \(String(decoding: message.answer ?? [], as: UTF8.self))")

@@ -25,23 +25,21 @@ import Testing
         return table
     }()
 
-    static func vector(_ id: String) -> TrackerVector? { vectors.first { $0.id == id } }
+    static func vector(_ id: String) -> TrackerVector? { vectors[id: id] }
     static func codec() -> MeitrackCodec { MeitrackCodec(limits: limits) }
 
     @Test func theFileHolds34VectorsAndEachHasAStatedOutcome() {
-        let ids = Self.vectors.filter { $0.id.hasPrefix("V") }.map(\.id)
-        #expect(ids.count == 34)
-        #expect(Set(ids) == Set(Self.expected.keys))
+        VectorCheck.everyVectorHasAStatedOutcome(Self.vectors, Self.expected, count: 34)
     }
 
-    @Test(arguments: expected.keys.sorted { $0.count == $1.count ? $0 < $1 : $0.count < $1.count })
+    @Test(arguments: VectorCheck.ids(expected))
     func vectorDecodesToItsStatedOutcome(id: String) throws {
         let vector = try #require(Self.vector(id))
         let ref = try TextRef.of(vector)
         var runner = CodecRunner(Self.codec())
         let events = runner.feed(vector.frame)
         #expect(runner.consumedWasSane)
-        let answer: [UInt8]? = vector.serverAnswer.flatMap { $0.hasPrefix("none") ? nil : Array($0.replacingOccurrences(of: "\\r\\n", with: "\r\n").utf8) }
+        let answer = VectorCheck.textAnswer(vector.serverAnswer)
         switch try #require(Self.expected[id]) {
         case .positions(let count):
             let records = try #require(events.first?.message?.records, "\(id): \(events)")

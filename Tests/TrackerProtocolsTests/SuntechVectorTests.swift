@@ -27,7 +27,7 @@ import Testing
         return table
     }()
 
-    static func vector(_ id: String) -> TrackerVector? { vectors.first { $0.id == id } }
+    static func vector(_ id: String) -> TrackerVector? { vectors[id: id] }
     static func codec() -> SuntechCodec { SuntechCodec(limits: limits) }
 
     /// The report as sent (text reports end with a CR), then a keep-alive: a report with serial
@@ -36,18 +36,14 @@ import Testing
     static func wire(_ vector: TrackerVector) -> [UInt8] { vector.frame + (vector.isText ? [0x0D] : []) }
 
     @Test func theFileHolds54VectorsAndEachHasAStatedOutcome() {
-        let ids = Self.vectors.filter { $0.id.hasPrefix("V") }.map(\.id)
-        #expect(ids.count == 54)
-        #expect(Set(ids) == Set(Self.expected.keys))
+        VectorCheck.everyVectorHasAStatedOutcome(Self.vectors, Self.expected, count: 54)
     }
 
-    @Test(arguments: expected.keys.sorted { $0.count == $1.count ? $0 < $1 : $0.count < $1.count })
+    @Test(arguments: VectorCheck.ids(expected))
     func vectorDecodesToItsStatedOutcome(id: String) throws {
         let vector = try #require(Self.vector(id))
         let ref = try TextRef.of(vector)
-        var runner = CodecRunner(Self.codec())
-        let events = runner.feed(Self.wire(vector) + Self.keepAlive)
-        #expect(runner.consumedWasSane && runner.buffer.isEmpty)
+        let events = VectorCheck.decode(Self.codec(), Self.wire(vector) + Self.keepAlive, id)
         let messages = events.compactMap(\.message)
         #expect(messages.allSatisfy { $0.answer == nil }, "\(id): Suntech devices get no answer")
         #expect(messages.last?.controlKind == "keep_alive", "\(id): \(events)")

@@ -85,3 +85,37 @@ enum TextVectorCheck {
         #expect(firstDifference(whole.messages, bytes.messages) == nil, "\(id)", sourceLocation: sourceLocation)
     }
 }
+
+extension Array where Element == TrackerVector {
+    /// The vector with this id (`V14`, `F2`).
+    subscript(id id: String) -> TrackerVector? { first { $0.id == id } }
+}
+
+extension VectorCheck {
+    /// The file holds `count` decoder vectors and the table states an outcome for each, no more.
+    static func everyVectorHasAStatedOutcome(_ vectors: [TrackerVector], _ expected: [String: VectorExpectation], count: Int,
+                                             sourceLocation: SourceLocation = #_sourceLocation) {
+        let ids = vectors.filter { $0.id.hasPrefix("V") }.map(\.id)
+        #expect(ids.count == count, sourceLocation: sourceLocation)
+        #expect(Set(ids) == Set(expected.keys), sourceLocation: sourceLocation)
+    }
+
+    /// The table's ids in file order (`V2` before `V10`), for `@Test(arguments:)`.
+    static func ids(_ expected: [String: VectorExpectation]) -> [String] {
+        expected.keys.sorted { $0.count == $1.count ? $0 < $1 : $0.count < $1.count }
+    }
+
+    /// What a fresh codec makes of `bytes` in one read, which must use every byte sanely.
+    static func decode<Codec: TrackerCodec>(_ codec: Codec, _ bytes: [UInt8], _ id: String,
+                                            sourceLocation: SourceLocation = #_sourceLocation) -> [CodecEvent] {
+        var runner = CodecRunner(codec)
+        let events = runner.feed(bytes)
+        #expect(runner.consumedWasSane && runner.buffer.isEmpty, "\(id): \(runner.buffer.count) bytes left", sourceLocation: sourceLocation)
+        return events
+    }
+
+    /// The answer a text fixture's `server-answer` line owes (`none…`: nil), `\r\n` written out.
+    static func textAnswer(_ line: String?) -> [UInt8]? {
+        line.flatMap { $0.hasPrefix("none") ? nil : Array($0.replacingOccurrences(of: "\\r\\n", with: "\r\n").utf8) }
+    }
+}
