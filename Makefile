@@ -5,7 +5,7 @@
 # (libserialport, SQLite, PROJ, zlib, libcurl, libnats, libmosquitto, libmicrohttpd, libsystemd, libuv, libpq), PROJ's CRS database, Leaflet
 # for `locgate map`, and pkg-config to find them. `make run` installs only these.
 RUN_PACKAGES := pkg-config libserialport-dev libsqlite3-dev libproj-dev proj-data zlib1g-dev libcurl4-openssl-dev \
-                libnats-dev libmosquitto-dev libmicrohttpd-dev libsystemd-dev libuv1-dev libpq-dev libjs-leaflet
+                libnats-dev libmosquitto-dev libmicrohttpd-dev libsystemd-dev libuv1-dev libpq-dev libjs-leaflet liblua5.4-dev
 # The peers and tools the tests and benchmarks start: gpsd, and gpsd-clients for gpsfake and
 # gpsdecode (Debian 12's gpsd-clients depends on GTK and matplotlib; no smaller package has
 # gpsfake), socat pseudo-terminals, the brokers, openssl for test certificates, cs2cs, sqlite3,

@@ -59,6 +59,8 @@ let package = Package(
         .target(name: "MQTTClient", dependencies: ["GatewayCore", "SystemIO", "CMosquitto", "Locking"], swiftSettings: settings),
         // The HTTP server of the operator API and the http_server source (libmicrohttpd, epoll, suspended requests).
         .target(name: "HTTPServing", dependencies: ["CMicroHTTPD", "Locking"], swiftSettings: settings),
+        // A sandboxed Lua 5.4 interpreter (memory limit, instruction budget) and positions as Lua tables.
+        .target(name: "LuaRuntime", dependencies: ["GatewayCore", "CLua"], swiftSettings: settings),
 
         // C libraries from Debian, one system library target each; only one Swift file per library talks to it.
         .systemLibrary(name: "CSerialPort", path: "Sources/CSerialPort", pkgConfig: "libserialport", providers: [.apt(["libserialport-dev"])]),
@@ -72,6 +74,7 @@ let package = Package(
         .systemLibrary(name: "CUV", path: "Sources/CUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
         .systemLibrary(name: "CSystemd", path: "Sources/CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .systemLibrary(name: "CPostgres", path: "Sources/CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "CLua", path: "Sources/CLua", pkgConfig: "lua5.4", providers: [.apt(["liblua5.4-dev"])]),
 
         // Plugins: one folder under Plugins/ each, registered in PluginCatalog (BuiltinPlugins.registry).
         plugin("FileInput", dependencies: ["GatewayCore", "SystemIO", "NMEA"]),
@@ -79,7 +82,7 @@ let package = Package(
         plugin("GpsdInput", dependencies: ["GatewayCore", "SystemIO", "NMEA"]),
         plugin("NetworkInput", dependencies: ["GatewayCore", "SystemIO", "NMEA", "DeviceIntake", "TrackerProtocols", "Locking"]),
         plugin("HTTPInput", dependencies: ["GatewayCore", "DeviceIntake", "HTTPServing", "PositionEncoding", "SystemIO", "Locking"]),
-        plugin("TrackerInput", dependencies: ["GatewayCore", "DeviceIntake", "TrackerProtocols", "SystemIO"]),
+        plugin("TrackerInput", dependencies: ["GatewayCore", "DeviceIntake", "TrackerProtocols", "SystemIO", "LuaScripts", "LuaRuntime"]),
         plugin("ExecInput", dependencies: ["GatewayCore", "NMEA", "SystemIO", "Locking"]),
         plugin("NATSInput", dependencies: ["GatewayCore", "SystemIO", "NATSClient", "Locking"]),
         plugin("MQTTInput", dependencies: ["GatewayCore", "SystemIO", "MQTTClient", "PositionEncoding", "Locking"]),
@@ -92,7 +95,8 @@ let package = Package(
         plugin("NATSOutput", dependencies: ["GatewayCore", "SystemIO", "DeliveryEngine", "NATSClient", "Locking"]),
         plugin("MQTTOutput", dependencies: ["GatewayCore", "SystemIO", "DeliveryEngine", "MQTTClient", "PositionEncoding"]),
         plugin("PostgresOutput", dependencies: ["GatewayCore", "SystemIO", "DeliveryEngine", "Geodesy", "CPostgres"]),
-        .target(name: "PluginCatalog", dependencies: ["GatewayCore", "FileInput", "FileOutput", "ConsoleOutput", "NetworkInput", "ExecInput", "Coordinates", "Filters", "Geofence", "SerialInput", "GpsdInput", "HTTPOutput", "NATSOutput", "NATSInput", "MQTTOutput", "MQTTInput", "TrackerInput", "HTTPInput", "PostgresOutput", "NATSState"], swiftSettings: settings),
+        plugin("LuaScripts", dependencies: ["GatewayCore", "LuaRuntime", "TrackerProtocols", "SystemIO"]),
+        .target(name: "PluginCatalog", dependencies: ["GatewayCore", "FileInput", "FileOutput", "ConsoleOutput", "NetworkInput", "ExecInput", "Coordinates", "Filters", "Geofence", "SerialInput", "GpsdInput", "HTTPOutput", "NATSOutput", "NATSInput", "MQTTOutput", "MQTTInput", "TrackerInput", "HTTPInput", "PostgresOutput", "NATSState", "LuaScripts"], swiftSettings: settings),
 
         // The command line and the service around it: operator API, maps, the `locgate` executable.
         .target(name: "OperatorEndpoints", dependencies: ["GatewayCore", "GatewayRuntime", "HTTPServing", "MapRendering", "Geodesy", "Locking"], swiftSettings: settings),
@@ -144,6 +148,8 @@ let package = Package(
         .testTarget(name: "SerialInputTests", dependencies: ["SerialInput", "SerialPorts", "GatewayCore", "GatewayTesting", "NMEA"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "HTTPInputTests", dependencies: ["HTTPInput", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
+        .testTarget(name: "LuaRuntimeTests", dependencies: ["LuaRuntime", "GatewayCore"], swiftSettings: settings),
+        .testTarget(name: "LuaScriptsTests", dependencies: ["LuaScripts", "LuaRuntime", "TrackerProtocols", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "TrackerInputTests", dependencies: ["TrackerInput", "DeviceIntake", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "TrackerProtocolsTests", dependencies: ["TrackerProtocols", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .testTarget(name: "TrackMapTests", dependencies: ["TrackMap", "MapRendering", "PluginCatalog", "FileInput", "Geofence", "Geodesy", "GatewayCore", "GatewayTesting"], swiftSettings: settings),

@@ -10,6 +10,7 @@ import Geofence
 import SerialInput
 import GpsdInput
 import HTTPOutput
+import LuaScripts
 import HTTPInput
 import MQTTInput
 import MQTTOutput
@@ -42,6 +43,7 @@ public enum BuiltinPlugins {
         r.register(source: GL200SourcePlugin.self)
         r.register(source: MeitrackSourcePlugin.self)
         r.register(source: SuntechSourcePlugin.self)
+        r.register(source: LuaTrackerSourcePlugin.self)
         r.register(source: HTTPServerSourcePlugin.self)
         // Transforms
         r.register(transform: CoordinatesPlugin.self)
@@ -52,6 +54,7 @@ public enum BuiltinPlugins {
         r.register(transform: SetPlugin.self)
         r.register(transform: ThrottlePlugin.self)
         r.register(transform: GeofencePlugin.self)
+        r.register(transform: LuaTransformPlugin.self)
         // Sinks
         r.register(sink: FileSinkPlugin.self)
         r.register(sink: HTTPSinkPlugin.self)
