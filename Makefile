@@ -119,6 +119,7 @@ bench: deps
 	bash Benchmarks/mqtt_sink.sh
 	bash Benchmarks/postgres_sink.sh
 	bash Benchmarks/trackers.sh
+	bash Benchmarks/lua.sh
 	bash Benchmarks/http_serving.sh
 
 bench-nmea: deps

@@ -109,9 +109,9 @@ public struct LuaCodec: TrackerCodec {
     /// The message a decoded table describes; nil when it is not a table.
     static func message(_ stack: LuaStack, at index: Int32) -> Result<TrackerMessage, TrackerFrameError>? {
         guard stack.kind(at: index) == .table else { return nil }
-        func text(_ name: String) -> String? { stack.withField(name, of: index) { stack.string(at: $0) } }
-        func bytes(_ name: String) -> [UInt8]? { stack.withField(name, of: index) { stack.withBytes(at: $0) { Array($0) } } ?? nil }
-        func flag(_ name: String) -> Bool { stack.withField(name, of: index) { stack.bool(at: $0) } }
+        func text(_ name: StaticString) -> String? { stack.withField(name, of: index) { stack.string(at: $0) } }
+        func bytes(_ name: StaticString) -> [UInt8]? { stack.withField(name, of: index) { stack.withBytes(at: $0) { Array($0) } } ?? nil }
+        func flag(_ name: StaticString) -> Bool { stack.withField(name, of: index) { stack.bool(at: $0) } }
         if let reason = text("error") {
             let word = reasons.contains(reason) ? reason : "syntax"
             return .failure(TrackerFrameError(word, "the script: \(reason)"))

@@ -20,7 +20,7 @@ public enum LuaPosition {
     public static func push(_ position: Position, on stack: LuaStack) {
         stack.newTable(fields: 16)
         let table = stack.top
-        func set(_ name: String, _ value: Double?) {
+        func set(_ name: StaticString, _ value: Double?) {
             guard let value else { return }
             stack.push(value)
             stack.setField(name, of: table)
@@ -41,11 +41,16 @@ public enum LuaPosition {
         }
         stack.push(Int64(position.mode.rawValue))
         stack.setField("mode", of: table)
-        for (name, value) in [("device", position.device), ("source", position.source), ("datum", position.datum.name)] {
-            guard let value, !value.isEmpty else { continue }
-            stack.push(value)
-            stack.setField(name, of: table)
+        if let device = position.device, !device.isEmpty {
+            stack.push(device)
+            stack.setField("device", of: table)
         }
+        if !position.source.isEmpty {
+            stack.push(position.source)
+            stack.setField("source", of: table)
+        }
+        stack.push(position.datum.name)
+        stack.setField("datum", of: table)
         stack.newTable(fields: Int32(position.attributes.count))
         let attributes = stack.top
         for (key, value) in position.attributes {
@@ -56,7 +61,7 @@ public enum LuaPosition {
         if let event = position.event {
             stack.newTable(fields: 4)
             let e = stack.top
-            for (name, value) in [("type", event.kind.rawValue), ("fence", event.fenceId), ("name", event.fenceName), ("status", event.status)] {
+            for (name, value) in [("type", event.kind.rawValue), ("fence", event.fenceId), ("name", event.fenceName), ("status", event.status)] as [(StaticString, String?)] {
                 guard let value else { continue }
                 stack.push(value)
                 stack.setField(name, of: e)
@@ -94,7 +99,7 @@ public enum LuaPosition {
         var p = original
         var ok = true
         // The field's new value (`.some(nil)` when the script removed it); nil when it is not a number.
-        func number(_ name: String) -> Double?? {
+        func number(_ name: StaticString) -> Double?? {
             stack.withField(name, of: index) { field -> Double?? in
                 switch stack.kind(at: field) {
                 case .nil: return .some(nil)
@@ -116,21 +121,45 @@ public enum LuaPosition {
         if let value = number("hdop") { p.hdop = value }
         p.satellites = stack.withField("satellites", of: index) { stack.integer(at: $0).map(Int.init) }.flatMap { (0...Position.maximumSatellites).contains($0) ? $0 : nil }
         if let mode = stack.withField("mode", of: index, { stack.integer(at: $0) }) { p.mode = FixMode(rawValue: Int(mode)) ?? p.mode }
-        if let device = stack.withField("device", of: index, { stack.string(at: $0) }) { p.device = device.isEmpty ? nil : device }
-        if let datum = stack.withField("datum", of: index, { stack.string(at: $0) }), let parsed = Datum(parsing: datum) { p.datum = parsed }
-        p.attributes = stack.withField("attributes", of: index) { attributes($0, stack) }
+        // The device and datum, read only when the script changed them.
+        stack.withField("device", of: index) { field in
+            guard stack.kind(at: field) == .string, !stack.string(at: field, equals: original.device ?? "") else { return }
+            p.device = stack.string(at: field).flatMap { $0.isEmpty ? nil : $0 }
+        }
+        stack.withField("datum", of: index) { field in
+            guard stack.kind(at: field) == .string, !stack.string(at: field, equals: original.datum.name),
+                  let parsed = stack.string(at: field).flatMap(Datum.init(parsing:)) else { return }
+            p.datum = parsed
+        }
+        p.attributes = stack.withField("attributes", of: index) { attributes($0, stack, original: original.attributes) }
         p.event = stack.withField("event", of: index) { event($0, stack) }
         guard ok, (p.latitude == nil) == (p.longitude == nil) else { return nil }
         if p.datum.isGeographic, let lat = p.latitude, let lon = p.longitude, abs(lat) > 90 || abs(lon) > 180 { return nil }
         return p
     }
 
-    static func attributes(_ index: Int32, _ stack: LuaStack) -> [String: String] {
+    /// The attributes table as strings. Starts from the position's own attributes and writes
+    /// only what the script changed (a dictionary built anew for every position costs more than
+    /// the script's call).
+    static func attributes(_ index: Int32, _ stack: LuaStack, original: [String: String]) -> [String: String] {
         guard stack.kind(at: index) == .table else { return [:] }
-        var out: [String: String] = [:]
+        var out = original
+        var kept = 0, entries = 0
         stack.forEach(in: index) { key, value in
-            if let name = stack.string(at: key), let text = stack.text(at: value) { out[name] = text }
-            return out.count < 1_000
+            entries += 1
+            guard let name = stack.string(at: key) else { return true }
+            if let old = original[name] {
+                kept += 1
+                if stack.kind(at: value) == .string, stack.string(at: value, equals: old) { return true }
+            }
+            if let text = stack.text(at: value) { out[name] = text } else { out[name] = nil }
+            return entries < 1_000
+        }
+        if kept < original.count {
+            // The script removed some: keep only the keys the table has.
+            for name in original.keys where stack.withKey(name, of: index, { stack.kind(at: $0) == .nil }) {
+                out[name] = nil
+            }
         }
         return out
     }

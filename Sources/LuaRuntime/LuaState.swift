@@ -240,6 +240,10 @@ public struct LuaStack {
     public func newTable(array: Int32 = 0, fields: Int32 = 0) { lua_createtable(L, array, fields) }
     /// Pops a value into `table[name]` (the table at `index`).
     public func setField(_ name: String, of index: Int32) { lua_setfield(L, index, name) }
+    /// The same for a name known at compile time: no C string is made for it.
+    public func setField(_ name: StaticString, of index: Int32) {
+        lua_setfield(L, index, UnsafeRawPointer(name.utf8Start).assumingMemoryBound(to: CChar.self))
+    }
     /// Pops a value into `table[position]`.
     public func setIndex(_ position: Int64, of index: Int32) { lua_rawseti(L, index, lua_Integer(position)) }
     public func pop(_ count: Int32 = 1) { locgate_lua_pop(L, count) }
@@ -290,11 +294,27 @@ public struct LuaStack {
         }
     }
 
-    /// Pushes `table[name]` of the table at `index`, runs `body` with its index, pops it.
-    public func withField<R>(_ name: String, of index: Int32, _ body: (Int32) -> R) -> R {
-        lua_getfield(L, index, name)
+    /// Pushes `table[name]` of the table at `index`, runs `body` with its index, pops it. The
+    /// name is known at compile time (a field of a position), so no C string is made for it.
+    public func withField<R>(_ name: StaticString, of index: Int32, _ body: (Int32) -> R) -> R {
+        lua_getfield(L, index, UnsafeRawPointer(name.utf8Start).assumingMemoryBound(to: CChar.self))
         defer { locgate_lua_pop(L, 1) }
         return body(lua_gettop(L))
+    }
+
+    /// Pushes `table[key]` for a key made at run time, runs `body` with its index, pops it.
+    public func withKey<R>(_ key: String, of index: Int32, _ body: (Int32) -> R) -> R {
+        lua_getfield(L, index, key)
+        defer { locgate_lua_pop(L, 1) }
+        return body(lua_gettop(L))
+    }
+
+    /// Whether the string at `index` is exactly `text` (without making a Swift string of it).
+    public func string(at index: Int32, equals text: String) -> Bool {
+        withBytes(at: index) { bytes in
+            var copy = text
+            return copy.withUTF8 { $0.elementsEqual(bytes) }
+        } ?? false
     }
 
     /// Pushes `table[position]` of the table at `index`, runs `body` with its index, pops it.

@@ -237,6 +237,54 @@ struct DevicesCallInTests {
         #expect(locgate.runs == 5)
     }
 
+    /// 50 Wialon IPS devices on a `lua_tracker` whose protocol is Examples/Lua/wialon-ips.lua send
+    /// black boxes of 10 fixes into a file and a durable http sink while locgate is killed -9
+    /// again and again: the script's `#AB#` answers go out only after the commit, so every fix a
+    /// device was answered for is in both sinks.
+    @Test(.timeLimit(.minutes(3)))
+    func aLuaProtocolKilledAgainAndAgainLosesNoFixItAnswered() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let port = LoopbackTCPServer.freePort()
+        let record = "\(dir)/requests.jsonl"
+        let server = try ScriptPeer(script: DrainTests.receiver, arguments: ["--record", record, "--port", "0"])
+        defer { server.stop() }
+        let script = LocgateBinary.packageRoot.appendingPathComponent("Examples/Lua/wialon-ips.lua").path
+        try Data("""
+        {"settings":{"shutdown_timeout":"1s","stats_interval":false},
+         "sources":{"wialon":{"type":"lua_tracker","script":"\(script)","listen":"127.0.0.1:\(port)","unknown_devices":"accept"}},
+         "sinks":{"file":{"type":"file","inputs":["wialon"],"path":"positions.jsonl"},
+                  "upload":{"type":"http","inputs":["wialon"],"url":"http://127.0.0.1:\(server.port)/track",
+                            "batch":{"max_positions":500,"interval":"200ms"},"retry":{"initial":"100ms","max":"500ms"},
+                            "queue":{"path":"upload.sqlite"}}}}
+        """.utf8).write(to: URL(fileURLWithPath: "\(dir)/pipeline.json"))
+        let locgate = try KilledRuns(pipeline: "\(dir)/pipeline.json", directory: dir)
+        #expect(await locgate.started(saying: "listening for Lua"), "\(locgate.firstLog)")
+        let done = "\(dir)/done"
+        let devices = try LocgateBinary.launch(["/usr/bin/env", "python3", Self.simulator, "--protocol", "wialon", "--port", "\(port)",
+                                                "--devices", "50", "--frames", "6", "--records", "10", "--interval", "0.4",
+                                                "--answered", "\(dir)/answered.jsonl", "--until-file", done, "--seed", "39"],
+                                               stderr: "\(dir)/wialon.err", stdout: "\(dir)/wialon.out")
+        defer { if devices.isRunning { kill(devices.processIdentifier, SIGKILL) } }
+        try await locgate.kill(times: 4, seed: 39, milliseconds: 500...1_200)
+        #expect(await Poll.until(timeout: .seconds(120)) { !devices.isRunning }, "the simulator did not finish")
+        _ = FileManager.default.createFile(atPath: done, contents: nil)
+        let out = (try? String(contentsOfFile: "\(dir)/wialon.out", encoding: .utf8)) ?? ""
+        #expect(devices.terminationStatus == 0, "simulator: \(out)")
+        #expect(((try? JSONSerialization.jsonObject(with: Data(out.utf8))) as? [String: Any])?["resends"] as? Int ?? 0 > 0,
+                "the kills came while black boxes waited for their answers")
+        let answered = try Self.answered("\(dir)/answered.jsonl")
+        #expect(answered.values.reduce(0) { $0 + $1.count } == 50 * 6 * 10)
+        #expect(await Poll.until(timeout: .seconds(60)) {
+            let uploaded = Self.delivered(Self.received(record))
+            return answered.allSatisfy { device, times in times.isSubset(of: Set(uploaded[device] ?? [])) }
+        })
+        locgate.stop()
+        let filed = Self.delivered(try String(contentsOfFile: "\(dir)/positions.jsonl", encoding: .utf8).split(separator: "\n").map(String.init))
+        let missing = answered.reduce(0) { $0 + $1.value.subtracting(filed[$1.key] ?? []).count }
+        #expect(missing == 0, "\(missing) answered fixes missing from the file")
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func aReloadThatChangesAnotherComponentKeepsTheDevicesConnected() async throws {
         let dir = try makeTemporaryDirectory()

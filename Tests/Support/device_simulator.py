@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Plays GPS trackers against a locgate listening source, as the devices behave.
 
-Usage: device_simulator.py --protocol teltonika|gt06|jt808|gps103|watch --port N [--host 127.0.0.1]
+Usage: device_simulator.py --protocol teltonika|gt06|jt808|gps103|watch|wialon --port N [--host 127.0.0.1]
            [--devices 10] [--frames 20] [--records 10] [--first-imei 350000000000000]
            [--interval 0.0] [--answer-timeout 10] [--answered FILE] [--seed 1]
            [--until-file PATH] [--udp]
@@ -223,6 +223,19 @@ def watch_frame(device_id, r, word):
     return ("[3G*%s*%04X*%s]" % (device_id, len(content), content)).encode()
 
 
+def wialon_blackbox(records):
+    """Wialon IPS 1.1 #B#: the records as short data, answered #AB#<count> (a lua_tracker script)."""
+    def sd(r):
+        t = time.gmtime(r["time_ms"] // 1000)
+        def dm(value, width):
+            d = int(abs(value))
+            return "%0*d%07.4f" % (width, d, (abs(value) - d) * 60)
+        return "%s;%s;%s;%s;%s;%s;%d;%d;%d;%d" % (time.strftime("%d%m%y", t), time.strftime("%H%M%S", t), dm(r["lat"], 2),
+                                                  "N" if r["lat"] >= 0 else "S", dm(r["lon"], 3), "E" if r["lon"] >= 0 else "W",
+                                                  r["speed_kmh"], r["course"], r["alt"], r["sats"])
+    return ("#B#" + "|".join(sd(r) for r in records) + "\r\n").encode(), ("#AB#%d\r\n" % len(records)).encode()
+
+
 def text_group(protocol, device_id, records):
     """--records sentences, the last one an alarm: the bytes and the alarm's answer."""
     if protocol == "gps103":
@@ -250,7 +263,7 @@ class Device:
 
     def frames(self):
         for k in range(self.args.frames):
-            per = self.args.records if self.args.protocol in ("teltonika", "gps103", "watch") or (self.args.protocol == "jt808" and k % 2) else 1
+            per = self.args.records if self.args.protocol in ("teltonika", "gps103", "watch", "wialon") or (self.args.protocol == "jt808" and k % 2) else 1
             yield [self.track.next() for _ in range(per)]
 
     async def connect(self):
@@ -323,6 +336,8 @@ class Device:
         if self.args.protocol == "watch":
             link = ("[3G*%s*0002*LK]" % self.imei).encode()
             return link, link
+        if self.args.protocol == "wialon":
+            return ("#L#%s;NA\r\n" % self.imei).encode(), b"#AL#1\r\n"
         self.serial = (self.serial + 1) & 0xFFFF
         return gt06_login(self.imei, self.serial), gt06_ack(0x01, self.serial)
 
@@ -347,6 +362,8 @@ class Device:
             return teltonika_frame(records), teltonika_answer(records)
         if self.args.protocol in ("gps103", "watch"):
             return text_group(self.args.protocol, self.imei, records)
+        if self.args.protocol == "wialon":
+            return wialon_blackbox(records)
         self.serial = (self.serial + 1) & 0xFFFF
         return gt06_position(records[0], self.serial), gt06_ack(0x22, self.serial)
 
@@ -450,7 +467,7 @@ async def main(args):
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
-    p.add_argument("--protocol", choices=["teltonika", "gt06", "jt808", "gps103", "watch"], required=True)
+    p.add_argument("--protocol", choices=["teltonika", "gt06", "jt808", "gps103", "watch", "wialon"], required=True)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--devices", type=int, default=10)
