@@ -39,6 +39,13 @@ public struct LuaCodec: TrackerCodec {
         guard !bytes.isEmpty, let frameFunction = script.function("frame"), let decodeFunction = script.function("decode") else {
             return .needMore
         }
+        guard script.breaker.allows(now: now.milliseconds) else {
+            // The script failed again and again: not run for a while. The connection is closed
+            // unanswered; its device reconnects and sends it again later.
+            stats?.count("lua.skipped")
+            return .invalid(TrackerFrameError("syntax", "the script is suspended after failing \(LuaBreaker.threshold) times in a row"),
+                            consumed: bytes.count, close: true)
+        }
         let window = UnsafeRawBufferPointer(rebasing: bytes[0..<min(bytes.count, limits.maxFrameBytes)])
         let length: Int64?
         do {
@@ -49,7 +56,7 @@ public struct LuaCodec: TrackerCodec {
                 stack.integer(at: base)
             }
         } catch {
-            return failed(error, consumed: bytes.count, close: true)
+            return failed(error, consumed: bytes.count, close: true, now: now)
         }
         guard let length, length != 0 else {
             if bytes.count >= limits.maxFrameBytes {
@@ -62,7 +69,7 @@ public struct LuaCodec: TrackerCodec {
         }
         guard length <= Int64(window.count) else {
             return failed(LuaFailure(kind: .runtime, message: "frame() returned \(length), past the \(window.count) bytes it was given"),
-                          consumed: bytes.count, close: true)
+                          consumed: bytes.count, close: true, now: now)
         }
         let frame = UnsafeRawBufferPointer(rebasing: bytes[0..<Int(length)])
         let session = sessionTable()
@@ -76,13 +83,15 @@ public struct LuaCodec: TrackerCodec {
                 Self.message(stack, at: base)
             }
         } catch {
-            return failed(error, consumed: Int(length), close: false)
+            return failed(error, consumed: Int(length), close: false, now: now)
         }
         switch decoded {
-        case .success(let message)?: return .message(message, consumed: Int(length))
+        case .success(let message)?:
+            script.breaker.succeeded()
+            return .message(message, consumed: Int(length))
         case .failure(let error)?: return .invalid(error, consumed: Int(length), close: false)
         case nil:
-            return failed(LuaFailure(kind: .runtime, message: "decode() returned something that is not a table"), consumed: Int(length), close: false)
+            return failed(LuaFailure(kind: .runtime, message: "decode() returned something that is not a table"), consumed: Int(length), close: false, now: now)
         }
     }
 
@@ -101,8 +110,9 @@ public struct LuaCodec: TrackerCodec {
         return made
     }
 
-    private func failed(_ failure: LuaFailure, consumed: Int, close: Bool) -> TrackerDecodeResult {
+    private func failed(_ failure: LuaFailure, consumed: Int, close: Bool, now: Timestamp) -> TrackerDecodeResult {
         stats?.count("lua.errors.\(failure.kind.rawValue)")
+        if script.breaker.failed(now: now.milliseconds) { stats?.count("lua.suspensions") }
         return .invalid(TrackerFrameError("syntax", "script \(failure.kind.rawValue): \(failure.message)"), consumed: max(1, consumed), close: close)
     }
 

@@ -41,6 +41,38 @@ public final class LuaScript: @unchecked Sendable {
     }
 
     func function(_ name: String) -> LuaReference? { functions[name] }
+
+    /// Failures in a row suspend the script for a while (shared by every user of the script).
+    var breaker = LuaBreaker()
+}
+
+/// Keeps a failing script from costing its budget on every call: after ``threshold`` failures
+/// in a row the script is not run for a while (1 s, doubling up to a minute while it keeps
+/// failing), so a script that loops or allocates without end costs a few budgets a second, not
+/// one per position, and the pipeline keeps its rate.
+struct LuaBreaker: Sendable {
+    static let threshold = 5
+    private var failures = 0
+    private var backoff: Int64 = 1_000
+    /// Until when (ms, the component's clock) the script is not run.
+    private(set) var suspendedUntil: Int64 = 0
+
+    func allows(now: Int64) -> Bool { now >= suspendedUntil }
+
+    mutating func succeeded() {
+        failures = 0
+        backoff = 1_000
+    }
+
+    /// Counts a failure; true when it suspends the script (then `suspendedUntil` says until when).
+    mutating func failed(now: Int64) -> Bool {
+        failures += 1
+        guard failures >= Self.threshold else { return false }
+        failures = 0
+        suspendedUntil = now + backoff
+        backoff = min(backoff * 2, 60_000)
+        return true
+    }
 }
 
 /// A script that does not load: what is wrong, with `<file>:<line>:` where Lua gives one.

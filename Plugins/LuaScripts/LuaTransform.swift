@@ -42,6 +42,12 @@ public struct LuaTransform: StatefulTransform {
             drop("stopped")
             return
         }
+        let now = context.clock.now().milliseconds
+        guard script.breaker.allows(now: now) else {
+            context.stats.count("lua.skipped")
+            handle(position, into: &output, dropReason: "script_suspended")
+            return
+        }
         let device = position.deviceKey
         let late = position.attributes[LateFixes.attribute] == "true"
         let state = late ? copyOfState(device) : stateTable(device)
@@ -64,6 +70,7 @@ public struct LuaTransform: StatefulTransform {
                    position, into: &output)
             return
         }
+        script.breaker.succeeded()
         if !late, recording { changed.insert(device) }
         if positions.isEmpty { drop("script") }
         output.append(contentsOf: positions)
@@ -76,18 +83,28 @@ public struct LuaTransform: StatefulTransform {
 
     private mutating func failed(_ failure: LuaFailure, _ position: Position, into output: inout [Position]) {
         context.stats.count("lua.errors.\(failure.kind.rawValue)")
-        if let suppressed = logLimit.allow(failure.kind.rawValue, now: context.clock.now().milliseconds) {
+        let now = context.clock.now().milliseconds
+        if let suppressed = logLimit.allow(failure.kind.rawValue, now: now) {
             context.logger.warning("\(configuration.function)() failed (\(failure.kind.rawValue)): \(failure.message)" + LogRateLimit.suffix(suppressed))
         }
-        switch configuration.onError {
-        case .pass:
-            output.append(position)
-        case .drop:
-            drop("script_error")
-        case .stop:
+        if configuration.onError == .stop {
             stopped = true
             context.logger.error("the script is stopped after a failure (on_error: stop): positions are dropped until \(configuration.script) changes")
             drop("stopped")
+            return
+        }
+        if script.breaker.failed(now: now) {
+            context.stats.count("lua.suspensions")
+            context.logger.warning("\(configuration.function)() failed \(LuaBreaker.threshold) times in a row: not run for \(script.breaker.suspendedUntil - now) ms (positions \(configuration.onError == .pass ? "pass unchanged" : "are dropped"))")
+        }
+        handle(position, into: &output, dropReason: "script_error")
+    }
+
+    /// What `on_error` does with a position the script did not handle.
+    private func handle(_ position: Position, into output: inout [Position], dropReason: String) {
+        switch configuration.onError {
+        case .pass: output.append(position)
+        case .drop, .stop: drop(dropReason)
         }
     }
 

@@ -40,7 +40,7 @@ public final class LuaState: @unchecked Sendable {
         /// Bytes the script's state may hold.
         public var memoryBytes: Int
 
-        public init(instructions: Int = 1_000_000, memoryBytes: Int = 64 << 20) {
+        public init(instructions: Int = 100_000, memoryBytes: Int = 64 << 20) {
             self.instructions = instructions
             self.memoryBytes = memoryBytes
         }

@@ -2,7 +2,7 @@ import Foundation
 import GatewayCore
 import GatewayTesting
 import LuaRuntime
-import LuaScripts
+@testable import LuaScripts
 import Testing
 
 /// The `lua` transform: what a script does to positions, its per-device state, and how
@@ -99,9 +99,13 @@ import Testing
         let context = SinkConformance.makeContext()
         var (t, _) = try Self.transform("function process(p, state)\n  \(body)\n  return p\nend",
                                         options: #", "on_error": "pass", "max_instructions": 100000, "max_memory_mb": 8"#, context: context)
-        let out = Self.run(&t, (0..<50).map { Self.position(second: $0) })
-        #expect(out.count == 50, "every position passed on")
-        #expect(context.stats.value("lua.errors.\(kind)") == 50)
+        let out = Self.run(&t, (0..<5_000).map { Self.position(second: $0 % 60) })
+        #expect(out.count == 5_000, "every position passed on")
+        // Five failures in a row suspend the script: it is not run again for a second, so a
+        // script that loops costs five budgets, not one per position.
+        #expect(context.stats.value("lua.errors.\(kind)") == LuaBreaker.threshold)
+        #expect(context.stats.value("lua.skipped") == 5_000 - LuaBreaker.threshold)
+        #expect(context.stats.value("lua.suspensions") == 1)
         #expect(!FileManager.default.fileExists(atPath: "/tmp/escaped"))
     }
 
@@ -148,5 +152,21 @@ import Testing
         #expect(findings.first?.message.contains("broken.lua:3:") == true, "\(findings)")
         try "function other() end".write(toFile: path, atomically: true, encoding: .utf8)
         #expect(LuaTransformPlugin.checkEnvironment(c, context: EnvironmentContext(path: "transforms.t")).first?.message.contains("defines no function process") == true)
+    }
+}
+
+/// The breaker that keeps a failing script from costing its budget on every position.
+@Suite struct LuaBreakerTests {
+    @Test func failuresInARowSuspendWithABackoffAndASuccessResets() {
+        var breaker = LuaBreaker()
+        var tripped = (1...5).map { breaker.failed(now: Int64($0)) }
+        #expect(tripped == [false, false, false, false, true])
+        #expect(!breaker.allows(now: 1_004) && breaker.allows(now: 1_005))
+        for k in 1...5 { _ = breaker.failed(now: 2_000 + Int64(k)) }
+        #expect(breaker.suspendedUntil == 2_005 + 2_000, "the second suspension is twice as long")
+        breaker.succeeded()
+        tripped = (1...5).map { breaker.failed(now: 5_000 + Int64($0)) }
+        #expect(tripped.last == true && tripped.dropLast().allSatisfy { !$0 })
+        #expect(breaker.suspendedUntil == 5_005 + 1_000, "a success starts the backoff again")
     }
 }
