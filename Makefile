@@ -132,7 +132,7 @@ bench-nmea: deps
 # .build/fuzz/corpus; FUZZ_MERGE=1 merges them into Fuzz/corpus. FUZZ_TARGETS picks targets.
 FUZZ_SECONDS ?= 60
 FUZZ_MERGE ?= 0
-FUZZ_TARGETS ?= TeltonikaTCP TeltonikaUDP GT06 H02 JT808 GPS103 Watch GL200 Meitrack Suntech NMEA JSON Configuration GpsdReports GPX JSONLines \
+FUZZ_TARGETS ?= TeltonikaTCP TeltonikaUDP GT06 H02 JT808 GPS103 Watch GL200 Meitrack Suntech LuaProtocol NMEA JSON Configuration GpsdReports GPX JSONLines \
                 OwnTracks MQTTMessages NATSMessages GeoJSONFences HTTPRequests StateSnapshots
 
 fuzz-build: deps-run

@@ -200,6 +200,7 @@ if Context.environment["LOCGATE_FUZZ"] == "1" {
         fuzzTarget("GL200", ["TrackerProtocols", "GatewayCore"]),
         fuzzTarget("Meitrack", ["TrackerProtocols", "GatewayCore"]),
         fuzzTarget("Suntech", ["TrackerProtocols", "GatewayCore"]),
+        fuzzTarget("LuaProtocol", ["LuaScripts", "LuaRuntime", "TrackerProtocols"]),
         fuzzTarget("NMEA", ["NMEA", "GatewayCore"]),
         fuzzTarget("JSON", ["GatewayCore"]),
         fuzzTarget("Configuration", ["PluginCatalog", "GatewayCore"]),

@@ -113,6 +113,20 @@ def text_trackers():
         write(target, "stream", WHOLE + b"".join(frames[:12]))
 
 
+def lua_protocol():
+    """Wialon IPS packets as the example script reads them (1.1 and 2.0 layouts)."""
+    clear("LuaProtocol")
+    packets = [b"#L#353976013445485;NA\r\n", b"#P#\r\n",
+               b"#SD#040114;135515;5544.6025;N;03739.6834;E;35;215;110;7\r\n",
+               b"#D#040114;135515;5544.6025;S;03739.6834;W;35;215;110;7;1.0;0;0;;NA;count1:1:564,fuel:2:45.8,hw:3:V4.5\r\n",
+               b"#B#040114;135515;5544.6025;N;03739.6834;E;35;215;110;7|040114;135615;5544.6125;N;03739.6934;E;36;216;111;8\r\n",
+               b"#M#on my way\r\n"]
+    for i, packet in enumerate(packets):
+        write("LuaProtocol", f"wialon-{i}", WHOLE + packet)
+    write("LuaProtocol", "stream", WHOLE + b"".join(packets))
+    write("LuaProtocol", "v2", WHOLE + b"#L#2.0;42001300083;NA;B21E\r\n#SD#300924;154245;5554.350052;N;3644.670410;E;2.92;NA;NA;NA;7A01\r\n")
+
+
 def nmea_and_gpsd():
     for target in ["NMEA", "GpsdReports", "JSONLines", "NATSMessages", "JSON"]:
         clear(target)
@@ -237,6 +251,7 @@ def json_documents():
 if __name__ == "__main__":
     trackers()
     text_trackers()
+    lua_protocol()
     nmea_and_gpsd()
     gpx()
     json_documents()
