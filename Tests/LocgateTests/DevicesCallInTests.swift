@@ -46,6 +46,34 @@ struct DevicesCallInTests {
         }
     }
 
+    /// Writes `<dir>/pipeline.json`: the `sources` (JSON members) into a file sink and a durable
+    /// http sink posting to the receiver on `uploadPort`.
+    static func writePipeline(_ dir: String, sources: String, inputs: [String], uploadPort: Int, batch: Int = 500) throws {
+        let names = inputs.map { "\"\($0)\"" }.joined(separator: ",")
+        try Data("""
+        {"settings":{"shutdown_timeout":"1s","stats_interval":false},
+         "sources":{\(sources)},
+         "sinks":{"file":{"type":"file","inputs":[\(names)],"path":"positions.jsonl"},
+                  "upload":{"type":"http","inputs":[\(names)],"url":"http://127.0.0.1:\(uploadPort)/track",
+                            "batch":{"max_positions":\(batch),"interval":"200ms"},"retry":{"initial":"100ms","max":"500ms"},
+                            "queue":{"path":"upload.sqlite"}}}}
+        """.utf8).write(to: URL(fileURLWithPath: "\(dir)/pipeline.json"))
+    }
+
+    /// Waits until the uploads hold every fix the devices were answered for, stops locgate, and
+    /// expects none of them missing from the file either.
+    static func expectEveryAnsweredFixInBothSinks(_ answered: [String: Set<Int64>], dir: String, record: String,
+                                                  locgate: KilledRuns, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        #expect(await Poll.until(timeout: .seconds(60)) {
+            let uploaded = Self.delivered(Self.received(record))
+            return answered.allSatisfy { device, times in times.isSubset(of: Set(uploaded[device] ?? [])) }
+        }, "answered fixes never uploaded", sourceLocation: sourceLocation)
+        locgate.stop()
+        let filed = Self.delivered(try String(contentsOfFile: "\(dir)/positions.jsonl", encoding: .utf8).split(separator: "\n").map(String.init))
+        let missing = answered.reduce(0) { $0 + $1.value.subtracting(filed[$1.key] ?? []).count }
+        #expect(missing == 0, "\(missing) answered fixes missing from the file", sourceLocation: sourceLocation)
+    }
+
     @Test(.timeLimit(.minutes(3)))
     func killedAgainAndAgainItLosesNoRecordADeviceWasAnsweredFor() async throws {
         let dir = try makeTemporaryDirectory()
@@ -129,15 +157,9 @@ struct DevicesCallInTests {
         let record = "\(dir)/requests.jsonl"
         let server = try ScriptPeer(script: DrainTests.receiver, arguments: ["--record", record, "--port", "0"])
         defer { server.stop() }
-        let config = """
-        {"settings":{"shutdown_timeout":"1s","stats_interval":false},
-         "sources":{"jt":{"type":"jt808","listen":"127.0.0.1:\(port)","unknown_devices":"accept"}},
-         "sinks":{"file":{"type":"file","inputs":["jt"],"path":"positions.jsonl"},
-                  "upload":{"type":"http","inputs":["jt"],"url":"http://127.0.0.1:\(server.port)/track",
-                            "batch":{"max_positions":500,"interval":"200ms"},"retry":{"initial":"100ms","max":"500ms"},
-                            "queue":{"path":"upload.sqlite"}}}}
-        """
-        try Data(config.utf8).write(to: URL(fileURLWithPath: "\(dir)/pipeline.json"))
+        try Self.writePipeline(dir, sources: """
+            "jt":{"type":"jt808","listen":"127.0.0.1:\(port)","unknown_devices":"accept"}
+            """, inputs: ["jt"], uploadPort: server.port)
         let locgate = try KilledRuns(pipeline: "\(dir)/pipeline.json", directory: dir)
         #expect(await locgate.started(saying: "listening for JT/T 808 devices"), "\(locgate.firstLog)")
 
@@ -162,20 +184,7 @@ struct DevicesCallInTests {
         #expect((summary["resends"] as? Int ?? 0) > 0, "the kills came while messages waited for their answers")
         let answered = try Self.answered("\(dir)/answered.jsonl")
         #expect(answered.values.reduce(0) { $0 + $1.count } == 200 * 33)
-        #expect(await Poll.until(timeout: .seconds(60)) {
-            let uploaded = Self.delivered(Self.received(record))
-            return answered.allSatisfy { imei, times in times.isSubset(of: Set(uploaded[imei] ?? [])) }
-        })
-        locgate.stop()
-        let filed = Self.delivered(try String(contentsOfFile: "\(dir)/positions.jsonl", encoding: .utf8).split(separator: "\n").map(String.init))
-        let uploaded = Self.delivered(Self.received(record))
-        var missingInFile = 0, missingUploaded = 0
-        for (imei, times) in answered {
-            missingInFile += times.subtracting(filed[imei] ?? []).count
-            missingUploaded += times.subtracting(uploaded[imei] ?? []).count
-        }
-        #expect(missingInFile == 0, "\(missingInFile) answered fixes missing from the file")
-        #expect(missingUploaded == 0, "\(missingUploaded) answered fixes never uploaded")
+        try await Self.expectEveryAnsweredFixInBothSinks(answered, dir: dir, record: record, locgate: locgate)
         #expect(locgate.runs == 5)
     }
 
@@ -192,15 +201,10 @@ struct DevicesCallInTests {
         let record = "\(dir)/requests.jsonl"
         let server = try ScriptPeer(script: DrainTests.receiver, arguments: ["--record", record, "--port", "0"])
         defer { server.stop() }
-        try Data("""
-        {"settings":{"shutdown_timeout":"1s","stats_interval":false},
-         "sources":{"coban":{"type":"gps103","listen":"127.0.0.1:\(gps103Port)","unknown_devices":"accept"},
-                    "watches":{"type":"watch","listen":"127.0.0.1:\(watchPort)","unknown_devices":"accept"}},
-         "sinks":{"file":{"type":"file","inputs":["coban","watches"],"path":"positions.jsonl"},
-                  "upload":{"type":"http","inputs":["coban","watches"],"url":"http://127.0.0.1:\(server.port)/track",
-                            "batch":{"max_positions":500,"interval":"200ms"},"retry":{"initial":"100ms","max":"500ms"},
-                            "queue":{"path":"upload.sqlite"}}}}
-        """.utf8).write(to: URL(fileURLWithPath: "\(dir)/pipeline.json"))
+        try Self.writePipeline(dir, sources: """
+            "coban":{"type":"gps103","listen":"127.0.0.1:\(gps103Port)","unknown_devices":"accept"},
+            "watches":{"type":"watch","listen":"127.0.0.1:\(watchPort)","unknown_devices":"accept"}
+            """, inputs: ["coban", "watches"], uploadPort: server.port)
         let locgate = try KilledRuns(pipeline: "\(dir)/pipeline.json", directory: dir)
         #expect(await locgate.started(saying: "listening for watch devices"), "\(locgate.firstLog)")
         // Each device: 8 groups of 5 fixes, the last of each an alarm.
@@ -226,14 +230,7 @@ struct DevicesCallInTests {
         }
         #expect(resends > 0, "the kills came while groups waited for their alarm's answer")
         #expect(answered.values.reduce(0) { $0 + $1.count } == 100 * 8 * 5)
-        #expect(await Poll.until(timeout: .seconds(60)) {
-            let uploaded = Self.delivered(Self.received(record))
-            return answered.allSatisfy { device, times in times.isSubset(of: Set(uploaded[device] ?? [])) }
-        })
-        locgate.stop()
-        let filed = Self.delivered(try String(contentsOfFile: "\(dir)/positions.jsonl", encoding: .utf8).split(separator: "\n").map(String.init))
-        let missing = answered.reduce(0) { $0 + $1.value.subtracting(filed[$1.key] ?? []).count }
-        #expect(missing == 0, "\(missing) answered fixes missing from the file")
+        try await Self.expectEveryAnsweredFixInBothSinks(answered, dir: dir, record: record, locgate: locgate)
         #expect(locgate.runs == 5)
     }
 
@@ -250,14 +247,9 @@ struct DevicesCallInTests {
         let server = try ScriptPeer(script: DrainTests.receiver, arguments: ["--record", record, "--port", "0"])
         defer { server.stop() }
         let script = LocgateBinary.packageRoot.appendingPathComponent("Examples/Lua/wialon-ips.lua").path
-        try Data("""
-        {"settings":{"shutdown_timeout":"1s","stats_interval":false},
-         "sources":{"wialon":{"type":"lua_tracker","script":"\(script)","listen":"127.0.0.1:\(port)","unknown_devices":"accept"}},
-         "sinks":{"file":{"type":"file","inputs":["wialon"],"path":"positions.jsonl"},
-                  "upload":{"type":"http","inputs":["wialon"],"url":"http://127.0.0.1:\(server.port)/track",
-                            "batch":{"max_positions":500,"interval":"200ms"},"retry":{"initial":"100ms","max":"500ms"},
-                            "queue":{"path":"upload.sqlite"}}}}
-        """.utf8).write(to: URL(fileURLWithPath: "\(dir)/pipeline.json"))
+        try Self.writePipeline(dir, sources: """
+            "wialon":{"type":"lua_tracker","script":"\(script)","listen":"127.0.0.1:\(port)","unknown_devices":"accept"}
+            """, inputs: ["wialon"], uploadPort: server.port)
         let locgate = try KilledRuns(pipeline: "\(dir)/pipeline.json", directory: dir)
         #expect(await locgate.started(saying: "listening for Lua"), "\(locgate.firstLog)")
         let done = "\(dir)/done"
@@ -275,14 +267,7 @@ struct DevicesCallInTests {
                 "the kills came while black boxes waited for their answers")
         let answered = try Self.answered("\(dir)/answered.jsonl")
         #expect(answered.values.reduce(0) { $0 + $1.count } == 50 * 6 * 10)
-        #expect(await Poll.until(timeout: .seconds(60)) {
-            let uploaded = Self.delivered(Self.received(record))
-            return answered.allSatisfy { device, times in times.isSubset(of: Set(uploaded[device] ?? [])) }
-        })
-        locgate.stop()
-        let filed = Self.delivered(try String(contentsOfFile: "\(dir)/positions.jsonl", encoding: .utf8).split(separator: "\n").map(String.init))
-        let missing = answered.reduce(0) { $0 + $1.value.subtracting(filed[$1.key] ?? []).count }
-        #expect(missing == 0, "\(missing) answered fixes missing from the file")
+        try await Self.expectEveryAnsweredFixInBothSinks(answered, dir: dir, record: record, locgate: locgate)
     }
 
     @Test(.timeLimit(.minutes(1)))
