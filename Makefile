@@ -5,7 +5,7 @@
 # (libserialport, SQLite, PROJ, zlib, libcurl, libnats, libmosquitto, libmicrohttpd, libsystemd, libuv, libpq), PROJ's CRS database, Leaflet
 # for `locgate map`, and pkg-config to find them. `make run` installs only these.
 RUN_PACKAGES := pkg-config libserialport-dev libsqlite3-dev libproj-dev proj-data zlib1g-dev libcurl4-openssl-dev \
-                libnats-dev libmosquitto-dev libmicrohttpd-dev libsystemd-dev libuv1-dev libpq-dev libjs-leaflet
+                libnats-dev libmosquitto-dev libmicrohttpd-dev libsystemd-dev libuv1-dev libpq-dev libjs-leaflet liblua5.4-dev
 # The peers and tools the tests and benchmarks start: gpsd, and gpsd-clients for gpsfake and
 # gpsdecode (Debian 12's gpsd-clients depends on GTK and matplotlib; no smaller package has
 # gpsfake), socat pseudo-terminals, the brokers, openssl for test certificates, cs2cs, sqlite3,
@@ -120,6 +120,7 @@ bench: deps
 	bash Benchmarks/mqtt_sink.sh
 	bash Benchmarks/postgres_sink.sh
 	bash Benchmarks/trackers.sh
+	bash Benchmarks/lua.sh
 	bash Benchmarks/http_serving.sh
 
 bench-nmea: deps
@@ -132,7 +133,7 @@ bench-nmea: deps
 # .build/fuzz/corpus; FUZZ_MERGE=1 merges them into Fuzz/corpus. FUZZ_TARGETS picks targets.
 FUZZ_SECONDS ?= 60
 FUZZ_MERGE ?= 0
-FUZZ_TARGETS ?= TeltonikaTCP TeltonikaUDP GT06 H02 JT808 NMEA JSON Configuration GpsdReports GPX JSONLines \
+FUZZ_TARGETS ?= TeltonikaTCP TeltonikaUDP GT06 H02 JT808 GPS103 Watch GL200 Meitrack Suntech LuaProtocol NMEA JSON Configuration GpsdReports GPX JSONLines \
                 OwnTracks MQTTMessages NATSMessages GeoJSONFences HTTPRequests StateSnapshots
 
 fuzz-build: deps-run

@@ -24,6 +24,7 @@ dictionary() {
         NMEA) echo Fuzz/dictionaries/nmea.dict ;;
         GPX) echo Fuzz/dictionaries/gpx.dict ;;
         H02) echo Fuzz/dictionaries/h02.dict ;;
+        GPS103 | Watch | GL200 | Meitrack | Suntech | LuaProtocol) echo Fuzz/dictionaries/text-trackers.dict ;;
         Configuration) echo Fuzz/dictionaries/configuration.dict ;;
         JSON | JSONLines | GpsdReports | OwnTracks | MQTTMessages | NATSMessages | GeoJSONFences | HTTPRequests | StateSnapshots) echo Fuzz/dictionaries/json.dict ;;
         *) echo "" ;;

@@ -36,14 +36,14 @@ def clear(target):
         path.unlink()
 
 
-def vectors(path):
+def vectors(path, kinds="binary|buffer"):
     """(vector id, frame kind, frame bytes, header line) of a Traccar vector file."""
     out = []
     header = ""
     for line in path.read_text().splitlines():
         if line.startswith("[V"):
             header = line
-        match = re.match(r"frame\((binary|buffer)\): (.*)$", line)
+        match = re.match(r"frame\((" + kinds + r")\): (.*)$", line)
         if not match:
             continue
         vid = header.split("]")[0].lstrip("[")
@@ -94,6 +94,37 @@ def trackers():
     write("GT06", "stream", WHOLE + b"".join(gt06[:12]))
     h02 = [f for _, kind, f, _ in vectors(TRACKERS / "h02.txt") if kind == "buffer"]
     write("H02", "stream", WHOLE + b"\r\n".join(h02[:12]) + b"\r\n")
+
+
+def text_trackers():
+    """The text protocols: each vector as a device sends it (text with its terminator), and a stream."""
+    ends = {"GPS103": b"\r\n", "Watch": b"", "GL200": b"", "Meitrack": b"", "Suntech": b"\r"}
+    for target, name in [("GPS103", "gps103"), ("Watch", "watch"), ("GL200", "gl200"), ("Meitrack", "meitrack"), ("Suntech", "suntech")]:
+        clear(target)
+        frames = []
+        seen = set()
+        for vid, kind, frame, _ in vectors(TRACKERS / f"{name}.txt", kinds="binary|buffer|text"):
+            if vid in seen:
+                continue  # Meitrack gives the bytes, then their printable part
+            seen.add(vid)
+            wire = frame + (ends[target] if kind == "text" else b"")
+            frames.append(wire)
+            write(target, f"traccar-{vid}", WHOLE + wire)
+        write(target, "stream", WHOLE + b"".join(frames[:12]))
+
+
+def lua_protocol():
+    """Wialon IPS packets as the example script reads them (1.1 and 2.0 layouts)."""
+    clear("LuaProtocol")
+    packets = [b"#L#353976013445485;NA\r\n", b"#P#\r\n",
+               b"#SD#040114;135515;5544.6025;N;03739.6834;E;35;215;110;7\r\n",
+               b"#D#040114;135515;5544.6025;S;03739.6834;W;35;215;110;7;1.0;0;0;;NA;count1:1:564,fuel:2:45.8,hw:3:V4.5\r\n",
+               b"#B#040114;135515;5544.6025;N;03739.6834;E;35;215;110;7|040114;135615;5544.6125;N;03739.6934;E;36;216;111;8\r\n",
+               b"#M#on my way\r\n"]
+    for i, packet in enumerate(packets):
+        write("LuaProtocol", f"wialon-{i}", WHOLE + packet)
+    write("LuaProtocol", "stream", WHOLE + b"".join(packets))
+    write("LuaProtocol", "v2", WHOLE + b"#L#2.0;42001300083;NA;B21E\r\n#SD#300924;154245;5554.350052;N;3644.670410;E;2.92;NA;NA;NA;7A01\r\n")
 
 
 def nmea_and_gpsd():
@@ -219,6 +250,8 @@ def json_documents():
 
 if __name__ == "__main__":
     trackers()
+    text_trackers()
+    lua_protocol()
     nmea_and_gpsd()
     gpx()
     json_documents()

@@ -12,6 +12,7 @@ import Motion
 import SerialInput
 import GpsdInput
 import HTTPOutput
+import LuaScripts
 import HTTPInput
 import MQTTInput
 import MQTTOutput
@@ -39,6 +40,12 @@ public enum BuiltinPlugins {
         r.register(source: GT06SourcePlugin.self)
         r.register(source: H02SourcePlugin.self)
         r.register(source: JT808SourcePlugin.self)
+        r.register(source: GPS103SourcePlugin.self)
+        r.register(source: WatchSourcePlugin.self)
+        r.register(source: GL200SourcePlugin.self)
+        r.register(source: MeitrackSourcePlugin.self)
+        r.register(source: SuntechSourcePlugin.self)
+        r.register(source: LuaTrackerSourcePlugin.self)
         r.register(source: HTTPServerSourcePlugin.self)
         // Transforms
         r.register(transform: CoordinatesPlugin.self)
@@ -50,6 +57,7 @@ public enum BuiltinPlugins {
         r.register(transform: ThrottlePlugin.self)
         r.register(transform: GeofencePlugin.self)
         r.register(transform: MotionPlugin.self)
+        r.register(transform: LuaTransformPlugin.self)
         // Sinks
         r.register(sink: FileSinkPlugin.self)
         r.register(sink: HTTPSinkPlugin.self)

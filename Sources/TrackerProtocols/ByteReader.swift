@@ -33,6 +33,14 @@ struct ByteReader {
         return value
     }
 
+    /// Little-endian unsigned integer of `width` bytes (1...8): Meitrack's binary batches.
+    mutating func littleEndian(width: Int) -> UInt64? {
+        guard let value = unsigned(width: width) else { return nil }
+        var swapped: UInt64 = 0
+        for k in 0..<width { swapped |= (value >> (8 * UInt64(k)) & 0xFF) << (8 * UInt64(width - 1 - k)) }
+        return swapped
+    }
+
     mutating func u16() -> UInt16? { unsigned(width: 2).map { UInt16(truncatingIfNeeded: $0) } }
     mutating func u32() -> UInt32? { unsigned(width: 4).map { UInt32(truncatingIfNeeded: $0) } }
     mutating func u64() -> UInt64? { unsigned(width: 8) }
@@ -45,6 +53,9 @@ struct ByteReader {
         defer { offset += count }
         return bytes[offset..<(offset + count)]
     }
+
+    /// Moves the cursor to `position` (clamped to the readable range).
+    mutating func seek(_ position: Int) { offset = min(max(position, 0), end) }
 
     @discardableResult
     mutating func skip(_ count: Int) -> Bool {

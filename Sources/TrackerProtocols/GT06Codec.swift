@@ -22,9 +22,11 @@ import GatewayCore
 /// Messages:
 /// - Login (0x01): the IMEI, 8 bytes of BCD with its leading 0 dropped → `.identification`.
 /// - Positions: every type whose content starts with a GPS block (0x10, 0x11, 0x12, 0x16, 0x1A,
-///   0x1E, 0x22, 0x26, 0x27, 0x2D, 0x31, 0x37, 0x38, 0xA0, 0xA3, 0xA4; 0xA2 when its content
-///   holds a GPS block rather than cell towers; 0x34 after 4 bytes of flags) and the modular
-///   frame 0x70 through its GPS module 0x33 → `.records` with one position.
+///   0x1E, 0x22, 0x26, 0x27, 0x2D, 0x31, 0x32, 0x37, 0x38, 0xA0, 0xA3, 0xA4; 0xA2 when its content
+///   holds a GPS block rather than cell towers; 0x34 after 4 bytes of flags), the modular
+///   frame 0x70 through its GPS module 0x33, and the `79 79` 0x32 of AZ735 devices (its GPS
+///   block has a length byte after the time: 0 means no fix, a `.control("lbs")`) → `.records`
+///   with one position.
 ///   A GPS block whose date or coordinates are out of range is `.control("undecoded")`.
 /// - Heartbeats (0x13, 0x23) → `.control("heartbeat")`; everything else → `.control` with a
 ///   short kind (`lbs`, `wifi`, `info`, `string`, `alarm`, `serial`, `unknown`, ...).
@@ -143,6 +145,10 @@ public struct GT06Codec: TrackerCodec {
             return .success(.control(kind: "time_request", deviceID: nil, answer: Self.timeAnswer(now: now, serial: frame.serial)))
         case 0x10, 0x11, 0x12, 0x16, 0x1A, 0x1E, 0x22, 0x26, 0x27, 0x2D, 0x31, 0x37, 0x38, 0xA0, 0xA3, 0xA4:
             return .success(positionMessage(frame, gpsOffset: 0))
+        case 0x32:
+            // GPS, LBS and status: the standard block in a 78 78 frame (SL4X), the AZ735 layout
+            // (a GPS length byte, 0 without a fix) in a 79 79 one.
+            return .success(frame.extended ? extendedGPSMessage(frame) : positionMessage(frame, gpsOffset: 0))
         case 0x34:
             // X1: four bytes of data and alarm flags before the GPS block.
             return .success(positionMessage(frame, gpsOffset: 4))
@@ -170,7 +176,7 @@ public struct GT06Codec: TrackerCodec {
         case 0x94: "info"
         case 0x9B: "serial"
         case 0x17, 0x2C, 0x33, 0x69, 0xF3: "wifi"
-        case 0x18, 0x19, 0x24, 0x28, 0x2E, 0x32, 0xA1, 0xA5, 0xA7: "lbs"
+        case 0x18, 0x19, 0x24, 0x28, 0x2E, 0xA1, 0xA5, 0xA7: "lbs"
         case 0x95: "alarm"
         case 0x2A: "address_request"
         case 0x65, 0x66, 0x8C: "obd"
@@ -366,6 +372,26 @@ public struct GT06Codec: TrackerCodec {
         case 7: "removing"
         default: nil
         }
+    }
+
+    /// 79 79 0x32 (AZ735): `YY MM DD hh mm ss`, a GPS length byte (0: no fix, the frame holds only
+    /// cells and Wi-Fi), satellites, latitude, longitude, speed, course and status as in the GPS block.
+    private func extendedGPSMessage(_ frame: Frame) -> TrackerMessage {
+        var reader = ByteReader(frame.content)
+        guard let date = reader.take(6), let length = reader.u8(), length > 0 else {
+            return .control(kind: "lbs", deviceID: nil, answer: frame.answer)
+        }
+        let d = Array(date)
+        guard let satellites = reader.u8(), let latitudeRaw = reader.u32(), let longitudeRaw = reader.u32(),
+              let speed = reader.u8(), let flags = reader.u16(),
+              var time = CivilTime(year: 2000 + Int(d[0]), month: Int(d[1]), day: Int(d[2]), hour: Int(d[3]),
+                                   minute: Int(d[4]), second: Int(d[5])).timestamp
+        else { return .control(kind: "undecoded", deviceID: nil, answer: frame.answer) }
+        time.milliseconds -= Int64(timeZoneOffsetSeconds) * 1000
+        guard let position = Self.position(time: time, satellites: Int(satellites & 0x0F), latitudeRaw: latitudeRaw,
+                                           longitudeRaw: longitudeRaw, speedKmh: Int(speed), flags: flags)
+        else { return .control(kind: "undecoded", deviceID: nil, answer: frame.answer) }
+        return .records(TrackerRecords(positions: [position], answer: frame.answer))
     }
 
     /// 0x70: modules of `[type: 2][length: 2][data]`; module 0x33 is the fix (UTC seconds since

@@ -46,25 +46,32 @@ struct DevicesCallInTests {
         }
     }
 
-    /// Waits for the upload queue to drain (the devices are done), stops the gateway, then checks
-    /// that every record a device was answered for is in the file and was uploaded.
-    static func expectEveryAnsweredRecordDelivered(_ answered: [String: Set<Int64>], file: String, uploads record: String,
-                                                   gateway run: Process, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    /// Writes `<dir>/pipeline.json`: the `sources` (JSON members) into a file sink and a durable
+    /// http sink posting to the receiver on `uploadPort`.
+    static func writePipeline(_ dir: String, sources: String, inputs: [String], uploadPort: Int, batch: Int = 500) throws {
+        let names = inputs.map { "\"\($0)\"" }.joined(separator: ",")
+        try Data("""
+        {"settings":{"shutdown_timeout":"1s","stats_interval":false},
+         "sources":{\(sources)},
+         "sinks":{"file":{"type":"file","inputs":[\(names)],"path":"positions.jsonl"},
+                  "upload":{"type":"http","inputs":[\(names)],"url":"http://127.0.0.1:\(uploadPort)/track",
+                            "batch":{"max_positions":\(batch),"interval":"200ms"},"retry":{"initial":"100ms","max":"500ms"},
+                            "queue":{"path":"upload.sqlite"}}}}
+        """.utf8).write(to: URL(fileURLWithPath: "\(dir)/pipeline.json"))
+    }
+
+    /// Waits until the uploads hold every fix the devices were answered for, stops locgate, and
+    /// expects none of them missing from the file either.
+    static func expectEveryAnsweredFixInBothSinks(_ answered: [String: Set<Int64>], dir: String, record: String,
+                                                  locgate: KilledRuns, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         #expect(await Poll.until(timeout: .seconds(60)) {
             let uploaded = Self.delivered(Self.received(record))
-            return answered.allSatisfy { imei, times in times.isSubset(of: Set(uploaded[imei] ?? [])) }
-        }, sourceLocation: sourceLocation)
-        kill(run.processIdentifier, SIGINT)
-        run.waitUntilExit()
-        let filed = Self.delivered(try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init))
-        let uploaded = Self.delivered(Self.received(record))
-        var missingInFile = 0, missingUploaded = 0
-        for (imei, times) in answered {
-            missingInFile += times.subtracting(filed[imei] ?? []).count
-            missingUploaded += times.subtracting(uploaded[imei] ?? []).count
-        }
-        #expect(missingInFile == 0, "\(missingInFile) answered records missing from the file", sourceLocation: sourceLocation)
-        #expect(missingUploaded == 0, "\(missingUploaded) answered records never uploaded", sourceLocation: sourceLocation)
+            return answered.allSatisfy { device, times in times.isSubset(of: Set(uploaded[device] ?? [])) }
+        }, "answered fixes never uploaded", sourceLocation: sourceLocation)
+        locgate.stop()
+        let filed = Self.delivered(try String(contentsOfFile: "\(dir)/positions.jsonl", encoding: .utf8).split(separator: "\n").map(String.init))
+        let missing = answered.reduce(0) { $0 + $1.value.subtracting(filed[$1.key] ?? []).count }
+        #expect(missing == 0, "\(missing) answered fixes missing from the file", sourceLocation: sourceLocation)
     }
 
     @Test(.timeLimit(.minutes(3)))
@@ -85,16 +92,8 @@ struct DevicesCallInTests {
                             "queue":{"path":"upload.sqlite"}}}}
         """
         try Data(config.utf8).write(to: URL(fileURLWithPath: "\(dir)/pipeline.json"))
-        var runs = 0
-        func start() throws -> Process {
-            runs += 1
-            return try LocgateBinary.launch([try LocgateBinary.path(), "run", "\(dir)/pipeline.json"], stderr: "\(dir)/stderr-\(runs).log")
-        }
-        let log = "\(dir)/stderr-1.log"
-        var run = try start()
-        defer { if run.isRunning { kill(run.processIdentifier, SIGKILL) } }
-        let stderr: @Sendable () -> String = { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
-        #expect(await Poll.until { stderr().contains("listening for GT06 devices") }, "\(stderr())")
+        let locgate = try KilledRuns(pipeline: "\(dir)/pipeline.json", directory: dir)
+        #expect(await locgate.started(saying: "listening for GT06 devices"), "\(locgate.firstLog)")
 
         // 20 Teltonika devices, 15 frames of 5 records; 20 GT06 devices, 60 positions each.
         let done = "\(dir)/done"
@@ -110,13 +109,7 @@ struct DevicesCallInTests {
             for p in [teltonika, gt06] where p.isRunning { kill(p.processIdentifier, SIGKILL) }
         }
         // Kill -9 at seeded moments while the devices send, and start again.
-        var rng = SeededGenerator(seed: 28)
-        for _ in 0..<4 {
-            try await Task.sleep(for: .milliseconds(Int.random(in: 700...1_800, using: &rng)))
-            kill(run.processIdentifier, SIGKILL)
-            run.waitUntilExit()
-            run = try start()
-        }
+        try await locgate.kill(times: 4, seed: 28, milliseconds: 700...1_800)
         #expect(await Poll.until(timeout: .seconds(120)) { !teltonika.isRunning && !gt06.isRunning }, "the simulators did not finish")
         _ = FileManager.default.createFile(atPath: done, contents: nil)
         var resends = 0
@@ -131,9 +124,24 @@ struct DevicesCallInTests {
         let answered = try Self.answered("\(dir)/answered-teltonika.jsonl").merging(try Self.answered("\(dir)/answered-gt06.jsonl")) { $0.union($1) }
         let answeredCount = answered.values.reduce(0) { $0 + $1.count }
         #expect(answeredCount == 20 * 15 * 5 + 20 * 60)
-        try await Self.expectEveryAnsweredRecordDelivered(answered, file: "\(dir)/positions.jsonl", uploads: record, gateway: run)
+        // The upload queue drains once the devices are done.
+        #expect(await Poll.until(timeout: .seconds(60)) {
+            let uploaded = Self.delivered(Self.received(record))
+            return answered.allSatisfy { imei, times in times.isSubset(of: Set(uploaded[imei] ?? [])) }
+        })
+        locgate.stop()
+        let lines = try String(contentsOfFile: "\(dir)/positions.jsonl", encoding: .utf8).split(separator: "\n").map(String.init)
+        let filed = Self.delivered(lines)
+        let uploaded = Self.delivered(Self.received(record))
+        var missingInFile = 0, missingUploaded = 0
+        for (imei, times) in answered {
+            missingInFile += times.subtracting(filed[imei] ?? []).count
+            missingUploaded += times.subtracting(uploaded[imei] ?? []).count
+        }
+        #expect(missingInFile == 0, "\(missingInFile) answered records missing from the file")
+        #expect(missingUploaded == 0, "\(missingUploaded) answered records never uploaded")
         // Resent frames come back with the same ids: duplicates are allowed, and recognisable.
-        #expect(runs == 5)
+        #expect(locgate.runs == 5)
     }
 
     /// 200 JT/T 808 terminals register once, authenticate on every connection with the code they
@@ -149,24 +157,11 @@ struct DevicesCallInTests {
         let record = "\(dir)/requests.jsonl"
         let server = try ScriptPeer(script: DrainTests.receiver, arguments: ["--record", record, "--port", "0"])
         defer { server.stop() }
-        let config = """
-        {"settings":{"shutdown_timeout":"1s","stats_interval":false},
-         "sources":{"jt":{"type":"jt808","listen":"127.0.0.1:\(port)","unknown_devices":"accept"}},
-         "sinks":{"file":{"type":"file","inputs":["jt"],"path":"positions.jsonl"},
-                  "upload":{"type":"http","inputs":["jt"],"url":"http://127.0.0.1:\(server.port)/track",
-                            "batch":{"max_positions":500,"interval":"200ms"},"retry":{"initial":"100ms","max":"500ms"},
-                            "queue":{"path":"upload.sqlite"}}}}
-        """
-        try Data(config.utf8).write(to: URL(fileURLWithPath: "\(dir)/pipeline.json"))
-        var runs = 0
-        func start() throws -> Process {
-            runs += 1
-            return try LocgateBinary.launch([try LocgateBinary.path(), "run", "\(dir)/pipeline.json"], stderr: "\(dir)/stderr-\(runs).log")
-        }
-        var run = try start()
-        defer { if run.isRunning { kill(run.processIdentifier, SIGKILL) } }
-        let stderr: @Sendable () -> String = { (try? String(contentsOfFile: "\(dir)/stderr-1.log", encoding: .utf8)) ?? "" }
-        #expect(await Poll.until { stderr().contains("listening for JT/T 808 devices") }, "\(stderr())")
+        try Self.writePipeline(dir, sources: """
+            "jt":{"type":"jt808","listen":"127.0.0.1:\(port)","unknown_devices":"accept"}
+            """, inputs: ["jt"], uploadPort: server.port)
+        let locgate = try KilledRuns(pipeline: "\(dir)/pipeline.json", directory: dir)
+        #expect(await locgate.started(saying: "listening for JT/T 808 devices"), "\(locgate.firstLog)")
 
         // 200 terminals, 6 messages each: 3 single fixes and 3 batches of 10 (33 fixes a terminal).
         let done = "\(dir)/done"
@@ -176,13 +171,7 @@ struct DevicesCallInTests {
                                                   "--until-file", done, "--seed", "9"],
                                                  stderr: "\(dir)/jt808.err", stdout: "\(dir)/jt808.out")
         defer { if terminals.isRunning { kill(terminals.processIdentifier, SIGKILL) } }
-        var rng = SeededGenerator(seed: 808)
-        for _ in 0..<4 {
-            try await Task.sleep(for: .milliseconds(Int.random(in: 500...1_200, using: &rng)))
-            kill(run.processIdentifier, SIGKILL)
-            run.waitUntilExit()
-            run = try start()
-        }
+        try await locgate.kill(times: 4, seed: 808, milliseconds: 500...1_200)
         #expect(await Poll.until(timeout: .seconds(120)) { !terminals.isRunning }, "the simulator did not finish")
         _ = FileManager.default.createFile(atPath: done, contents: nil)
         let out = (try? String(contentsOfFile: "\(dir)/jt808.out", encoding: .utf8)) ?? ""
@@ -195,8 +184,90 @@ struct DevicesCallInTests {
         #expect((summary["resends"] as? Int ?? 0) > 0, "the kills came while messages waited for their answers")
         let answered = try Self.answered("\(dir)/answered.jsonl")
         #expect(answered.values.reduce(0) { $0 + $1.count } == 200 * 33)
-        try await Self.expectEveryAnsweredRecordDelivered(answered, file: "\(dir)/positions.jsonl", uploads: record, gateway: run)
-        #expect(runs == 5)
+        try await Self.expectEveryAnsweredFixInBothSinks(answered, dir: dir, record: record, locgate: locgate)
+        #expect(locgate.runs == 5)
+    }
+
+    /// 50 GPS103 trackers and 50 watches send groups of fixes ending with an alarm (GPS103's SOS,
+    /// a watch's `AL`) into a file and a durable http sink while locgate is killed -9 again and
+    /// again. Their positions have no answer in these protocols; the alarm's answer comes only once
+    /// its position — and so every fix sent before it on the connection — was committed: every fix
+    /// a device was answered for that way is in both sinks.
+    @Test(.timeLimit(.minutes(3)))
+    func textTrackersKilledAgainAndAgainLoseNoFixTheyWereAnsweredFor() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let gps103Port = LoopbackTCPServer.freePort(), watchPort = LoopbackTCPServer.freePort()
+        let record = "\(dir)/requests.jsonl"
+        let server = try ScriptPeer(script: DrainTests.receiver, arguments: ["--record", record, "--port", "0"])
+        defer { server.stop() }
+        try Self.writePipeline(dir, sources: """
+            "coban":{"type":"gps103","listen":"127.0.0.1:\(gps103Port)","unknown_devices":"accept"},
+            "watches":{"type":"watch","listen":"127.0.0.1:\(watchPort)","unknown_devices":"accept"}
+            """, inputs: ["coban", "watches"], uploadPort: server.port)
+        let locgate = try KilledRuns(pipeline: "\(dir)/pipeline.json", directory: dir)
+        #expect(await locgate.started(saying: "listening for watch devices"), "\(locgate.firstLog)")
+        // Each device: 8 groups of 5 fixes, the last of each an alarm.
+        let done = "\(dir)/done"
+        let simulators = try [("gps103", gps103Port, "860000000000000"), ("watch", watchPort, "9000000000")].map { name, port, first in
+            (name, try LocgateBinary.launch(["/usr/bin/env", "python3", Self.simulator, "--protocol", name, "--port", "\(port)",
+                                             "--devices", "50", "--frames", "8", "--records", "5", "--interval", "0.3",
+                                             "--first-imei", first, "--answered", "\(dir)/answered-\(name).jsonl",
+                                             "--until-file", done, "--seed", "45"],
+                                            stderr: "\(dir)/\(name).err", stdout: "\(dir)/\(name).out"))
+        }
+        defer { for (_, p) in simulators where p.isRunning { kill(p.processIdentifier, SIGKILL) } }
+        try await locgate.kill(times: 4, seed: 45, milliseconds: 500...1_200)
+        #expect(await Poll.until(timeout: .seconds(120)) { simulators.allSatisfy { !$0.1.isRunning } }, "the simulators did not finish")
+        _ = FileManager.default.createFile(atPath: done, contents: nil)
+        var answered: [String: Set<Int64>] = [:]
+        var resends = 0
+        for (name, p) in simulators {
+            let out = (try? String(contentsOfFile: "\(dir)/\(name).out", encoding: .utf8)) ?? ""
+            #expect(p.terminationStatus == 0, "\(name) simulator: \(out)")
+            resends += ((try? JSONSerialization.jsonObject(with: Data(out.utf8))) as? [String: Any])?["resends"] as? Int ?? 0
+            answered.merge(try Self.answered("\(dir)/answered-\(name).jsonl")) { $0.union($1) }
+        }
+        #expect(resends > 0, "the kills came while groups waited for their alarm's answer")
+        #expect(answered.values.reduce(0) { $0 + $1.count } == 100 * 8 * 5)
+        try await Self.expectEveryAnsweredFixInBothSinks(answered, dir: dir, record: record, locgate: locgate)
+        #expect(locgate.runs == 5)
+    }
+
+    /// 50 Wialon IPS devices on a `lua_tracker` whose protocol is Examples/Lua/wialon-ips.lua send
+    /// black boxes of 10 fixes into a file and a durable http sink while locgate is killed -9
+    /// again and again: the script's `#AB#` answers go out only after the commit, so every fix a
+    /// device was answered for is in both sinks.
+    @Test(.timeLimit(.minutes(3)))
+    func aLuaProtocolKilledAgainAndAgainLosesNoFixItAnswered() async throws {
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let port = LoopbackTCPServer.freePort()
+        let record = "\(dir)/requests.jsonl"
+        let server = try ScriptPeer(script: DrainTests.receiver, arguments: ["--record", record, "--port", "0"])
+        defer { server.stop() }
+        let script = LocgateBinary.packageRoot.appendingPathComponent("Examples/Lua/wialon-ips.lua").path
+        try Self.writePipeline(dir, sources: """
+            "wialon":{"type":"lua_tracker","script":"\(script)","listen":"127.0.0.1:\(port)","unknown_devices":"accept"}
+            """, inputs: ["wialon"], uploadPort: server.port)
+        let locgate = try KilledRuns(pipeline: "\(dir)/pipeline.json", directory: dir)
+        #expect(await locgate.started(saying: "listening for Lua"), "\(locgate.firstLog)")
+        let done = "\(dir)/done"
+        let devices = try LocgateBinary.launch(["/usr/bin/env", "python3", Self.simulator, "--protocol", "wialon", "--port", "\(port)",
+                                                "--devices", "50", "--frames", "6", "--records", "10", "--interval", "0.4",
+                                                "--answered", "\(dir)/answered.jsonl", "--until-file", done, "--seed", "39"],
+                                               stderr: "\(dir)/wialon.err", stdout: "\(dir)/wialon.out")
+        defer { if devices.isRunning { kill(devices.processIdentifier, SIGKILL) } }
+        try await locgate.kill(times: 4, seed: 39, milliseconds: 500...1_200)
+        #expect(await Poll.until(timeout: .seconds(120)) { !devices.isRunning }, "the simulator did not finish")
+        _ = FileManager.default.createFile(atPath: done, contents: nil)
+        let out = (try? String(contentsOfFile: "\(dir)/wialon.out", encoding: .utf8)) ?? ""
+        #expect(devices.terminationStatus == 0, "simulator: \(out)")
+        #expect(((try? JSONSerialization.jsonObject(with: Data(out.utf8))) as? [String: Any])?["resends"] as? Int ?? 0 > 0,
+                "the kills came while black boxes waited for their answers")
+        let answered = try Self.answered("\(dir)/answered.jsonl")
+        #expect(answered.values.reduce(0) { $0 + $1.count } == 50 * 6 * 10)
+        try await Self.expectEveryAnsweredFixInBothSinks(answered, dir: dir, record: record, locgate: locgate)
     }
 
     @Test(.timeLimit(.minutes(1)))

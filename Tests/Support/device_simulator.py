@@ -1,20 +1,25 @@
 #!/usr/bin/env python3
 """Plays GPS trackers against a locgate listening source, as the devices behave.
 
-Usage: device_simulator.py --protocol teltonika|gt06|jt808 --port N [--host 127.0.0.1]
+Usage: device_simulator.py --protocol teltonika|gt06|jt808|gps103|watch|wialon --port N [--host 127.0.0.1]
            [--devices 10] [--frames 20] [--records 10] [--first-imei 350000000000000]
            [--interval 0.0] [--answer-timeout 10] [--answered FILE] [--seed 1]
            [--until-file PATH] [--udp]
 
 Each device logs in (Teltonika IMEI frame / GT06 login / JT/T 808 registration once, then
-authentication with the code it was issued on every connection), then sends its frames one at a
+authentication with the code it was issued on every connection; GPS103 login answered LOAD; a
+watch's LK link), then sends its frames one at a
 time and waits for the server's answer, which it checks byte for byte against the answer the
 protocol owes for that frame (the record count / the serial echo / JT/T 808's 0x8001 naming the
 frame's serial and id with result 0). JT/T 808 terminals send single fixes (0x0200) and, every
 other frame, a 0x0704 batch of --records fixes; they keep their code across reconnections, so a
 server that forgot it refuses them (counted as auth_refused; the terminal then registers again). A frame whose answer does
 not come (timeout, closed connection) is sent again on a new connection, as a tracker keeps a
-record in its memory until it is acknowledged. Frames are built here, with their checksums
+record in its memory until it is acknowledged. GPS103 and watch positions have no answer in their
+protocols: a "frame" there is --records sentences sent in one write, the last an alarm (GPS103
+`help me`, watch `AL`) whose answer comes only once its position, and so every position sent
+before it on the connection, was committed; those are what the device was answered for. The
+simulated device keeps the group until that answer (a real one would drop the plain fixes). Frames are built here, with their checksums
 (CRC-16/IBM, CRC-16/X-25), from positions on a seeded track per device.
 
 Every record whose frame was answered is written to --answered as one JSON line:
@@ -196,6 +201,50 @@ async def jt808_read_frame(reader, timeout):
     return data[:-1]
 
 
+# --- GPS103 and watches (text) ---------------------------------------------------------------
+
+def gps103_sentence(imei, r, keyword):
+    """Local time 8 h ahead of UTC (the codec folds it back); ddmm.mmmm coordinates; knots."""
+    local, utc = time.gmtime(r["time_ms"] // 1000 + 8 * 3600), time.gmtime(r["time_ms"] // 1000)
+    def dm(value, width):
+        d = int(abs(value))
+        return "%0*d%07.4f" % (width, d, (abs(value) - d) * 60)
+    return ("imei:%s,%s,%s,,F,%s.000,A,%s,%s,%s,%s,%.2f,%d,%d;" % (
+        imei, keyword, time.strftime("%y%m%d%H%M%S", local), time.strftime("%H%M%S", utc),
+        dm(r["lat"], 2), "N" if r["lat"] >= 0 else "S", dm(r["lon"], 3), "E" if r["lon"] >= 0 else "W",
+        r["speed_kmh"] / 1.852, r["course"], r["alt"])).encode()
+
+
+def watch_frame(device_id, r, word):
+    t = time.gmtime(r["time_ms"] // 1000)
+    content = "%s,%s,%s,A,%.6f,%s,%.6f,%s,%d,%d,%d,%d,80,90,0,0,00000000,0,0" % (
+        word, time.strftime("%d%m%y", t), time.strftime("%H%M%S", t), abs(r["lat"]), "N" if r["lat"] >= 0 else "S",
+        abs(r["lon"]), "E" if r["lon"] >= 0 else "W", r["speed_kmh"], r["course"], r["alt"], r["sats"])
+    return ("[3G*%s*%04X*%s]" % (device_id, len(content), content)).encode()
+
+
+def wialon_blackbox(records):
+    """Wialon IPS 1.1 #B#: the records as short data, answered #AB#<count> (a lua_tracker script)."""
+    def sd(r):
+        t = time.gmtime(r["time_ms"] // 1000)
+        def dm(value, width):
+            d = int(abs(value))
+            return "%0*d%07.4f" % (width, d, (abs(value) - d) * 60)
+        return "%s;%s;%s;%s;%s;%s;%d;%d;%d;%d" % (time.strftime("%d%m%y", t), time.strftime("%H%M%S", t), dm(r["lat"], 2),
+                                                  "N" if r["lat"] >= 0 else "S", dm(r["lon"], 3), "E" if r["lon"] >= 0 else "W",
+                                                  r["speed_kmh"], r["course"], r["alt"], r["sats"])
+    return ("#B#" + "|".join(sd(r) for r in records) + "\r\n").encode(), ("#AB#%d\r\n" % len(records)).encode()
+
+
+def text_group(protocol, device_id, records):
+    """--records sentences, the last one an alarm: the bytes and the alarm's answer."""
+    if protocol == "gps103":
+        data = b"".join(gps103_sentence(device_id, r, "tracker") for r in records[:-1])
+        return data + gps103_sentence(device_id, records[-1], "help me"), ("**,imei:%s,E;" % device_id).encode()
+    data = b"".join(watch_frame(device_id, r, "UD2") for r in records[:-1])
+    return data + watch_frame(device_id, records[-1], "AL"), ("[3G*%s*0002*AL]" % device_id).encode()
+
+
 # --- The devices -----------------------------------------------------------------------------
 
 class Device:
@@ -214,7 +263,7 @@ class Device:
 
     def frames(self):
         for k in range(self.args.frames):
-            per = self.args.records if self.args.protocol == "teltonika" or (self.args.protocol == "jt808" and k % 2) else 1
+            per = self.args.records if self.args.protocol in ("teltonika", "gps103", "watch", "wialon") or (self.args.protocol == "jt808" and k % 2) else 1
             yield [self.track.next() for _ in range(per)]
 
     async def connect(self):
@@ -282,6 +331,13 @@ class Device:
     def login(self):
         if self.args.protocol == "teltonika":
             return teltonika_login(self.imei), b"\x01"
+        if self.args.protocol == "gps103":
+            return ("##,imei:%s,A;" % self.imei).encode(), b"LOAD"
+        if self.args.protocol == "watch":
+            link = ("[3G*%s*0002*LK]" % self.imei).encode()
+            return link, link
+        if self.args.protocol == "wialon":
+            return ("#L#%s;NA\r\n" % self.imei).encode(), b"#AL#1\r\n"
         self.serial = (self.serial + 1) & 0xFFFF
         return gt06_login(self.imei, self.serial), gt06_ack(0x01, self.serial)
 
@@ -304,6 +360,10 @@ class Device:
             return jt808_frame(msg_id, self.phone, self.serial, body), struct.pack(">HHB", self.serial, msg_id, 0)
         if self.args.protocol == "teltonika":
             return teltonika_frame(records), teltonika_answer(records)
+        if self.args.protocol in ("gps103", "watch"):
+            return text_group(self.args.protocol, self.imei, records)
+        if self.args.protocol == "wialon":
+            return wialon_blackbox(records)
         self.serial = (self.serial + 1) & 0xFFFF
         return gt06_position(records[0], self.serial), gt06_ack(0x22, self.serial)
 
@@ -407,7 +467,7 @@ async def main(args):
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
-    p.add_argument("--protocol", choices=["teltonika", "gt06", "jt808"], required=True)
+    p.add_argument("--protocol", choices=["teltonika", "gt06", "jt808", "gps103", "watch", "wialon"], required=True)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--devices", type=int, default=10)

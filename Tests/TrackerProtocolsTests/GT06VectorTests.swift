@@ -1,6 +1,6 @@
 import GatewayCore
 import Testing
-import TrackerProtocols
+@testable import TrackerProtocols
 
 /// Every vector of `Fixtures/gt06.txt`, each with its stated outcome.
 @Suite struct GT06VectorTests {
@@ -189,6 +189,39 @@ import TrackerProtocols
         VectorCheck.near(v73.longitude, -0x08814A87 / 1.8e6, 1e-9, "longitude", "V73")
         #expect(v73.altitude == 232)
         #expect(v73.mode == .twoD)
+    }
+
+    /// 0x32 with a fix (no such frame in the file: V115 and V118 have a GPS length of 0, so no
+    /// fix): a 78 78 frame holds the standard GPS block, a 79 79 (AZ735) one the block with a
+    /// length byte. Both are positions; the 78 78 one is answered once handled, the 79 79 one
+    /// not at all (extended frames other than 0x94 are not acknowledged).
+    @Test func type0x32WithAFixIsAPosition() throws {
+        let time: [UInt8] = [0x18, 0x03, 0x14, 0x0A, 0x21, 0x05]  // 2024-03-20 10:33:05
+        let latitude = UInt32(22.5431 * 1_800_000), longitude = UInt32(114.0579 * 1_800_000)
+        var fix = [UInt8]()
+        for value in [latitude, longitude] { fix += [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)] }
+        fix += [0x2A, 0x14, 0x5A]  // 42 km/h, positioned, north, east, course 90
+        let cells: [UInt8] = [0x09, 0x01, 0xCC, 0x00, 0x28, 0x7D, 0x00, 0x1F, 0x71, 0x00, 0x06, 0x04, 0x00, 0x01]
+        let standard = GT06Codec.frame(0x32, content: time + [0xC9] + fix + cells, serial: 0x0042)
+        var runner = CodecRunner(GT06Codec(limits: limits))
+        let records = try #require(runner.feed(standard).first?.message?.records)
+        #expect(records.answer == GT06Codec.acknowledgement(0x32, serial: 0x0042))
+        // The AZ735 layout: time, GPS length 12, satellites, then the same fix.
+        var body: [UInt8] = [0x00, 0x00, 0x32] + time + [0x0C, 0x09] + fix + cells + [0x00, 0xB2]
+        body[1] = UInt8(body.count - 2 + 2)
+        let crc = CRC16.x25(body)
+        let extended = [0x79, 0x79] + body + [UInt8(crc >> 8), UInt8(crc & 0xFF), 0x0D, 0x0A]
+        var az735 = CodecRunner(GT06Codec(limits: limits))
+        let other = try #require(az735.feed(extended).first?.message?.records, "\(az735.events)")
+        #expect(other.answer == nil)
+        for position in [records.positions.first, other.positions.first] {
+            let p = try #require(position)
+            #expect(p.time == Timestamp(year: 2024, month: 3, day: 20, hour: 10, minute: 33, second: 5))
+            VectorCheck.near(p.latitude, Double(latitude) / 1_800_000, 1e-9, "latitude", "0x32")
+            VectorCheck.near(p.longitude, Double(longitude) / 1_800_000, 1e-9, "longitude", "0x32")
+            VectorCheck.near(p.speed, 42 / 3.6, 1e-9, "speed", "0x32")
+            #expect(p.course == 90 && p.satellites == 9 && p.mode == .twoD)
+        }
     }
 
     @Test func theDeviceTimeZoneIsSubtracted() throws {

@@ -1,7 +1,7 @@
 import Foundation
 import GatewayCore
 
-/// One vector of the fixture files (`teltonika.txt`, `gt06.txt`, `h02.txt`): a frame from
+/// One vector of the fixture files (`teltonika.txt`, `gt06.txt`, `h02.txt`, …): a frame from
 /// Traccar's decoder tests, what an independent decoder read from it, and the server's answer.
 struct TrackerVector: Sendable, CustomStringConvertible {
     /// `V12` for decoder vectors, `F3` for framing vectors.
@@ -15,6 +15,8 @@ struct TrackerVector: Sendable, CustomStringConvertible {
     var refJSON: String?
     /// The `server-answer` line as written (nil when the vector has none).
     var serverAnswer: String?
+    /// The answer when the device acknowledges every message (GL200's `server-answer(sack)`).
+    var serverAnswerSack: String?
     /// Framing vectors: the first frame the stream holds.
     var expectedFrame: [UInt8]?
 
@@ -132,20 +134,27 @@ enum TrackerVectors {
                 let line = block[index]
                 if let hex = value(line, "frame(binary): ") ?? value(line, "stream: ") {
                     vector.frame = bytes(hex: hex)
+                    vector.isText = false
                 } else if let first = value(line, "frame(buffer): ") ?? value(line, "frame(text): ") {
                     // A text frame may span lines (SMS replies): up to the next field line.
                     var text = first
-                    while index + 1 < block.count, !block[index + 1].hasPrefix("traccar-asserts:") {
+                    while index + 1 < block.count, !["traccar-asserts:", "frame-in-test:", "frame-unescaped:"].contains(where: { block[index + 1].hasPrefix($0) }) {
                         index += 1
                         text += "\n" + block[index]
                     }
-                    vector.frame = Array(text.utf8)
-                    vector.isText = true
+                    // The bytes as sent win over their printable part (Meitrack gives both).
+                    if vector.frame.isEmpty {
+                        vector.frame = Array(text.utf8)
+                        vector.isText = true
+                    }
                 } else if let json = value(line, "ref-decode: ") {
-                    vector.ref = try JSONDecoder().decode(RefDecode.self, from: Data(json.utf8))
+                    // Fields these protocols share; the text protocols read theirs from `refJSON`.
+                    vector.ref = try? JSONDecoder().decode(RefDecode.self, from: Data(json.utf8))
                     vector.refJSON = json
                 } else if let answer = value(line, "server-answer(ack bytes): ") ?? value(line, "server-answer: ") {
                     vector.serverAnswer = answer
+                } else if let answer = value(line, "server-answer(sack): ") {
+                    vector.serverAnswerSack = answer
                 } else if let hex = value(line, "expected-frame: ") {
                     vector.expectedFrame = bytes(hex: hex)
                 }
