@@ -182,8 +182,13 @@ final class DeviceConnection: TCPConnectionDelegate, CommandLink, @unchecked Sen
             }
             let wire = codec.outgoing(bytes)
             connection.write(wire)
-            inFlight = (command.id, wire)
             stats.count("commands.written")
+            if codec.awaitsReply(to: command) {
+                inFlight = (command.id, wire)
+            } else {
+                // The protocol has no answer for it (GPS103): handed over is all there is to know.
+                listener.commands?.answered(command.id, outcome: .delivered)
+            }
             checkWrites()
         }
     }

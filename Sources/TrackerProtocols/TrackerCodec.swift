@@ -68,6 +68,11 @@ public protocol TrackerCodec: Sendable {
     /// What `reply` says of the command that went out as `sent` (the bytes ``outgoing(_:)``
     /// gave it); nil when it answers something else.
     func outcome(of reply: TrackerCommandReply, sent: [UInt8]) -> CommandOutcome?
+
+    /// Whether the device answers `command` (``outcome(of:sent:)`` then says how it went); a
+    /// command the protocol has no answer for is `delivered` once its bytes are written. The
+    /// default: it answers.
+    func awaitsReply(to command: DeviceCommand) -> Bool
 }
 
 // MARK: - Default implementations
@@ -82,6 +87,7 @@ extension TrackerCodec {
     public var commandTypes: Set<CommandType> { [] }
     public mutating func encode(_ command: DeviceCommand, now: Timestamp) -> [UInt8]? { nil }
     public func outcome(of reply: TrackerCommandReply, sent: [UInt8]) -> CommandOutcome? { nil }
+    public func awaitsReply(to command: DeviceCommand) -> Bool { true }
 }
 
 /// A device's answer to a command the server sent (JT/T 808's 0x0001, a Teltonika Codec 12
