@@ -1,7 +1,8 @@
 -- Wialon IPS (Gurtam's open text protocol, versions 1.1 and 2.0) for the `lua_tracker` source.
 -- #TYPE#message\r\n; 2.0 adds a CRC-16/ARC over the message (to the last ';') as 4 hex digits.
 -- Login L, short data SD, data D, black box B (answered once committed), ping P, driver
--- message M (answered at once). Docs/Plugins.md walks through it.
+-- message M (answered at once). Commands: a message to the driver (M, which the device answers
+-- AM) and custom lines. Docs/Plugins.md walks through it.
 
 local function crc16(text)            -- CRC-16/ARC (IBM): reflected 0xA001, init 0
   local crc = 0
@@ -78,6 +79,8 @@ function decode(bytes, session)
     return { login = true, device = imei, answer = "#AL#1\r\n", refused = "#AL#0\r\n" }
   elseif kind == "P" then
     return { kind = "ping", answer = "#AP#\r\n" }
+  elseif kind == "AM" then               -- the device's answer to our message: 1 shown, 0 not
+    return { kind = "AM", reply = { command = "M", ok = message == "1", text = message == "1" and "shown" or "refused" } }
   end
   if session.v2 then                   -- the CRC follows the last ';' (a '|' in black boxes)
     local body, crc = message:match("^(.*[;|])(%x%x%x%x)$")
@@ -97,4 +100,20 @@ function decode(bytes, session)
     return { kind = "message", answer = "#AM#1\r\n" }
   end
   return { kind = "other" }
+end
+
+-- Commands. A message to the driver goes as the device's own M packets do (with the CRC in
+-- 2.0) and is answered AM; a custom command is a line the firmware takes as it is (Traccar's
+-- "reboot", "VER?", "L1=1"), which the protocol does not answer: delivered once written.
+command_types = { "text", "custom" }
+
+function encode_command(command, session)
+  if command.type == "text" then
+    local text = command.text:gsub("[\r\n]", " ")
+    if session.v2 then text = text .. ";" .. string.format("%04X", crc16(text .. ";")) end
+    return "#M#" .. text .. "\r\n", "M"
+  elseif command.type == "custom" and command.data then
+    return command.data .. "\r\n", false
+  end
+  return nil                             -- not carried: the command fails with a reason
 end

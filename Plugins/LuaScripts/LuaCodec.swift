@@ -20,12 +20,27 @@ import TrackerProtocols
 /// anything else is answered at once. A script error in
 /// `frame` closes the connection (the device reconnects and sends again); in `decode` the
 /// frame is a bad frame. Each is counted (`lua.errors.<kind>`).
+///
+/// Commands, when the script defines them:
+///
+///     command_types = { "text", "custom" }          the types it carries
+///     encode_command(command, session)  → bytes, answer
+///                                         (answer: what the device's reply names; false: the
+///                                          protocol has none, `delivered` once written; nil: any
+///                                          reply answers it)
+///     decode(…) → { reply = { command = "…", ok = false, text = "…" } }   the device's answer
+///
+/// `command` holds `type`, `id` and the command's parameters (`text`, `data`, `interval`…). A
+/// reply whose `command` is the `answer` the command went with (or any, when it had none) is its
+/// `done`, `failed` with `ok = false`; `text` is its result.
 public struct LuaCodec: TrackerCodec {
     let script: LuaScript
     let limits: TrackerLimits
     let stats: ComponentStats?
     /// This connection's `session` table.
     private var session: LuaReference?
+    /// Commands encoded, newest last, with what their reply names (nil: any reply; "": none).
+    private var sent: [(id: String, bytes: [UInt8], answer: String?)] = []
 
     public init(script: LuaScript, limits: TrackerLimits, stats: ComponentStats?) {
         self.script = script
@@ -103,6 +118,58 @@ public struct LuaCodec: TrackerCodec {
         return TrackerIdleOutput()
     }
 
+    // MARK: - Commands
+
+    public var commandTypes: Set<CommandType> { script.commandTypes }
+
+    public mutating func encode(_ command: DeviceCommand, now: Timestamp) -> [UInt8]? {
+        guard let function = script.function("encode_command"), script.breaker.allows(now: now.milliseconds) else { return nil }
+        let session = sessionTable()
+        let encoded: (bytes: [UInt8]?, answer: String?)
+        do {
+            encoded = try script.state.call(function, results: 2) { stack in
+                stack.newTable(fields: Int32(command.parameters.count + 2))
+                for (name, value) in command.parameters where name != "type" && name != "id" {
+                    stack.push(value)
+                    stack.setField(name, of: -2)
+                }
+                stack.push(command.type.rawValue)
+                stack.setField("type", of: -2)
+                stack.push(command.id)
+                stack.setField("id", of: -2)
+                stack.push(session)
+                return 2
+            } read: { stack, base in
+                let bytes = stack.kind(at: base) == .string ? stack.withBytes(at: base) { Array($0) } : nil
+                let answer: String? = switch stack.kind(at: base + 1) {
+                case .boolean: stack.bool(at: base + 1) ? nil : ""
+                case .string: stack.string(at: base + 1)
+                default: nil
+                }
+                return (bytes ?? nil, answer)
+            }
+        } catch {
+            stats?.count("lua.errors.\(error.kind.rawValue)")
+            if script.breaker.failed(now: now.milliseconds) { stats?.count("lua.suspensions") }
+            return nil
+        }
+        guard let bytes = encoded.bytes, !bytes.isEmpty else { return nil }
+        sent.append((command.id, bytes, encoded.answer))
+        if sent.count > 8 { sent.removeFirst() }
+        return bytes
+    }
+
+    public func awaitsReply(to command: DeviceCommand) -> Bool {
+        sent.last { $0.id == command.id }?.answer != ""
+    }
+
+    /// A reply naming what the command went with (any reply, when it went with nothing).
+    public func outcome(of reply: TrackerCommandReply, sent bytes: [UInt8]) -> CommandOutcome? {
+        guard let command = sent.last(where: { $0.bytes == bytes }), command.answer != "" else { return nil }
+        if let answer = command.answer, Array(answer.utf8) != reply.reference { return nil }
+        return reply.code == 1 ? .failed(reply.text ?? "failed") : .done(reply.text ?? "done")
+    }
+
     private mutating func sessionTable() -> LuaReference {
         if let session { return session }
         let made = script.state.newTableReference()
@@ -137,9 +204,20 @@ public struct LuaCodec: TrackerCodec {
             stack.kind(at: field) == .nil ? [] : LuaPosition.read(stack, at: field, original: Position())
         }
         guard let positions else { return .failure(TrackerFrameError("syntax", "positions that are not a list of positions")) }
-        if !positions.isEmpty {
-            return .success(.records(TrackerRecords(deviceID: device, positions: positions, answer: answer, kind: kind)))
+        // `reply = { command = "…", ok = false, text = "…" }`: the device answered a command.
+        let reply = stack.withField("reply", of: index) { field -> TrackerCommandReply? in
+            guard stack.kind(at: field) == .table else { return nil }
+            let command = stack.withField("command", of: field) { stack.string(at: $0) } ?? ""
+            let failed = stack.withField("ok", of: field) { stack.kind(at: $0) == .boolean && !stack.bool(at: $0) }
+            let text = stack.withField("text", of: field) { stack.string(at: $0) }
+            return TrackerCommandReply(reference: Array(command.utf8), code: failed ? 1 : 0, text: text)
         }
+        if !positions.isEmpty {
+            var records = TrackerRecords(deviceID: device, positions: positions, answer: answer, kind: kind)
+            records.reply = reply
+            return .success(.records(records))
+        }
+        if let reply { return .success(.commandReply(kind: kind ?? "reply", deviceID: device, reply: reply, answer: answer)) }
         return .success(.control(kind: kind ?? "other", deviceID: device, answer: answer))
     }
 }

@@ -38,9 +38,32 @@ public final class LuaScript: @unchecked Sendable {
             }
         }
         functions = found
+        commandTypes = found["encode_command"] == nil ? [] : try Self.commandTypes(state, path: path)
     }
 
     func function(_ name: String) -> LuaReference? { functions[name] }
+
+    /// The command types a device protocol's `encode_command` carries: its `command_types` list.
+    public let commandTypes: Set<CommandType>
+
+    /// `command_types = { "text", "custom" }`: required beside `encode_command`, every name a type.
+    private static func commandTypes(_ state: LuaState, path: String) throws(LuaScriptError) -> Set<CommandType> {
+        let names: [String]? = state.global("command_types") { stack, index in
+            guard stack.kind(at: index) == .table else { return nil }
+            return (0..<stack.length(at: index)).map { k in stack.withItem(Int64(k + 1), of: index) { stack.string(at: $0) ?? "" } }
+        }
+        guard let names, !names.isEmpty else {
+            throw LuaScriptError("\(path): defines encode_command(…) but no command_types list (such as { \"text\", \"custom\" })")
+        }
+        var types: Set<CommandType> = []
+        for name in names {
+            guard let type = CommandType(rawValue: name) else {
+                throw LuaScriptError("\(path): command_types: unknown type \"\(name)\"; types: \(CommandType.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            types.insert(type)
+        }
+        return types
+    }
 
     /// Failures in a row suspend the script for a while (shared by every user of the script).
     var breaker = LuaBreaker()

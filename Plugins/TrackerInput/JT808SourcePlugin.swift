@@ -25,9 +25,9 @@ public enum JT808SourcePlugin: SourcePlugin {
     public static let datum = Option("datum", default: "wgs84",
         "The datum of the terminals' coordinates: wgs84, or gcj02 (bd09) for terminals that send what Chinese maps show; positions say it in their datum, and the coordinates transform converts.")
     public static let splitTimeout = Option("split_timeout", default: Duration.seconds(60), minimum: .seconds(1),
-        "A split message (attribute bit 13) not complete this long after its first packet is dropped (split.expired); the terminal sends it again, not answered.")
+        "A split message (attribute bit 13) not complete this long after its first packet is dropped, never answered (the terminal still holds it): split.incomplete when its missing packets were asked for (0x8003, up to three times spread over this time), split.expired when they were not (UDP).")
     public static let maxSplitBytes = Option("max_split_bytes", default: 262_144, in: 1_024...67_108_864,
-        "Bytes of split-message packets kept per connection (over UDP: for all terminals); a message that would need more is dropped and its packet answered \"not supported\" (split.too_large).")
+        "Bytes of split-message packets kept per connection (over UDP: for all terminals); a terminal that shares them (over UDP, or on a connection that has not authenticated as it) holds at most a quarter. A message that would need more is dropped and its packet answered \"not supported\" (split.too_large).")
 
     /// Traccar's port for JT/T 808 (its `jt808`, formerly `huabao`, protocol).
     static let defaultListen = ListenAddress(host: "127.0.0.1", port: 5015)

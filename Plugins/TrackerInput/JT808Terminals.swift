@@ -12,6 +12,13 @@ import TrackerProtocols
 /// `{"code": …, "terminal": …}`, the code and what the terminal said it is when it registered.
 /// A registration is answered only once its record is durable (a code the store lost would lock
 /// the terminal out); a store that fails gets no answer, and the terminal registers again.
+///
+/// The memory is a cache of the store, which a fleet's gateways share: a registration reads the
+/// store first (the terminal may have registered at another gateway), a code that does not
+/// match the one in memory is checked against the store before it is refused (another gateway
+/// may have issued a new one), and over UDP a terminal unknown here has its record read so that
+/// its next datagram is taken. Only the terminal itself deregisters: a 0x0003 from a connection
+/// that has not authenticated as it (or over UDP) is refused, unless `auth` is `any`.
 /// `locgate state forget CONFIG <terminal number>` forgets a registration (a replaced terminal
 /// under the same number is refused with "already registered" until then).
 final class JT808Terminals: DeviceAdmissions {
@@ -35,8 +42,10 @@ final class JT808Terminals: DeviceAdmissions {
 
     private struct State {
         var terminals: [String: Terminal] = [:]
-        /// Registrations whose record is being written, and who waits for each.
+        /// Registrations whose record is being read or written, and who waits for each.
         var writing: [String: (terminal: Terminal, waiting: [@Sendable (TrackerAdmissionVerdict) -> Void])] = [:]
+        /// When the record of a terminal unknown here was last read for a datagram.
+        var reads: [String: Int64] = [:]
     }
 
     static let format = "jt808-terminal/1"
@@ -45,6 +54,10 @@ final class JT808Terminals: DeviceAdmissions {
     /// An authentication rewrites its record when it is older than this, so `state.max_age` only
     /// forgets terminals that stopped authenticating.
     static let refreshMilliseconds: Int64 = 86_400_000
+    /// A datagram of a terminal unknown here reads its record at most this often.
+    static let rereadMilliseconds: Int64 = 2_000
+    /// Terminals unknown here whose record was read within ``rereadMilliseconds``, at most.
+    static let maxReads = 1_024
 
     let mode: Mode
     let store: (any DeviceStateStore)?
@@ -98,11 +111,16 @@ final class JT808Terminals: DeviceAdmissions {
         switch mode {
         case .any: return true
         case .phone: return overDatagrams
-        case .issued: return overDatagrams && registered(deviceID) != nil
+        case .issued:
+            guard overDatagrams else { return false }
+            if registered(deviceID) != nil { return true }
+            readRecord(deviceID)
+            return false
         }
     }
 
-    func decide(_ admission: TrackerAdmission, entry: DeviceEntry?, decided: @escaping @Sendable (TrackerAdmissionVerdict) -> Void) {
+    func decide(_ admission: TrackerAdmission, entry: DeviceEntry?, authenticated: Bool,
+                decided: @escaping @Sendable (TrackerAdmissionVerdict) -> Void) {
         guard entry != nil else { return decided(.refused(.unknownDevice)) }
         let device = admission.deviceID
         switch admission.request {
@@ -111,6 +129,8 @@ final class JT808Terminals: DeviceAdmissions {
         case .authenticate(let code):
             authenticate(device, code: code, admission: admission, decided: decided)
         case .deregister:
+            // Anyone can send a terminal's number: only the terminal itself gives its code up.
+            guard authenticated || mode == .any else { return decided(.refused(.notAuthenticated)) }
             if mode != .phone, state.withLock({ $0.terminals.removeValue(forKey: device) }) != nil {
                 write(device, nil, lazily: true) { _ in }
             }
@@ -120,52 +140,84 @@ final class JT808Terminals: DeviceAdmissions {
 
     // MARK: - Registration
 
+    /// A registration: the code the store holds for the same terminal (this gateway's, or
+    /// another's of the fleet: the store is read first, since the memory may be stale), else a
+    /// new one, answered once it is durable.
     private func register(_ device: String, terminal: String, admission: TrackerAdmission,
                           decided: @escaping @Sendable (TrackerAdmissionVerdict) -> Void) {
         if mode == .phone {
             return decided(JT808Codec.phoneCode(admission).map { .registered(code: $0) } ?? .refused(.unavailable))
         }
         let now = clock.now().milliseconds
-        enum Step { case answer(TrackerAdmissionVerdict), wait, write(Terminal) }
+        enum Step { case answer(TrackerAdmissionVerdict), wait, read(Terminal) }
         let step: Step = state.withLock { s in
             if let pending = s.writing[device] {
                 guard pending.terminal.terminal == terminal else { return .answer(.refused(.alreadyRegistered)) }
                 s.writing[device]?.waiting.append(decided)
                 return .wait
             }
-            if let known = s.terminals[device] {
-                // The same terminal registering again (its answer was lost, or it was reset)
-                // gets the code it has; another one under the same number is refused.
-                return known.terminal == terminal ? .answer(.registered(code: known.code)) : .answer(.refused(.alreadyRegistered))
-            }
-            let issued = Terminal(code: makeCode(), terminal: terminal, updated: now)
             guard store != nil else {
+                if let known = s.terminals[device] {
+                    // The same terminal registering again (its answer was lost, or it was reset)
+                    // gets the code it has; another one under the same number is refused.
+                    return known.terminal == terminal ? .answer(.registered(code: known.code)) : .answer(.refused(.alreadyRegistered))
+                }
+                let issued = Terminal(code: makeCode(), terminal: terminal, updated: now)
                 remember(device, issued, in: &s)
                 return .answer(.registered(code: issued.code))
             }
+            let issued = Terminal(code: makeCode(), terminal: terminal, updated: now)
             s.writing[device] = (issued, [decided])
-            return .write(issued)
+            return .read(issued)
         }
         switch step {
         case .answer(let verdict):
-            if case .refused(.alreadyRegistered) = verdict {
-                logger.warning("terminal \(device) registered as \"\(terminal)\", but another terminal is registered under that number: refused (locgate state forget CONFIG \(device) lets it register)")
-            }
+            if case .refused(.alreadyRegistered) = verdict { warnAlreadyRegistered(device, terminal) }
             decided(verdict)
         case .wait:
             break
-        case .write(let issued):
-            write(device, issued, lazily: false) { [self] error in
-                let waiting: [@Sendable (TrackerAdmissionVerdict) -> Void] = state.withLock { s in
-                    let waiting = s.writing.removeValue(forKey: device)?.waiting ?? []
-                    if error == nil { remember(device, issued, in: &s) }
-                    return waiting
+        case .read(let issued):
+            guard let store else { return }
+            DispatchQueue.global().async { [self] in
+                let known: Terminal?
+                do {
+                    known = try store.load(transform: key, device: device).flatMap { $0.format == Self.format ? Self.terminal($0) : nil }
+                } catch {
+                    logger.error("cannot read the registration of terminal \(device) (not answered; it registers again): \(error)")
+                    return finishRegistration(device, nil, .refused(.unavailable))
                 }
-                if let error { logger.error("cannot store the registration of terminal \(device) (not answered; it registers again): \(error)") }
-                let verdict: TrackerAdmissionVerdict = error == nil ? .registered(code: issued.code) : .refused(.unavailable)
-                for w in waiting { w(verdict) }
+                guard let known else { return issue(device, issued) }
+                // Registered before, here or at another gateway of the fleet: the same terminal
+                // gets the code it has; another one under the same number is refused.
+                guard known.terminal == terminal else {
+                    warnAlreadyRegistered(device, terminal)
+                    return finishRegistration(device, known, .refused(.alreadyRegistered))
+                }
+                finishRegistration(device, known, .registered(code: known.code))
             }
         }
+    }
+
+    /// Writes a new registration and answers who waits for it once it is durable.
+    private func issue(_ device: String, _ issued: Terminal) {
+        write(device, issued, lazily: false) { [self] error in
+            if let error { logger.error("cannot store the registration of terminal \(device) (not answered; it registers again): \(error)") }
+            finishRegistration(device, error == nil ? issued : nil, error == nil ? .registered(code: issued.code) : .refused(.unavailable))
+        }
+    }
+
+    /// Remembers `known` (when given) and answers every registration waiting for `device`.
+    private func finishRegistration(_ device: String, _ known: Terminal?, _ verdict: TrackerAdmissionVerdict) {
+        let waiting: [@Sendable (TrackerAdmissionVerdict) -> Void] = state.withLock { s in
+            let waiting = s.writing.removeValue(forKey: device)?.waiting ?? []
+            if let known { remember(device, known, in: &s) }
+            return waiting
+        }
+        for w in waiting { w(verdict) }
+    }
+
+    private func warnAlreadyRegistered(_ device: String, _ terminal: String) {
+        logger.warning("terminal \(device) registered as \"\(terminal)\", but another terminal is registered under that number: refused (locgate state forget CONFIG \(device) lets it register)")
     }
 
     private func remember(_ device: String, _ terminal: Terminal, in s: inout State) {
@@ -185,20 +237,51 @@ final class JT808Terminals: DeviceAdmissions {
         case .issued:
             break
         }
-        if let known = registered(device) {
-            return decided(check(device, known, code))
-        }
+        let known = registered(device)
+        if let known, known.code == code { return decided(check(device, known, code)) }
         guard let store else { return decided(.refused(.wrongCode)) }
-        // Not in memory: a shared store another gateway registered it in, or the cache started
-        // again. Read off the loop's thread.
+        // Not in memory, or another code: before it is refused, the store is read (another
+        // gateway of the fleet may have registered it, or issued it a new code), off the loop's thread.
         DispatchQueue.global().async { [self] in
-            let record = try? store.load(transform: key, device: device)
-            guard let record, record.format == Self.format, let known = Self.terminal(record) else {
-                return decided(.refused(.wrongCode))
-            }
-            state.withLock { remember(device, known, in: &$0) }
-            decided(check(device, known, code))
+            // A store that cannot be read gets no answer: the terminal authenticates again.
+            guard let stored = readStored(device, store: store) else { return decided(.refused(.unavailable)) }
+            decided(stored.map { check(device, $0, code) } ?? .refused(.wrongCode))
         }
+    }
+
+    /// The store's record of `device` (`.some(nil)`: it has none, and the memory forgets it too);
+    /// nil when the store cannot be read. Remembers what it read. Not on the loop's thread.
+    private func readStored(_ device: String, store: any DeviceStateStore) -> Terminal?? {
+        do {
+            let record = try store.load(transform: key, device: device)
+            let known = record.flatMap { $0.format == Self.format ? Self.terminal($0) : nil }
+            state.withLock { s in
+                if let known { remember(device, known, in: &s) } else { s.terminals[device] = nil }
+            }
+            return .some(known)
+        } catch {
+            logger.error("cannot read the registration of terminal \(device): \(error)")
+            return nil
+        }
+    }
+
+    /// Over UDP a terminal not known here may have registered at another gateway of the fleet:
+    /// its record is read (once per device every few seconds, a bounded number at once) so that
+    /// its next datagram is taken.
+    private func readRecord(_ device: String) {
+        guard let store else { return }
+        let now = clock.now().milliseconds
+        let start: Bool = state.withLock { s in
+            if let last = s.reads[device], now - last < Self.rereadMilliseconds { return false }
+            if s.reads.count >= Self.maxReads {
+                s.reads = s.reads.filter { now - $0.value < Self.rereadMilliseconds }
+                guard s.reads.count < Self.maxReads else { return false }
+            }
+            s.reads[device] = now
+            return true
+        }
+        guard start else { return }
+        DispatchQueue.global().async { [self] in _ = readStored(device, store: store) }
     }
 
     /// The verdict on `code`; a good one older than a day is written again.

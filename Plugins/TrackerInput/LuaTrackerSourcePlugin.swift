@@ -26,7 +26,7 @@ public enum LuaTrackerSourcePlugin: SourcePlugin {
         summary: "Devices whose protocol is a Lua script (it frames the bytes and decodes each frame into an identity, positions and an answer); the listening layer keeps the sockets, limits, allow-list and answers after the commit.",
         folder: "TrackerInput",
         options: TrackerSourceConfiguration.optionSpecs(defaultListen: defaultListen, maxFrameBytes: maxFrameBytes, identifier: "device id") + [
-            OptionSpec("script", "path", required: true, "The protocol script, defining frame(buffer) and decode(frame, session) (Docs/Plugins.md); validate compiles it and reports errors with file and line."),
+            OptionSpec("script", "path", required: true, "The protocol script, defining frame(buffer) and decode(frame, session), and encode_command(command, session) with command_types for devices that take commands (Docs/Plugins.md); validate compiles it and reports errors with file and line."),
             udp.spec, LuaOptions.maxInstructions.spec, LuaOptions.maxMemory.spec,
         ],
         sample: #"{ "type": "lua_tracker", "script": "wialon-ips.lua", "listen": "0.0.0.0:5039", "devices": { "353976013445485": "truck-2" } }"#
@@ -42,8 +42,14 @@ public enum LuaTrackerSourcePlugin: SourcePlugin {
 
     public static func claims(of configuration: LuaTrackerSourceConfiguration) -> [String] { configuration.common.claims }
 
+    /// Over TCP, when the script encodes commands (`encode_command` and its `command_types`).
+    public static func carriesCommands(_ configuration: LuaTrackerSourceConfiguration) -> Bool {
+        guard !configuration.common.udp, let script = try? load(configuration) else { return false }
+        return !script.commandTypes.isEmpty
+    }
+
     static func load(_ configuration: LuaTrackerSourceConfiguration) throws(LuaScriptError) -> LuaScript {
-        try LuaScript(path: configuration.script, limits: configuration.limits, required: ["frame", "decode"])
+        try LuaScript(path: configuration.script, limits: configuration.limits, required: ["frame", "decode"], optional: ["encode_command"])
     }
 
     public static func checkEnvironment(_ configuration: LuaTrackerSourceConfiguration, context: EnvironmentContext) -> [EnvironmentFinding] {

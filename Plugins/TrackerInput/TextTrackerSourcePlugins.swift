@@ -6,6 +6,8 @@ public struct TextTrackerSourceConfiguration: Sendable, Hashable {
     public var common: TrackerSourceConfiguration
     /// `gl200`'s `sack`: every message answered `+SACK:<count>$`.
     public var sack = false
+    /// `gl200`'s `password`: the first parameter of every command.
+    public var password = ""
 }
 
 /// A tracker source whose options are the shared ones and perhaps `udp` (and, for `gl200`, `sack`).
@@ -46,6 +48,10 @@ extension TextTrackerSourcePlugin {
     public static func checkEnvironment(_ configuration: TextTrackerSourceConfiguration, context: EnvironmentContext) -> [EnvironmentFinding] {
         configuration.common.environmentFindings(context: context)
     }
+
+    /// Commands go on a device's TCP connection; over UDP its devices are known, so a command to
+    /// one is refused with a reason rather than as an unknown device.
+    public static func carriesCommands(_ configuration: TextTrackerSourceConfiguration) -> Bool { !configuration.common.udp }
 
     public static func makeSource(_ configuration: TextTrackerSourceConfiguration, context: ComponentContext) throws -> any PositionSource {
         let limits = TrackerLimits(maxFrameBytes: configuration.common.listener.maxFrameBytes)
@@ -98,6 +104,8 @@ public enum WatchSourcePlugin: TextTrackerSourcePlugin {
 public enum GL200SourcePlugin: TextTrackerSourcePlugin {
     static let sack = Option("sack", default: false,
         "The devices acknowledge every message (server acknowledgement enabled with AT+GTSRI / AT+GTQSS): answer each +SACK:<count>$, reports once every sink took their positions over, so a device resends what was not committed.")
+    static let password = Option("password", default: "",
+        "The devices' password, the first parameter of every command (AT+GTRTO=<password>,…): Queclink devices ship with their model's name in lower case (gl300, gv300); most refuse a command with the empty default.")
 
     static let defaultListen = ListenAddress(host: "127.0.0.1", port: 5004)
     static let maxFrameBytes = 2_048
@@ -107,17 +115,20 @@ public enum GL200SourcePlugin: TextTrackerSourcePlugin {
     public static let info = PluginInfo(
         type: "gl200", kind: .source,
         summary: "Queclink @Track trackers (GL200/GL300/GV300/GV500…, +RESP/+BUFF/+ACK text, TCP or UDP): heartbeats answered at once; with sack, every report answered only once every sink took it over; +BUFF positions marked late.",
-        folder: "TrackerInput", options: optionSpecs([sack.spec]),
+        folder: "TrackerInput", options: optionSpecs([sack.spec, password.spec]),
         sample: #"{ "type": "gl200", "listen": "0.0.0.0:5004", "devices": { "865284042140479": "truck-9" }, "sack": true }"#)
 
     public static func configure(_ options: inout OptionReader) -> TextTrackerSourceConfiguration {
         var c = readCommon(&options)
         c.sack = options.read(sack)
+        // A secret: never in a log line (a command's bytes are logged by no one).
+        c.password = options.secretString(password.name) ?? password.defaultValue
+        if c.password.contains(",") || c.password.contains("$") { options.report("password", "a password cannot hold \",\" or \"$\"") }
         return c
     }
 
     static func codec(limits: TrackerLimits, configuration: TextTrackerSourceConfiguration) -> any TrackerCodec {
-        GL200Codec(limits: limits, sack: configuration.sack, datagrams: configuration.common.udp)
+        GL200Codec(limits: limits, sack: configuration.sack, datagrams: configuration.common.udp, password: configuration.password)
     }
 }
 

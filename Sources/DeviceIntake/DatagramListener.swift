@@ -33,6 +33,15 @@ public final class DatagramListener: @unchecked Sendable {
         self.context = context
         self.codec = codec
         stamp = PositionStamp(source: context.id)
+        self.codec.limitPieces { [weak self] in self?.pieceRoom($0) ?? .none }
+    }
+
+    /// The room of `deviceID`'s split packets: none for a device whose frames are not taken
+    /// (unknown, or not registered where admissions want it), else a share, as every device
+    /// sends to the one codec. Loop thread (called while decoding).
+    private func pieceRoom(_ deviceID: String) -> TrackerPieceRoom {
+        if let admissions, !admissions.admitsUnauthenticated(deviceID, overDatagrams: true) { return .none }
+        return directory.lookup(deviceID, now: Int64(loop.now)) == nil ? .none : .share
     }
 
     /// The bound address (with the kernel's port when 0 was configured).
@@ -66,7 +75,7 @@ public final class DatagramListener: @unchecked Sendable {
         }
         let now = context.clock.now()
         defer { for key in codec.idle(now: now, ending: false).counts { stats.count(key) } }
-        switch codec.decode(bytes, now: now) {
+        switch codec.decodeLast(bytes, now: now) {
         case .needMore:
             stats.count("frames.bad.length")
         case .invalid(let error, _, _):
@@ -92,6 +101,7 @@ public final class DatagramListener: @unchecked Sendable {
         case .message(.records(var records), _):
             stats.count("frames.good")
             if let kind = records.kind { stats.count("messages.\(kind)") }
+            if records.undecoded > 0 { stats.count("positions.undecoded", by: records.undecoded) }
             guard let deviceID = records.deviceID else {
                 stats.count("frames.unidentified")
                 return
@@ -126,7 +136,8 @@ public final class DatagramListener: @unchecked Sendable {
         }
         let entry = directory.lookup(admission.deviceID, now: Int64(loop.now))
         if entry == nil { context.stats.count("devices.unknown") }
-        admissions.decide(admission, entry: entry) { [self] verdict in
+        // Nothing says who sent a datagram: it never comes from the device authenticated.
+        admissions.decide(admission, entry: entry, authenticated: false) { [self] verdict in
             loop.execute {
                 self.context.stats.count("admissions.\(DeviceConnection.word(verdict))")
                 if let answer = self.codec.answer(admission, verdict) { self.send(answer, to: sender) }

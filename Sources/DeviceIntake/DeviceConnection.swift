@@ -46,6 +46,8 @@ final class DeviceConnection: TCPConnectionDelegate, CommandLink, @unchecked Sen
     private(set) var lastInput: UInt64
     /// Whether the codec was flushed since the last input.
     private(set) var flushed = true
+    /// The codec holds what has a time of its own (a split message): it is called each quiet second.
+    private(set) var wantsIdle = false
     private var outstanding = 0
     private var holds: Holds = []
     private var owed: [OwedAnswer] = []
@@ -63,6 +65,17 @@ final class DeviceConnection: TCPConnectionDelegate, CommandLink, @unchecked Sen
         self.codec = codec
         acceptedAt = now
         lastInput = now
+        self.codec.limitPieces { [weak self] in self?.pieceRoom($0) ?? .none }
+    }
+
+    /// The room of `deviceID`'s split packets: all of it once the connection authenticated as
+    /// the device (or identified it, for a protocol without admissions); none while admissions
+    /// want it authenticated first; else a share (a connection taking frames from whoever it is
+    /// told it is). Loop thread (called while decoding).
+    private func pieceRoom(_ deviceID: String) -> TrackerPieceRoom {
+        if deviceID == identifier && (authenticated || (identified && listener.admissions == nil)) { return .all }
+        if let admissions = listener.admissions, !admissions.admitsUnauthenticated(deviceID, overDatagrams: false) { return .none }
+        return .share
     }
 
     private var stats: ComponentStats { listener.context.stats }
@@ -121,6 +134,7 @@ final class DeviceConnection: TCPConnectionDelegate, CommandLink, @unchecked Sen
             }
         case .records(var records):
             if let kind = records.kind { stats.count("messages.\(kind)") }
+            if records.undecoded > 0 { stats.count("positions.undecoded", by: records.undecoded) }
             if let id = records.deviceID, !acceptsFrames(naming: id) { return }
             if let reply = records.reply { replied(reply) }
             guard let entry else {
@@ -168,8 +182,13 @@ final class DeviceConnection: TCPConnectionDelegate, CommandLink, @unchecked Sen
             }
             let wire = codec.outgoing(bytes)
             connection.write(wire)
-            inFlight = (command.id, wire)
             stats.count("commands.written")
+            if codec.awaitsReply(to: command) {
+                inFlight = (command.id, wire)
+            } else {
+                // The protocol has no answer for it (GPS103): handed over is all there is to know.
+                listener.commands?.answered(command.id, outcome: .delivered)
+            }
             checkWrites()
         }
     }
@@ -228,7 +247,8 @@ final class DeviceConnection: TCPConnectionDelegate, CommandLink, @unchecked Sen
         let entry = listener.resolve(admission.deviceID, peer: connection.peer)
         hold(.admission)
         let loop = listener.loop
-        admissions.decide(admission, entry: entry) { [self] verdict in
+        let fromDevice = authenticated && admission.deviceID == identifier
+        admissions.decide(admission, entry: entry, authenticated: fromDevice) { [self] verdict in
             loop.execute { self.admitted(admission, verdict, entry: entry) }
         }
     }
@@ -278,6 +298,7 @@ final class DeviceConnection: TCPConnectionDelegate, CommandLink, @unchecked Sen
         case .refused(.unknownDevice): "refused_unknown"
         case .refused(.alreadyRegistered): "refused_already_registered"
         case .refused(.wrongCode): "refused_code"
+        case .refused(.notAuthenticated): "refused_unauthenticated"
         case .refused(.unavailable): "unavailable"
         }
     }
@@ -340,11 +361,13 @@ final class DeviceConnection: TCPConnectionDelegate, CommandLink, @unchecked Sen
     }
 
     /// Positions an NMEA epoch held past a quiet second, and what the codec has to say then
-    /// (a request for the missing packets of a split message).
+    /// (a request for the missing packets of a split message); called each quiet second while
+    /// the codec asks for it (``TrackerIdleOutput/callAgain``).
     func flushIdle() {
         flushed = true
         let now = listener.context.clock.now()
         let idle = codec.idle(now: now, ending: false)
+        wantsIdle = idle.callAgain
         for key in idle.counts { stats.count(key) }
         for answer in idle.answers where !closing { write(answer) }
         var positions = codec.flush(now: now)

@@ -152,7 +152,7 @@ public final class TrackerListener: @unchecked Sendable {
                 silent.append(device)
             } else if now &- device.lastInput >= idle {
                 quiet.append(device)
-            } else if !device.flushed && now &- device.lastInput >= 1_000 {
+            } else if (!device.flushed || device.wantsIdle) && now &- device.lastInput >= 1_000 {
                 held.append(device)
             }
         }

@@ -24,7 +24,8 @@ public struct DeviceCommand: Sendable, Hashable {
     /// The device, as its positions name it (`bus-12`).
     public var device: String
     public var type: CommandType
-    /// What the type takes: `interval` (seconds, text), `text`, `data` (custom text), `hex` (custom bytes).
+    /// What the type takes: `interval` (seconds, text), `text` (and `flags`, JT/T 808's), `data`
+    /// (custom text), `hex` (custom bytes).
     public var parameters: [String: String]
     public var created: Timestamp
     public var expires: Timestamp
@@ -239,8 +240,9 @@ public struct CommandRequest: Sendable, Hashable {
                 }
             } else { problems.append("interval: required for set_interval") }
         case .text:
-            allowed = ["text"]
+            allowed = ["text", "flags"]
             if (parameters["text"] ?? "").isEmpty { problems.append("text: required for text, not empty") }
+            if parameters["flags"] != nil && textFlags(parameters) == nil { problems.append("flags: a number from 0 to 255 (0x00 to 0xFF)") }
         case .custom:
             allowed = ["data", "hex"]
             switch (parameters["data"], parameters["hex"]) {
@@ -256,6 +258,19 @@ public struct CommandRequest: Sendable, Hashable {
             problems.append("\(key): not a parameter of \(type.rawValue)\(allowed.isEmpty ? " (it takes none)" : "; it takes \(allowed.sorted().joined(separator: ", "))")")
         }
         return problems
+    }
+
+    /// The `flags` of a `text` (JT/T 808's 0x8300 flag byte: 0x01 emergency, 0x04 shown, 0x08
+    /// read out, …): decimal or `0x` hex, 0 to 255; nil when absent or not such a number.
+    public static func textFlags(_ parameters: [String: String]) -> UInt8? {
+        guard let text = parameters["flags"] else { return nil }
+        let utf8 = Array(text.utf8)
+        if utf8.count > 2, utf8[0] == 48, utf8[1] == 120 || utf8[1] == 88 {
+            let digits = utf8[2...]
+            guard digits.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 70) || ($0 >= 97 && $0 <= 102) }) else { return nil }
+            return UInt8(String(decoding: digits, as: UTF8.self), radix: 16)
+        }
+        return utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) ? UInt8(text) : nil
     }
 
     /// The interval of a `set_interval`, in whole seconds.

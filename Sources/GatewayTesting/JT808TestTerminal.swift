@@ -68,6 +68,15 @@ public struct JT808TestTerminal {
             }
             if started { raw.append(b) }
         }
+        return parse(raw)
+    }
+
+    /// A server frame between its marks (or a whole datagram, marks included): message id,
+    /// serial, body; nil when its check code is wrong.
+    public static func parse(_ frame: [UInt8]) -> (id: UInt16, serial: UInt16, body: [UInt8])? {
+        var raw = frame
+        if raw.first == 0x7E { raw.removeFirst() }
+        if raw.last == 0x7E { raw.removeLast() }
         var data: [UInt8] = []
         var k = 0
         while k < raw.count {

@@ -111,6 +111,15 @@ public final class LuaState: @unchecked Sendable {
         return LuaReference(luaL_ref(L, locgate_lua_registry_index()))
     }
 
+    /// Runs `body` with the global `name` on the stack (a table a script declares, such as
+    /// `command_types`); nil there when the script sets none.
+    public func global<R>(_ name: String, _ body: (LuaStack, Int32) -> R) -> R {
+        let top = lua_gettop(L)
+        defer { lua_settop(L, top) }
+        lua_getglobal(L, name)
+        return body(LuaStack(L: L), top + 1)
+    }
+
     /// A new empty table kept in the registry (per-device state, a connection's session).
     public func newTableReference() -> LuaReference {
         lua_createtable(L, 0, 0)

@@ -23,7 +23,8 @@ import GatewayCore
 ///   `+BUFF` reports were kept in the device while it could not send: each is marked `late`
 ///   (``LateFixes``). Without a GPS block (GTINF, GTGSM, GTCAN without a fix…) → `.control`.
 /// - `+ACK:GTHBD` (heartbeat) → answered `+SACK:GTHBD,<version>,<count>$` at once.
-/// - Other `+ACK:` messages (the device's acknowledgement of a command) → `.control`.
+/// - Other `+ACK:` messages (the device's acknowledgement of a command) → `.commandReply`,
+///   naming the command and its serial number (``outcome(of:sent:)``).
 /// - With ``sack`` (the device's server acknowledgement enabled, `AT+GTSRI`/`AT+GTQSS`), every
 ///   message is also answered `+SACK:<count>$` (its last field): reports once their positions
 ///   were handled end to end, everything else at once. Without it, reports are never answered
@@ -34,11 +35,16 @@ public struct GL200Codec: TrackerCodec {
     public let sack: Bool
     /// Each input is one whole message (a UDP datagram).
     public let datagrams: Bool
+    /// The devices' password, the first parameter of every command.
+    public let password: String
+    /// The serial number of the next command: FFFF first (what Traccar always sends), then down.
+    var commandSerial: UInt16 = 0xFFFF
 
-    public init(limits: TrackerLimits, sack: Bool = false, datagrams: Bool = false) {
+    public init(limits: TrackerLimits, sack: Bool = false, datagrams: Bool = false, password: String = "") {
         self.limits = limits
         self.sack = sack
         self.datagrams = datagrams
+        self.password = password
     }
 
     static let plus = UInt8(ascii: "+"), dollar = UInt8(ascii: "$")
@@ -131,6 +137,13 @@ public struct GL200Codec: TrackerCodec {
             let positions = Self.positions(fields, report: name, late: buffered)
             guard !positions.isEmpty else { return .success(.control(kind: name, deviceID: id, answer: acknowledgement)) }
             return .success(.records(TrackerRecords(deviceID: id, positions: positions, answer: acknowledgement, kind: name)))
+        case "+ACK":
+            // `…, [sub-command,] serial number, send time, count`: the serial names the command.
+            let serial = fields.count >= 4 ? fields.text(fields.count - 3) ?? "" : ""
+            let reference = Array((name.dropFirst(2) + "," + serial).utf8)
+            let detail = versioned && fields.count >= 8 ? fields.text(fields.count - 4) ?? "" : ""
+            return .success(.commandReply(kind: name, deviceID: id, reply: TrackerCommandReply(reference: reference, text: detail),
+                                          answer: acknowledgement))
         default:
             return .success(.control(kind: name, deviceID: id, answer: acknowledgement))
         }

@@ -34,6 +34,8 @@ public struct GPS103Codec: TrackerCodec {
     public let limits: TrackerLimits
     /// Each input is one whole sentence (a UDP datagram): its end ends the sentence.
     public let datagrams: Bool
+    /// The IMEI the device last gave: commands name it.
+    private(set) var lastDeviceID: String?
 
     public init(limits: TrackerLimits, datagrams: Bool = false) {
         self.limits = limits
@@ -45,6 +47,12 @@ public struct GPS103Codec: TrackerCodec {
     }
 
     public mutating func decode(_ bytes: UnsafeRawBufferPointer, now: Timestamp) -> TrackerDecodeResult {
+        let result = decodeSentence(bytes)
+        if case .message(let message, _) = result, let id = message.namedDevice { lastDeviceID = id }
+        return result
+    }
+
+    private func decodeSentence(_ bytes: UnsafeRawBufferPointer) -> TrackerDecodeResult {
         let (start, result) = TextFraming.skipBreaks(bytes)
         if let result { return result }
         let end: Int

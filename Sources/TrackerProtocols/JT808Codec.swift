@@ -14,9 +14,10 @@ import GatewayCore
 ///   the source decides, then ``answer(_:_:)`` writes 0x8100 (result and the code) or 0x8001.
 /// - 0x0200 location, 0x0201 position query answer, 0x0704 batch (type 1, stored while out of
 ///   coverage: each position marked `late`), vendor 0x0210 batch → `.records`, answered 0x8001
-///   once every position was handled. A location whose basic information is cut short or off
-///   the Earth is answered at once as `undecoded` (`messages.undecoded`), as is any message
-///   whose body does not hold what its id says.
+///   once every position was handled. A batch item that is no location (cut short, off the
+///   Earth) is counted (``TrackerRecords/undecoded``) and the others kept; a message with no
+///   location at all is answered at once as `undecoded` (`messages.undecoded`), as is any
+///   message whose body does not hold what its id says.
 /// - 0x0001 terminal general response (the answer to a command) → `.control`, never answered.
 /// - 0x0801 multimedia upload → `.control` answered 0x8800 (nothing to send again): locgate
 ///   does not keep media.
@@ -64,6 +65,8 @@ public struct JT808Codec: TrackerCodec {
     private var serials: [[UInt8]: UInt16] = [:]
     /// The header of the last good frame: commands go in the terminal's own form and phone.
     private(set) var lastHeader: JT808Wire.Header?
+    /// How much room each terminal's split packets may take (the listener's say); nil: all.
+    private var room: (@Sendable (String) -> TrackerPieceRoom)?
     /// Terminals numbered at most (a UDP codec serves every terminal; past this it starts again).
     private static let maxSerialTerminals = 4_096
 
@@ -77,7 +80,20 @@ public struct JT808Codec: TrackerCodec {
     // MARK: - Decoding
 
     public mutating func decode(_ bytes: UnsafeRawBufferPointer, now: Timestamp) -> TrackerDecodeResult {
-        switch JT808Wire.scan(bytes, maxFrameBytes: options.limits.maxFrameBytes) {
+        decode(bytes, now: now, atEnd: false)
+    }
+
+    public mutating func decodeLast(_ bytes: UnsafeRawBufferPointer, now: Timestamp) -> TrackerDecodeResult {
+        decode(bytes, now: now, atEnd: true)
+    }
+
+    public mutating func limitPieces(by room: @escaping @Sendable (_ deviceID: String) -> TrackerPieceRoom) {
+        self.room = room
+    }
+
+    /// `atEnd`: nothing follows `bytes`, so a bad frame is skipped through its closing mark.
+    private mutating func decode(_ bytes: UnsafeRawBufferPointer, now: Timestamp, atEnd: Bool) -> TrackerDecodeResult {
+        switch JT808Wire.scan(bytes, maxFrameBytes: options.limits.maxFrameBytes, atEnd: atEnd) {
         case .needMore:
             return .needMore
         case .invalid(let error, let consumed):
@@ -88,7 +104,7 @@ public struct JT808Codec: TrackerCodec {
             case .success(let message): return .message(message, consumed: consumed)
             case .failure(let error):
                 // A bad frame is skipped once the byte after it shows where the next one starts.
-                guard let skip = JT808Wire.skipBad(bytes, closingMark: consumed - 1) else { return .needMore }
+                guard let skip = JT808Wire.skipBad(bytes, closingMark: consumed - 1, atEnd: atEnd) else { return .needMore }
                 return .invalid(error, consumed: skip, close: false)
             }
         }
@@ -118,14 +134,19 @@ public struct JT808Codec: TrackerCodec {
         guard index >= 1, index <= total else {
             return .failure(TrackerFrameError("syntax", "packet \(index) of \(total)"))
         }
-        switch split.add(header, body: body, now: now.milliseconds) {
+        let device = JT808Wire.deviceID(phone: header.phone)
+        let allowance = room?(device) ?? .all
+        guard allowance != .none else {
+            // Not answered: the terminal sends it again once it has authenticated.
+            return .success(.control(kind: "split_refused", deviceID: device, answer: nil))
+        }
+        switch split.add(header, body: body, now: now.milliseconds, room: allowance == .share ? .share : .all) {
         case .complete(let first, let whole):
             return .success(whole.withUnsafeBytes { message(first, body: $0, now: now) })
         case .kept:
-            return .success(.control(kind: "split_packet", deviceID: JT808Wire.deviceID(phone: header.phone), answer: nil))
+            return .success(.control(kind: "split_packet", deviceID: device, answer: nil))
         case .tooLarge:
-            return .success(.control(kind: "split_too_large", deviceID: JT808Wire.deviceID(phone: header.phone),
-                                     answer: generalResponse(header, result: 3)))
+            return .success(.control(kind: "split_too_large", deviceID: device, answer: generalResponse(header, result: 3)))
         }
     }
 
@@ -151,10 +172,11 @@ public struct JT808Codec: TrackerCodec {
         case 0x0003:
             return .admission(TrackerAdmission(kind: kind, deviceID: device, request: .deregister, reply: header.bytes))
         case 0x0200:
-            return locations([location.position(body, is2019: header.is2019)], header, device, kind)
+            return locations(location.position(body, is2019: header.is2019).map { [$0] } ?? [], header, device, kind)
         case 0x0201:
             guard body.count > 2 else { return undecoded(header, device) }
-            var message = locations([location.position(UnsafeRawBufferPointer(rebasing: body[2...]), is2019: header.is2019)], header, device, kind)
+            let position = location.position(UnsafeRawBufferPointer(rebasing: body[2...]), is2019: header.is2019)
+            var message = locations(position.map { [$0] } ?? [], header, device, kind)
             // It answers the position query (0x8201) whose serial it names.
             if case .records(var records) = message {
                 records.reply = TrackerCommandReply(reference: Array(body[0..<2]) + [0x82, 0x01], text: "position reported")
@@ -172,11 +194,15 @@ public struct JT808Codec: TrackerCodec {
         }
     }
 
-    /// Records of decoded locations, answered once handled; `undecoded` when one is not a location.
-    private func locations(_ positions: [Position?], _ header: JT808Wire.Header, _ device: String, _ kind: String) -> TrackerMessage {
-        guard !positions.isEmpty, positions.allSatisfy({ $0 != nil }) else { return undecoded(header, device) }
-        return .records(TrackerRecords(deviceID: device, positions: positions.compactMap { $0 },
-                                       answer: generalResponse(header, result: 0), kind: kind))
+    /// Records of decoded locations, answered once handled; `undecoded` when none is a
+    /// location. `missing` items held no location (off the Earth, cut short): they are counted
+    /// (``TrackerRecords/undecoded``) and the good ones kept, since the terminal deletes the
+    /// whole message once it is answered.
+    private func locations(_ positions: [Position], missing: Int = 0, _ header: JT808Wire.Header, _ device: String,
+                           _ kind: String) -> TrackerMessage {
+        guard !positions.isEmpty else { return undecoded(header, device) }
+        return .records(TrackerRecords(deviceID: device, positions: positions, answer: generalResponse(header, result: 0), kind: kind,
+                                       undecoded: missing))
     }
 
     /// A message that says it holds locations but does not: answered (the terminal would send it
@@ -186,31 +212,38 @@ public struct JT808Codec: TrackerCodec {
     }
 
     /// 0x0704: count WORD | type BYTE (0 normal, 1 stored while out of coverage) | count × (length WORD | location).
+    /// Items that are no location, and those the count announces but a body cut short does not
+    /// hold, are counted.
     private func batch(_ body: UnsafeRawBufferPointer, _ header: JT808Wire.Header, _ device: String, _ kind: String) -> TrackerMessage {
         var reader = ByteReader(body)
         guard let count = reader.u16(), let type = reader.u8(), count > 0 else { return undecoded(header, device) }
-        var positions: [Position?] = []
+        var positions: [Position] = []
         for _ in 0..<count {
-            guard let length = reader.u16(), let item = reader.take(Int(length)) else { return undecoded(header, device) }
-            var position = location.position(UnsafeRawBufferPointer(rebasing: item), is2019: header.is2019)
-            if type == 1, position != nil { LateFixes.mark(&position!) }
+            guard let length = reader.u16(), let item = reader.take(Int(length)) else { break }
+            guard var position = location.position(UnsafeRawBufferPointer(rebasing: item), is2019: header.is2019) else { continue }
+            if type == 1 { LateFixes.mark(&position) }
             positions.append(position)
         }
-        return locations(positions, header, device, kind)
+        return locations(positions, missing: Int(count) - positions.count, header, device, kind)
     }
 
     /// Vendor 0x0210 (Traccar's "location batch"): locations each after a length BYTE, to the
-    /// end of the body. Another layout (7 bytes of battery and time, no location) is a control.
+    /// end of the body. Another layout (7 bytes of battery and time, no location) is a control;
+    /// past a first location, an item that is none, or runs past the body, is counted.
     private func vendorBatch(_ body: UnsafeRawBufferPointer, _ header: JT808Wire.Header, _ device: String, _ kind: String) -> TrackerMessage {
         var reader = ByteReader(body)
-        var positions: [Position?] = []
+        var positions: [Position] = []
+        var items = 0
         while !reader.isAtEnd {
             guard let length = reader.u8(), length >= JT808Location.basicSize, let item = reader.take(Int(length)) else {
-                return .control(kind: kind, deviceID: device, answer: generalResponse(header, result: 0))
+                if items == 0 { return .control(kind: kind, deviceID: device, answer: generalResponse(header, result: 0)) }
+                items += 1
+                break
             }
-            positions.append(location.position(UnsafeRawBufferPointer(rebasing: item), is2019: header.is2019))
+            items += 1
+            if let position = location.position(UnsafeRawBufferPointer(rebasing: item), is2019: header.is2019) { positions.append(position) }
         }
-        return locations(positions, header, device, kind)
+        return locations(positions, missing: items - positions.count, header, device, kind)
     }
 
     /// `0x0200` for metric labels.
@@ -309,6 +342,9 @@ public struct JT808Codec: TrackerCodec {
 
     // MARK: - Idle
 
+    /// Asks for the missing packets of split messages quiet for a second (``JT808Split`` says
+    /// when, and how often), drops those past `split_timeout`, and asks to be called again while
+    /// any is kept.
     public mutating func idle(now: Timestamp, ending: Bool) -> TrackerIdleOutput {
         var answers: [[UInt8]] = []
         if ending {
@@ -317,8 +353,10 @@ public struct JT808Codec: TrackerCodec {
             for (header, missing) in split.requests(now: now.milliseconds, quietSince: now.milliseconds - 1_000) {
                 answers.append(Self.resendRequest(header, missing: missing))
             }
+        } else {
+            split.expire(now: now.milliseconds)
         }
-        return TrackerIdleOutput(answers: answers, counts: split.takeCounts())
+        return TrackerIdleOutput(answers: answers, counts: split.takeCounts(), callAgain: !split.isEmpty)
     }
 
     /// 0x8003: the message's serial | count (BYTE, WORD in 2019) | the missing packets' indexes (WORDs).

@@ -11,7 +11,7 @@ import Glibc
 /// | `position_now` | 0x8201 position query | empty; answered by 0x0201 with the position |
 /// | `reboot` | 0x8105 terminal control | command word 0x04 (reset) |
 /// | `engine_stop` / `engine_resume` | 0x8105 terminal control | 0xF0 / 0xF1 (Traccar's words; the standard has none) |
-/// | `text` | 0x8300 text message | flag 0x01, [2019: type 0x01], the text (GBK for non-ASCII) |
+/// | `text` | 0x8300 text message | flag (`flags`, default 0x0C: shown and read out), [2019: type 0x01, notice], the text (GBK for non-ASCII) |
 /// | `custom` | `data`: 0x8900 transparent, type 0xF0, the text; `hex`: the bytes as given (a whole frame) |
 ///
 /// A command goes in the terminal's own header form (its phone field, 2013 or 2019) and gets the
@@ -20,6 +20,9 @@ import Glibc
 /// a position query with 0x0201 (→ `done`, and the position).
 extension JT808Codec {
     public var commandTypes: Set<CommandType> { Set(CommandType.allCases) }
+
+    /// 0x8300's flag when `flags` is not given: terminal display and TTS read-out.
+    static let textFlags: UInt8 = 0x0C
 
     public mutating func encode(_ command: DeviceCommand, now: Timestamp) -> [UInt8]? {
         guard let header = lastHeader else { return nil }
@@ -41,7 +44,11 @@ extension JT808Codec {
             return message(0x8105, [0xF1], header)
         case .text:
             guard let text = command.parameters["text"], let encoded = GBK.encode(text) else { return nil }
-            return message(0x8300, (header.is2019 ? [0x01, 0x01] : [0x01]) + encoded, header)
+            // The flag: bit 0 emergency, bit 2 terminal display, bit 3 TTS read-out. A text for
+            // the driver is shown and read out, not an emergency, unless `flags` says otherwise.
+            let flags = command.parameters["flags"] == nil ? Self.textFlags : CommandRequest.textFlags(command.parameters)
+            guard let flags else { return nil }
+            return message(0x8300, (header.is2019 ? [flags, 0x01] : [flags]) + encoded, header)
         case .custom:
             if let hex = command.parameters["hex"] { return WireText.bytes(hex: hex) }
             guard let data = command.parameters["data"], let encoded = GBK.encode(data) else { return nil }

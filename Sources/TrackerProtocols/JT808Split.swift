@@ -3,18 +3,33 @@
 /// A long message goes as packets 1…total, each a frame of its own with consecutive serials;
 /// the message's serial is the first packet's. Packets are kept by terminal, message id, first
 /// serial and total until every one has arrived, in any order (a packet that arrives twice
-/// replaces itself). What is kept is bounded: ``Limits/maxBytes`` of bodies across every message
-/// (a packet that would pass it drops its whole message, counted `split.too_large`) and
-/// ``Limits/maxMessages`` messages at once (the oldest is dropped, counted `split.evicted`). A
-/// message not complete within ``Limits/timeoutMilliseconds`` of its first packet is dropped
-/// (`split.expired`); one whose missing packets were asked for ``Limits/maxRequests`` times
-/// without arriving is dropped when it is asked again (`split.incomplete`).
+/// replaces itself).
+///
+/// What is kept is bounded: ``Limits/maxBytes`` of bodies across every message (a packet that
+/// would pass it drops its whole message, counted `split.too_large`) and ``Limits/maxMessages``
+/// messages at once (the oldest is dropped, counted `split.evicted`). A terminal that shares the
+/// room with others (``Room/share``: over UDP, or on a connection that has not authenticated as
+/// it) holds at most a quarter of each, so that one terminal cannot crowd out another's message.
+///
+/// A message that has been quiet for a second is asked for its missing packets (``requests(now:quietSince:)``),
+/// then again ``Limits/timeoutMilliseconds`` / ``Limits/maxRequests`` after each request, at
+/// most ``Limits/maxRequests`` times; it is kept until ``Limits/timeoutMilliseconds`` after its
+/// first packet, then dropped: `split.incomplete` when it was asked for, `split.expired` when it
+/// was not (no requests: UDP).
 struct JT808Split: Sendable {
     struct Limits: Sendable, Hashable {
         var maxBytes: Int
         var maxMessages: Int
         var timeoutMilliseconds: Int64
         var maxRequests: Int
+    }
+
+    /// How much of the room one terminal's packets may take.
+    enum Room: Sendable, Hashable {
+        /// All of it: the connection is the terminal's.
+        case all
+        /// A quarter of the bytes and of the messages: the room is shared.
+        case share
     }
 
     /// One message being put together.
@@ -33,6 +48,7 @@ struct JT808Split: Sendable {
         var started: Int64
         var lastPacket: Int64
         var requests = 0
+        var lastRequest: Int64 = 0
     }
 
     /// What one packet did.
@@ -53,12 +69,16 @@ struct JT808Split: Sendable {
 
     init(limits: Limits) { self.limits = limits }
 
+    /// The time between two requests for one message's missing packets.
+    var requestInterval: Int64 { max(1_000, limits.timeoutMilliseconds / Int64(max(1, limits.maxRequests))) }
+
     /// Adds a packet (`header.total` and `header.index` set, index within 1…total).
-    mutating func add(_ header: JT808Wire.Header, body: UnsafeRawBufferPointer, now: Int64) -> Outcome {
+    mutating func add(_ header: JT808Wire.Header, body: UnsafeRawBufferPointer, now: Int64, room: Room = .all) -> Outcome {
         expire(now: now)
         guard let total = header.total, let index = header.index else { return .kept }
         var key = Key(phone: header.phone, messageID: header.messageID, firstSerial: header.serial &- (index &- 1), total: total)
         if pending[key] == nil, let asked = resentPacketKey(key, index: index) { key = asked }
+        let isNew = pending[key] == nil
         var entry = pending.removeValue(forKey: key) ?? {
             var first = header
             first.serial = key.firstSerial
@@ -73,7 +93,9 @@ struct JT808Split: Sendable {
             entry.header = header
             entry.header.serial = key.firstSerial
         }
-        guard bytes + entry.bytes <= limits.maxBytes else {
+        let terminalBytes = room == .share ? keptBytes(of: header.phone) : bytes
+        guard terminalBytes + entry.bytes <= (room == .share ? limits.maxBytes / 4 : limits.maxBytes),
+              bytes + entry.bytes <= limits.maxBytes else {
             counts.append("split.too_large")
             return .tooLarge
         }
@@ -87,6 +109,12 @@ struct JT808Split: Sendable {
             first.index = nil
             return .complete(header: first, body: whole)
         }
+        if isNew && room == .share {
+            let own = pending.filter { $0.key.phone == header.phone }
+            if own.count >= max(1, limits.maxMessages / 4), let oldest = own.min(by: { $0.value.started < $1.value.started }) {
+                drop(oldest.key, counting: "split.evicted")
+            }
+        }
         if pending.count >= limits.maxMessages, let oldest = pending.min(by: { $0.value.started < $1.value.started }) {
             drop(oldest.key, counting: "split.evicted")
         }
@@ -95,19 +123,22 @@ struct JT808Split: Sendable {
         return .kept
     }
 
-    /// The messages quiet since `quietSince` that still miss packets, each with the missing
-    /// indexes and the header to answer it; counts a request against each, and drops the ones
-    /// asked for ``Limits/maxRequests`` times already.
+    /// Bytes kept for one terminal.
+    private func keptBytes(of phone: [UInt8]) -> Int {
+        pending.reduce(0) { $0 + ($1.key.phone == phone ? $1.value.bytes : 0) }
+    }
+
+    /// The messages quiet since `quietSince` that still miss packets and whose request is due,
+    /// each with the missing indexes and the header to answer it; counts the request. A message
+    /// is asked at most ``Limits/maxRequests`` times, ``requestInterval`` apart.
     mutating func requests(now: Int64, quietSince: Int64) -> [(header: JT808Wire.Header, missing: [UInt16])] {
         expire(now: now)
         var out: [(JT808Wire.Header, [UInt16])] = []
         for key in pending.keys.sorted(by: { pending[$0]!.started < pending[$1]!.started }) {
-            guard var entry = pending[key], entry.lastPacket <= quietSince else { continue }
-            if entry.requests >= limits.maxRequests {
-                drop(key, counting: "split.incomplete")
-                continue
-            }
+            guard var entry = pending[key], entry.lastPacket <= quietSince, entry.requests < limits.maxRequests,
+                  entry.requests == 0 || now - entry.lastRequest >= requestInterval else { continue }
             entry.requests += 1
+            entry.lastRequest = now
             pending[key] = entry
             let missing = (1...key.total).filter { entry.bodies[$0] == nil }
             out.append((entry.header, missing))
@@ -115,16 +146,21 @@ struct JT808Split: Sendable {
         return out
     }
 
-    /// The message a packet under a new serial belongs to: a terminal may number a packet it
-    /// sends again after 0x8003 anew. Taken only when exactly one message of that terminal, id
-    /// and total was asked for and misses this index.
+    /// The message a packet under a serial that opens none belongs to: a terminal may number a
+    /// packet it sends again after 0x8003 anew. Taken only for a packet after the first (a new
+    /// message starts with its first packet, and over TCP packets arrive in order), when exactly
+    /// one message of that terminal, id and total was asked for and misses this index.
     private func resentPacketKey(_ key: Key, index: UInt16) -> Key? {
+        guard index > 1 else { return nil }
         let candidates = pending.filter {
             $0.key.phone == key.phone && $0.key.messageID == key.messageID && $0.key.total == key.total
                 && $0.value.requests > 0 && $0.value.bodies[index] == nil
         }
         return candidates.count == 1 ? candidates.first?.key : nil
     }
+
+    /// Whether messages are being put together (the caller keeps calling ``requests(now:quietSince:)``).
+    var isEmpty: Bool { pending.isEmpty }
 
     /// Drops every message (the connection ended); each is counted `split.incomplete`.
     mutating func dropAll() {
@@ -137,10 +173,11 @@ struct JT808Split: Sendable {
         return counts
     }
 
-    private mutating func expire(now: Int64) {
+    /// Drops the messages past their timeout.
+    mutating func expire(now: Int64) {
         guard !pending.isEmpty else { return }
         for (key, entry) in pending where now - entry.started > limits.timeoutMilliseconds {
-            drop(key, counting: "split.expired")
+            drop(key, counting: entry.requests > 0 ? "split.incomplete" : "split.expired")
         }
     }
 

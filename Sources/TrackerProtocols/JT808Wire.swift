@@ -95,7 +95,8 @@ enum JT808Wire {
     /// an empty frame (`7E 7E`: a mark out of step) skips one mark; a frame with a bad escape is
     /// skipped whole. A frame longer than `maxFrameBytes` (escaped) is invalid before its end
     /// is awaited.
-    static func scan(_ bytes: UnsafeRawBufferPointer, maxFrameBytes: Int) -> Scan {
+    /// `atEnd`: nothing follows `bytes` (a datagram).
+    static func scan(_ bytes: UnsafeRawBufferPointer, maxFrameBytes: Int, atEnd: Bool = false) -> Scan {
         guard let first = bytes.first else { return .needMore }
         guard first == mark else {
             let next = bytes.firstIndex(of: mark) ?? bytes.count
@@ -122,7 +123,7 @@ enum JT808Wire {
             if byte == escape {
                 let code: UInt8? = index + 1 < end ? bytes[index + 1] : nil
                 guard code == 0x01 || code == 0x02, let code else {
-                    guard let skip = skipBad(bytes, closingMark: end) else { return .needMore }
+                    guard let skip = skipBad(bytes, closingMark: end, atEnd: atEnd) else { return .needMore }
                     return .invalid(TrackerFrameError("syntax", "7D followed by \(code.map { WireText.hex([$0]) } ?? "the closing 7E")"),
                                     consumed: skip)
                 }
@@ -139,9 +140,10 @@ enum JT808Wire {
     /// How much of a bad frame to skip: through its closing mark when that mark ends it (the
     /// next byte is another mark), else up to it (the mark opens the next frame, and the bad
     /// "frame" was bytes between frames); nil until the byte after the mark has arrived, so
-    /// that the choice is the same however the stream was cut into reads.
-    static func skipBad(_ bytes: UnsafeRawBufferPointer, closingMark end: Int) -> Int? {
-        guard end + 1 < bytes.count else { return nil }
+    /// that the choice is the same however the stream was cut into reads. `atEnd`: no byte
+    /// follows (a datagram), the mark ends the frame.
+    static func skipBad(_ bytes: UnsafeRawBufferPointer, closingMark end: Int, atEnd: Bool = false) -> Int? {
+        guard end + 1 < bytes.count else { return atEnd ? end + 1 : nil }
         return bytes[end + 1] == mark ? end + 1 : end
     }
 

@@ -23,9 +23,19 @@ import GatewayCore
 /// - `CCE` (cache batch, parameter-coded packets) → `.records`, marked `late`, not answered (the
 ///   device expects nothing: it deletes them as sent).
 /// - `AAC` → answered `@@z27,<IMEI>,AAC,1*<checksum>\r\n` at once.
-/// - Everything else (photo packets `D00`, command answers) → `.control` without an answer.
+/// - Photo packets (`D00`) → `.control` without an answer.
+/// - Everything else is a command's answer (`D03`, `C01`, `D82`…) → `.commandReply`, with its data
+///   identifier and command word (``outcome(of:sent:)``); an `AAA` report with the identifier of a
+///   position query (`A10`) sent also answers it.
 public struct MeitrackCodec: TrackerCodec {
     public let limits: TrackerLimits
+    /// The IMEI the device last gave: commands name it.
+    private(set) var lastDeviceID: String?
+    /// The data identifier of the next command: `A` first (what Traccar always sends), then on
+    /// through `z`; the device answers with the same one.
+    var commandFlag = UInt8(ascii: "A")
+    /// The identifier of a position query (A10) sent: the `AAA` report with it is the answer.
+    var positionQueryFlag: UInt8?
 
     public init(limits: TrackerLimits) { self.limits = limits }
 
@@ -33,6 +43,12 @@ public struct MeitrackCodec: TrackerCodec {
     static let binaryCommands: Set<String> = ["CCC", "CCE", "D00"]
 
     public mutating func decode(_ bytes: UnsafeRawBufferPointer, now: Timestamp) -> TrackerDecodeResult {
+        let result = decodeFrame(bytes)
+        if case .message(let message, _) = result, let id = message.namedDevice { lastDeviceID = id }
+        return result
+    }
+
+    private mutating func decodeFrame(_ bytes: UnsafeRawBufferPointer) -> TrackerDecodeResult {
         guard bytes.count >= 2 else {
             if let first = bytes.first, first != Self.dollar {
                 return .invalid(TrackerFrameError("syntax", "byte before a frame"), consumed: 1, close: false)
@@ -92,7 +108,7 @@ public struct MeitrackCodec: TrackerCodec {
     }
 
     /// The frame from `$$` up to its `*`.
-    func message(_ frame: UnsafeRawBufferPointer, flag: UInt8, dataStart: Int) -> Result<TrackerMessage, TrackerFrameError> {
+    mutating func message(_ frame: UnsafeRawBufferPointer, flag: UInt8, dataStart: Int) -> Result<TrackerMessage, TrackerFrameError> {
         let head = TextFields(frame, separator: Self.comma, from: dataStart, limit: 3)
         guard head.count >= 2, GL200Codec.isID(head[0]), let command = TextNumber.printable(head[1], limit: 4), command.count == 3 else {
             return .failure(TrackerFrameError("syntax", "IMEI or command field"))
@@ -105,7 +121,13 @@ public struct MeitrackCodec: TrackerCodec {
             guard let position = Self.report(fields, offset: command == "AFF" ? 1 : 0) else {
                 return .failure(TrackerFrameError("syntax", "report fields"))
             }
-            return .success(.records(TrackerRecords(deviceID: imei, positions: [position], answer: nil, kind: command)))
+            var records = TrackerRecords(deviceID: imei, positions: [position], answer: nil, kind: command)
+            if flag == positionQueryFlag {
+                // The report a position query (A10) asked for: it carries the query's identifier.
+                positionQueryFlag = nil
+                records.reply = TrackerCommandReply(reference: [flag] + Array("A10".utf8), text: "position reported")
+            }
+            return .success(.records(records))
         case "CCC", "CCE":
             let body = UnsafeRawBufferPointer(rebasing: frame[data])
             guard let positions = command == "CCC" ? MeitrackBinary.fixedPackets(body) : MeitrackBinary.codedPackets(body) else {
@@ -115,8 +137,13 @@ public struct MeitrackCodec: TrackerCodec {
             return .success(.records(TrackerRecords(deviceID: imei, positions: positions, answer: answer, kind: command)))
         case "AAC":
             return .success(.control(kind: command, deviceID: imei, answer: Self.command(flag: UInt8(ascii: "z"), imei: imei, "AAC,1")))
-        default:
+        case "D00":
             return .success(.control(kind: command, deviceID: imei, answer: nil))
+        default:
+            // A command's answer: its identifier and word, then what the device says (`OK`).
+            let text = head.count > 2 ? String(decoding: frame[head.ranges[2]], as: UTF8.self) : ""
+            return .success(.commandReply(kind: command, deviceID: imei, reply: TrackerCommandReply(reference: [flag] + Array(command.utf8), text: text),
+                                          answer: nil))
         }
     }
 

@@ -17,7 +17,7 @@ import GatewayCore
 /// - Legacy `<model><type>` reports: `STT` (status), `EMG` (emergency), `EVT` (event), `ALT`
 ///   (alert), `UEX` (serial data) → `.records`: the model decides the fields before the time
 ///   (a model number on ST3xx/ST500/ST600) and the cell fields after it (none on ST500, five on
-///   ST600). `<model>CMD;Res;…` → `.control("command_result")`, `ALV` → `.control("keep_alive")`,
+///   ST600). `<model>CMD;Res;…` → `.commandReply("command_result")`, `ALV` → `.control("keep_alive")`,
 ///   `HTE` (a trip summary, no fix of its own) → `.control("trip")`.
 /// - `ST910;Location|Emergency|Alert;id;…`: a cell field after the time when the report has
 ///   one (Traccar's protocol type 1) — found by its lack of a decimal point.
@@ -26,7 +26,7 @@ import GatewayCore
 /// - Universal `STT`, `ALT`, `UEX`, `BLE`: the map (hex) says which fields follow (bit 1 model,
 ///   2 version, 3 message type — `0` is a stored report, marked `late` —, 4–5 date and time,
 ///   6–10 cell, 11–12 latitude and longitude, 13 km/h, 14 course, 15 satellites, 16 fix);
-///   `BLE` has a fixed map. `RES` → `.control("command_result")`; `BSA`, `ALV`… → `.control`.
+///   `BLE` has a fixed map. `RES` → `.commandReply("command_result")`; `BSA`, `ALV`… → `.control`.
 ///
 /// Suntech devices expect no answer to anything: nothing is ever answered, so a report written
 /// to a connection that then drops is not sent again by the device.
@@ -34,6 +34,12 @@ public struct SuntechCodec: TrackerCodec {
     public let limits: TrackerLimits
     /// Each input is one whole report (a UDP datagram).
     public let datagrams: Bool
+    /// The id the device last gave: commands name it.
+    private(set) var lastDeviceID: String?
+    /// The header of the device's last legacy report (`ST300STT`): commands start with its model.
+    private(set) var legacyHeader: String?
+    /// The device's last report was universal (a 3-letter header, or binary): commands take the universal form.
+    private(set) var universal = false
 
     public init(limits: TrackerLimits, datagrams: Bool = false) {
         self.limits = limits
@@ -41,6 +47,12 @@ public struct SuntechCodec: TrackerCodec {
     }
 
     public mutating func decode(_ bytes: UnsafeRawBufferPointer, now: Timestamp) -> TrackerDecodeResult {
+        let result = decodeReport(bytes)
+        if case .message(let message, _) = result, let id = message.namedDevice { lastDeviceID = id }
+        return result
+    }
+
+    private mutating func decodeReport(_ bytes: UnsafeRawBufferPointer) -> TrackerDecodeResult {
         var start = 0
         while start < bytes.count, bytes[start] == TextFraming.lf || bytes[start] == TextFraming.cr { start += 1 }
         guard start + 1 < bytes.count || (start < bytes.count && datagrams) else {
@@ -76,7 +88,7 @@ public struct SuntechCodec: TrackerCodec {
         return .message(message, consumed: consumed)
     }
 
-    private func binary(_ bytes: UnsafeRawBufferPointer, start: Int) -> TrackerDecodeResult {
+    private mutating func binary(_ bytes: UnsafeRawBufferPointer, start: Int) -> TrackerDecodeResult {
         guard let length = bigEndian(bytes, at: start + 1, width: 2).map(Int.init) else { return .needMore }
         let zip = bytes[start] == 0x02
         let total = 3 + length + (zip ? 1 : 0)
@@ -92,23 +104,54 @@ public struct SuntechCodec: TrackerCodec {
         guard let (id, position) = decoded else {
             return .invalid(TrackerFrameError("syntax", "binary report fields"), consumed: start + total, close: false)
         }
+        universal = true
         return .message(.records(TrackerRecords(deviceID: id, positions: [position], answer: nil)), consumed: start + total)
     }
 
     /// One text report without its CR.
-    func report(_ text: UnsafeRawBufferPointer) -> TrackerMessage {
+    mutating func report(_ text: UnsafeRawBufferPointer) -> TrackerMessage {
         let fields = TextFields(text, separator: UInt8(ascii: ";"))
         let prefix = fields[0]
         guard let header = TextNumber.printable(prefix, limit: 16), !header.isEmpty else {
             return .control(kind: "other", deviceID: nil, answer: nil)
         }
         if header == "CRR" { return .control(kind: "crash_report", deviceID: Self.id(fields, 1), answer: nil) }
-        if header.utf8.count < 5 { return universal(fields, header: header) }
-        if header.hasSuffix("HTE") { return .control(kind: "trip", deviceID: Self.id(fields, 1), answer: nil) }
-        if header.hasPrefix("ST9") { return st910(fields) }
-        if header.hasPrefix("ST4") { return st4xx(fields, type: String(header.dropFirst(5))) }
-        if header.hasPrefix("S") { return legacy(fields, model: String(header.prefix(5)), type: String(header.dropFirst(5))) }
-        return .control(kind: "other", deviceID: nil, answer: nil)
+        if header == "RES" {
+            // A universal command's result: `RES; id; group; action; …`.
+            return Self.result(fields, id: 1, action: 2...3)
+        }
+        if header.hasSuffix("CMD"), fields.is(1, "Res") {
+            // A legacy command's result: `<model>CMD; Res; id; version; action; …`.
+            return Self.result(fields, id: 2, action: 4...4)
+        }
+        let message: TrackerMessage
+        if header.utf8.count < 5 {
+            message = universal(fields, header: header)
+        } else if header.hasSuffix("HTE") {
+            message = .control(kind: "trip", deviceID: Self.id(fields, 1), answer: nil)
+        } else if header.hasPrefix("ST9") {
+            message = st910(fields)
+        } else if header.hasPrefix("ST4") {
+            message = st4xx(fields, type: String(header.dropFirst(5)))
+        } else if header.hasPrefix("S") {
+            message = legacy(fields, model: String(header.prefix(5)), type: String(header.dropFirst(5)))
+        } else {
+            return .control(kind: "other", deviceID: nil, answer: nil)
+        }
+        // The form of the device's reports is the form of its commands.
+        if case .records = message {
+            universal = header.utf8.count < 5
+            legacyHeader = universal ? nil : header
+        }
+        return message
+    }
+
+    /// A command's result: `action` names the command (``outcome(of:sent:)``), the fields after it are its text.
+    static func result(_ fields: TextFields, id: Int, action: ClosedRange<Int>) -> TrackerMessage {
+        let reference = action.map { fields.text($0) ?? "" }.joined(separator: ";")
+        let text = fields.rest(from: action.upperBound + 1, separator: UInt8(ascii: ";"))
+        return .commandReply(kind: "command_result", deviceID: Self.id(fields, id), reply: TrackerCommandReply(reference: Array(reference.utf8), text: text),
+                             answer: nil)
     }
 
     static func id(_ fields: TextFields, _ index: Int) -> String? {
@@ -122,7 +165,6 @@ public struct SuntechCodec: TrackerCodec {
 
     /// Legacy: `id; [model;] version; date; time; [cell; [mcc; mnc; lac; rx;]] lat; lon; km/h; course; sats; fix; odometer; power; io; …`.
     private func legacy(_ fields: TextFields, model: String, type: String) -> TrackerMessage {
-        if fields.is(1, "Res") { return .control(kind: "command_result", deviceID: Self.id(fields, 2), answer: nil) }
         guard let id = Self.id(fields, 1) else { return .control(kind: "other", deviceID: nil, answer: nil) }
         guard ["STT", "EMG", "EVT", "ALT", "UEX"].contains(type) else {
             return .control(kind: type == "ALV" ? "keep_alive" : "other", deviceID: id, answer: nil)
@@ -189,7 +231,7 @@ public struct SuntechCodec: TrackerCodec {
         let id = Self.id(fields, 1)
         guard let id else { return .control(kind: "other", deviceID: nil, answer: nil) }
         guard ["STT", "ALT", "UEX", "BLE"].contains(header) else {
-            return .control(kind: header == "RES" ? "command_result" : header.lowercased(), deviceID: id, answer: nil)
+            return .control(kind: header.lowercased(), deviceID: id, answer: nil)
         }
         let map: UInt64
         var index = 2

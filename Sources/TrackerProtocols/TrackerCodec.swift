@@ -26,6 +26,18 @@ public protocol TrackerCodec: Sendable {
     /// carry the time, such as GT06's time reply or H02's `V4`).
     mutating func decode(_ bytes: UnsafeRawBufferPointer, now: Timestamp) -> TrackerDecodeResult
 
+    /// Decodes the frame at the start of `bytes` when nothing follows them (a datagram): what
+    /// ``decode(_:now:)`` waits for the next bytes to decide (how much of a bad frame to skip)
+    /// is decided now, and `.needMore` means the frame is cut short. The default is `decode`.
+    mutating func decodeLast(_ bytes: UnsafeRawBufferPointer, now: Timestamp) -> TrackerDecodeResult
+
+    /// Tells the codec how much of its room for messages that come in pieces (JT/T 808's split
+    /// messages) each device's pieces may take: called by the listener once, before the first
+    /// frame, since only the listener knows who is on the connection. `room` is called on the
+    /// decoding thread. The default ignores it (a codec that keeps no pieces); a codec never
+    /// told gives every device all of its room.
+    mutating func limitPieces(by room: @escaping @Sendable (_ deviceID: String) -> TrackerPieceRoom)
+
     /// Positions the codec still holds (an NMEA epoch waiting for more sentences): called once
     /// the connection has been quiet for a second, and when it ends. Tracker frames hold
     /// nothing: the default returns none.
@@ -56,11 +68,18 @@ public protocol TrackerCodec: Sendable {
     /// What `reply` says of the command that went out as `sent` (the bytes ``outgoing(_:)``
     /// gave it); nil when it answers something else.
     func outcome(of reply: TrackerCommandReply, sent: [UInt8]) -> CommandOutcome?
+
+    /// Whether the device answers `command` (``outcome(of:sent:)`` then says how it went); a
+    /// command the protocol has no answer for is `delivered` once its bytes are written. The
+    /// default: it answers.
+    func awaitsReply(to command: DeviceCommand) -> Bool
 }
 
 // MARK: - Default implementations
 
 extension TrackerCodec {
+    public mutating func decodeLast(_ bytes: UnsafeRawBufferPointer, now: Timestamp) -> TrackerDecodeResult { decode(bytes, now: now) }
+    public mutating func limitPieces(by room: @escaping @Sendable (_ deviceID: String) -> TrackerPieceRoom) {}
     public mutating func flush(now: Timestamp) -> [Position] { [] }
     public mutating func outgoing(_ answer: [UInt8]) -> [UInt8] { answer }
     public func answer(_ admission: TrackerAdmission, _ verdict: TrackerAdmissionVerdict) -> [UInt8]? { nil }
@@ -68,6 +87,7 @@ extension TrackerCodec {
     public var commandTypes: Set<CommandType> { [] }
     public mutating func encode(_ command: DeviceCommand, now: Timestamp) -> [UInt8]? { nil }
     public func outcome(of reply: TrackerCommandReply, sent: [UInt8]) -> CommandOutcome? { nil }
+    public func awaitsReply(to command: DeviceCommand) -> Bool { true }
 }
 
 /// A device's answer to a command the server sent (JT/T 808's 0x0001, a Teltonika Codec 12
@@ -95,11 +115,29 @@ public struct TrackerIdleOutput: Sendable, Hashable {
     public var answers: [[UInt8]]
     /// Statistics to count once each (`split.expired`).
     public var counts: [String]
+    /// The codec holds what has a time of its own (a split message whose missing packets are
+    /// asked for again, or dropped at its deadline): call `idle` again each second while the
+    /// connection stays quiet.
+    public var callAgain: Bool
 
-    public init(answers: [[UInt8]] = [], counts: [String] = []) {
+    public init(answers: [[UInt8]] = [], counts: [String] = [], callAgain: Bool = false) {
         self.answers = answers
         self.counts = counts
+        self.callAgain = callAgain
     }
+}
+
+/// How much of a codec's room for messages that come in pieces (JT/T 808's split messages) one
+/// device's pieces may take (``TrackerCodec/limitPieces(by:)``).
+public enum TrackerPieceRoom: Sendable, Hashable {
+    /// None: the device must authenticate before its pieces are kept (they are counted
+    /// `messages.split_refused`, never answered; the device sends them again).
+    case none
+    /// A share (a quarter), as several devices send to the room: over UDP, or on a connection
+    /// that has not authenticated as the device.
+    case share
+    /// All of it: the connection authenticated as the device.
+    case all
 }
 
 /// Bounds every codec keeps.
@@ -183,7 +221,7 @@ public struct TrackerAdmission: Sendable, Hashable {
         case register(terminal: String)
         /// To be let in with the code it was given.
         case authenticate(code: String)
-        /// To give its registration up (its code is forgotten).
+        /// To give its registration up (its code is forgotten); only the device itself may.
         case deregister
     }
 
@@ -222,6 +260,9 @@ public enum TrackerAdmissionVerdict: Sendable, Hashable {
         case alreadyRegistered
         /// The code is not the one issued (or none was issued).
         case wrongCode
+        /// A deregistration that does not come from the device: from a connection that has not
+        /// authenticated as it, or over UDP.
+        case notAuthenticated
         /// The decision could not be made durable (the state store failed); the device should retry.
         case unavailable
     }
@@ -239,12 +280,17 @@ public struct TrackerRecords: Sendable, Hashable {
     public var kind: String?
     /// The frame also answers a command (JT/T 808's 0x0201 answers a position query).
     public var reply: TrackerCommandReply?
+    /// Items of the frame that held no position (a batch's fixes off the Earth or cut short),
+    /// counted `positions.undecoded`; the answer still goes once the others are handled, since
+    /// the device would otherwise send the whole frame again for ever.
+    public var undecoded: Int
 
     /// Records of one frame.
-    public init(deviceID: String? = nil, positions: [Position], answer: [UInt8]?, kind: String? = nil) {
+    public init(deviceID: String? = nil, positions: [Position], answer: [UInt8]?, kind: String? = nil, undecoded: Int = 0) {
         self.deviceID = deviceID
         self.positions = positions
         self.answer = answer
         self.kind = kind
+        self.undecoded = undecoded
     }
 }

@@ -20,11 +20,17 @@ import GatewayCore
 ///   attributes; an alarm type adds `alarm` (its type word).
 /// - Alarms are answered `[maker*id*[index*]0002*AL]` once their position was handled end to end
 ///   (at once when the frame holds none); `LK` (the link) `…*0002*LK]`, `INIT` `INIT,1`, `TKQ` and
-///   `TKQ2` the same word, `JXTK` `JXTKR,1` — at once. Everything else (heart rate, pulse,
-///   temperature, blood pressure, voice, photos, command echoes) → `.control` without an answer.
+///   `TKQ2` the same word, `JXTK` `JXTKR,1` — at once. The echo of a command's word (one this
+///   codec sent: ``encode(_:now:)``) → `.commandReply`. Everything else (heart rate, pulse,
+///   temperature, blood pressure, voice, photos) → `.control` without an answer.
 ///   Positions (`UD…`, `WT`) are never answered: the protocol has no answer for them.
 public struct WatchCodec: TrackerCodec {
     public let limits: TrackerLimits
+    /// The maker and id of the device's last frame, and whether it numbers its frames: commands
+    /// go in the same form.
+    private(set) var lastHeader: (maker: String, id: String, indexed: Bool)?
+    /// The command words sent and not yet echoed, oldest first (a frame of one is the device's echo).
+    var sentWords: [String] = []
 
     public init(limits: TrackerLimits) { self.limits = limits }
 
@@ -88,7 +94,7 @@ public struct WatchCodec: TrackerCodec {
     }
 
     /// The header and content between the brackets.
-    func frame(_ text: UnsafeRawBufferPointer) -> Result<TrackerMessage, TrackerFrameError> {
+    mutating func frame(_ text: UnsafeRawBufferPointer) -> Result<TrackerMessage, TrackerFrameError> {
         let header = TextFields(text, separator: Self.star, limit: 5)
         guard header.count >= 4, let maker = TextNumber.printable(header[0], limit: 4), !maker.isEmpty,
               let id = TextNumber.printable(header[1], limit: 24), !id.isEmpty, !id.contains(" ")
@@ -100,6 +106,7 @@ public struct WatchCodec: TrackerCodec {
         let contentStart = header.ranges[indexed ? 4 : 3].lowerBound
         let content = TextFields(text, separator: UInt8(ascii: ","), from: contentStart)
         let type = TextNumber.printable(content[0], limit: 32) ?? ""
+        lastHeader = (maker, id, indexed)
         func answer(_ word: String) -> [UInt8] {
             let length = String(word.utf8.count, radix: 16)
             return TextFraming.ascii("[\(maker)*\(id)*\(index.map { "\($0)*" } ?? "")\(String(repeating: "0", count: max(0, 4 - length.count)) + length)*\(word)]")
@@ -112,6 +119,13 @@ public struct WatchCodec: TrackerCodec {
             var fix = position
             if alarm { fix.attributes["alarm"] = type }
             return .success(.records(TrackerRecords(deviceID: id, positions: [fix], answer: alarm ? answer("AL") : nil, kind: alarm ? "alarm" : nil)))
+        }
+        if let sent = sentWords.firstIndex(of: type) {
+            // The device echoes a command's word when it takes the command.
+            sentWords.remove(at: sent)
+            let text = String(decoding: text[contentStart...], as: UTF8.self)
+            return .success(.commandReply(kind: "command_reply", deviceID: id, reply: TrackerCommandReply(reference: Array(type.utf8), text: text),
+                                          answer: nil))
         }
         switch type {
         case "LK": return .success(.control(kind: "link", deviceID: id, answer: answer("LK")))

@@ -320,6 +320,17 @@ struct BoardFixture {
         }
     }
 
+    /// `flags` of a `text` (JT/T 808's 0x8300 flag byte): a number from 0 to 255, decimal or 0x hex.
+    @Test func aTextsFlagsAreOneByte() {
+        for good in ["12", "0x0C", "0X01", "0", "255"] {
+            #expect(CommandRequest.check(.text, ["text": "hi", "flags": good]).isEmpty, "\(good)")
+        }
+        for bad in ["256", "-1", "0x", "twelve", "", "1.5", "0x100"] {
+            #expect(CommandRequest.check(.text, ["text": "hi", "flags": bad]) == ["flags: a number from 0 to 255 (0x00 to 0xFF)"], "\(bad)")
+        }
+        #expect(CommandRequest.check(.custom, ["data": "x", "flags": "1"]).count == 1)
+    }
+
     @Test func aCommandReadsBackFromItsJSON() throws {
         var c = DeviceCommand(id: "c-1", device: "bus", type: .text, parameters: ["text": "停车"], created: Timestamp(milliseconds: 1_000),
                               expires: Timestamp(milliseconds: 90_000), attempts: 3, submittedBy: "ops", source: "jt")

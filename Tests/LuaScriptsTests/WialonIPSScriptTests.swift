@@ -116,4 +116,76 @@ import TrackerProtocols
         #expect(messages.count == 2)
         if case .failure(let e) = messages[0] { #expect(e.reason == "syntax") } else { Issue.record("\(messages)") }
     }
+    // MARK: - Commands
+
+    /// A codec that has read `login` (the session then knows the version), and the script.
+    static func loggedIn(_ login: String) throws -> LuaCodec {
+        let script = try LuaScript(path: path, limits: LuaState.Limits(), required: ["frame", "decode"], optional: ["encode_command"])
+        var codec = LuaCodec(script: script, limits: TrackerLimits(maxFrameBytes: 4096), stats: nil)
+        _ = Array(login.utf8).withUnsafeBytes { codec.decode($0, now: Timestamp(milliseconds: 0)) }
+        return codec
+    }
+
+    static func command(_ type: CommandType, _ parameters: [String: String], id: String = "c-1") -> DeviceCommand {
+        DeviceCommand(id: id, device: "truck-2", type: type, parameters: parameters, created: Timestamp(milliseconds: 0),
+                      expires: Timestamp(milliseconds: 60_000), attempts: 3, submittedBy: "ops", source: "wialon")
+    }
+
+    /// The device's answer to `text` as the codec reads it.
+    static func reply(_ codec: inout LuaCodec, _ text: String) -> TrackerCommandReply? {
+        let result = Array(text.utf8).withUnsafeBytes { codec.decode($0, now: Timestamp(milliseconds: 0)) }
+        if case .message(.commandReply(_, _, let reply, nil), _) = result { return reply }
+        return nil
+    }
+
+    /// A message to the driver goes as an M packet (the 2.0 one with its CRC); the device's AM
+    /// says whether it was shown.
+    @Test func aTextGoesAsAMessageToTheDriverAndItsAnswerIsTheResult() throws {
+        var v1 = try Self.loggedIn("#L#353976013445485;NA\r\n")
+        #expect(v1.commandTypes == [.text, .custom])
+        let text = Self.command(.text, ["text": "Gate 3, please"])
+        let encoded = v1.encode(text, now: Timestamp(milliseconds: 0))
+        let sent = try #require(encoded)
+        #expect(sent == Array("#M#Gate 3, please\r\n".utf8))
+        #expect(v1.awaitsReply(to: text))
+        let shown = try #require(Self.reply(&v1, "#AM#1\r\n"))
+        #expect(v1.outcome(of: shown, sent: sent) == .done("shown"))
+        let refused = try #require(Self.reply(&v1, "#AM#0\r\n"))
+        #expect(v1.outcome(of: refused, sent: sent) == .failed("refused"))
+
+        var v2 = try Self.loggedIn("#L#\(Self.signed("2.0;353976013445485;NA;"))\r\n")
+        let encoded2 = v2.encode(text, now: Timestamp(milliseconds: 0))
+        #expect(encoded2 == Array("#M#\(Self.signed("Gate 3, please;"))\r\n".utf8))
+    }
+
+    /// A custom line goes as it is; the protocol has no answer for it. A type the script does not
+    /// list is not carried.
+    @Test func aCustomLineIsDeliveredOnceWrittenAndOtherTypesAreNotCarried() throws {
+        var codec = try Self.loggedIn("#L#353976013445485;NA\r\n")
+        let reboot = Self.command(.custom, ["data": "reboot"])
+        let encoded = codec.encode(reboot, now: Timestamp(milliseconds: 0))
+        #expect(encoded == Array("reboot\r\n".utf8))
+        #expect(!codec.awaitsReply(to: reboot))
+        let query = codec.encode(Self.command(.positionNow, [:], id: "c-2"), now: Timestamp(milliseconds: 0))
+        #expect(query == nil)
+    }
+
+    @Test func aScriptWithEncodeCommandNamesItsTypes() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("wialon-\(UInt64.random(in: 0...UInt64.max))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for (body, problem) in [("", "no command_types"), ("command_types = { \"beep\" }", "unknown type \"beep\"")] {
+            let file = directory.appendingPathComponent("s.lua").path
+            try "function frame(b) return nil end\nfunction decode(f, s) return {} end\nfunction encode_command(c, s) return nil end\n\(body)\n"
+                .write(toFile: file, atomically: true, encoding: .utf8)
+            #expect(throws: LuaScriptError.self) {
+                try LuaScript(path: file, limits: LuaState.Limits(), required: ["frame", "decode"], optional: ["encode_command"])
+            }
+            do {
+                _ = try LuaScript(path: file, limits: LuaState.Limits(), required: ["frame", "decode"], optional: ["encode_command"])
+            } catch {
+                #expect(error.description.contains(problem), "\(error)")
+            }
+        }
+    }
 }

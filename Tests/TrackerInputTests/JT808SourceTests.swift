@@ -30,10 +30,11 @@ final class MemoryStateStore: DeviceStateStore {
     func close() {}
 }
 
-/// Runs a `jt808` source with `store` (and `commands`) on a free port until `body` returns.
+/// Runs a `jt808` source with `store` (and `commands`, `clock`) on a free port until `body` returns.
 func withJT808(_ json: String, store: (any DeviceStateStore)? = MemoryStateStore(), commands: (any CommandCenter)? = nil,
-               output: SourceOutput, udp: Bool = false, _ body: (Int, ComponentContext) async throws -> Void) async throws {
-    try await withSource(JT808SourcePlugin.self, json, id: "jt", output: output, udp: udp, store: store, commands: commands, body)
+               clock: any GatewayClock = SystemClock(), output: SourceOutput, udp: Bool = false,
+               _ body: (Int, ComponentContext) async throws -> Void) async throws {
+    try await withSource(JT808SourcePlugin.self, json, id: "jt", output: output, udp: udp, store: store, commands: commands, clock: clock, body)
 }
 
 @Suite(.timeLimit(.minutes(1))) struct JT808SourceTests {
@@ -310,6 +311,257 @@ func withJT808(_ json: String, store: (any DeviceStateStore)? = MemoryStateStore
             #expect(await Poll.until { acks.positions.compactMap { $0.event?.status } == ["queued", "sent", "done"] })
             #expect(acks.positions.allSatisfy { $0.event?.kind == .command && $0.device == "bus-12" && $0.attributes["command_id"] == id })
             #expect(context.stats.value("commands.done") == 1 && context.stats.value("commands.written") == 1)
+        }
+    }
+
+    /// Reads the server's frames until one of message `id` (others, such as a 0x8003, are skipped).
+    static func read(_ id: UInt16, from client: LoopbackTCPClient) -> (id: UInt16, serial: UInt16, body: [UInt8])? {
+        while let frame = JT808TestTerminal.read(client) {
+            if frame.id == id { return frame }
+        }
+        return nil
+    }
+
+    /// `body` cut into `total` packets with serials from `first`.
+    static func packets(_ terminal: inout JT808TestTerminal, _ id: UInt16, _ body: [UInt8], total: Int, first: UInt16) -> [[UInt8]] {
+        let size = (body.count + total - 1) / total
+        return (0..<total).map { k in
+            terminal.frame(id, Array(body[(k * size)..<min(body.count, (k + 1) * size)]), split: (UInt16(total), UInt16(k + 1)), serial: first &+ UInt16(k))
+        }
+    }
+
+    // MARK: - Deregistration
+
+    @Test func aDeregistrationFromAConnectionNotAuthenticatedAsTheTerminalForgetsNothing() async throws {
+        let store = MemoryStateStore()
+        try await withJT808(Self.strict, store: store, output: HeldAcknowledgements().output) { port, context in
+            var terminal = JT808TestTerminal(phone: "013912345678")
+            let code = try Self.logIn(&terminal, try LoopbackTCPClient(port: port))
+            // Someone else, never authenticated, who knows only the terminal's number.
+            var stranger = JT808TestTerminal(phone: "013912345678")
+            let other = try LoopbackTCPClient(port: port)
+            other.send(stranger.frame(0x0003, []))
+            let refused = try #require(JT808TestTerminal.read(other))
+            #expect(refused.id == 0x8001 && refused.body == JT808TestTerminal.word(stranger.serial) + [0x00, 0x03, 1])
+            #expect(context.stats.value("admissions.refused_unauthenticated") == 1)
+            #expect(context.stats.value("admissions.deregistered") == 0)
+            #expect(store.records.withLock { $0.count } == 1)
+            // The terminal authenticates with its code on a new connection.
+            let again = try LoopbackTCPClient(port: port)
+            again.send(terminal.frame(0x0102, code))
+            #expect(try #require(JT808TestTerminal.read(again)).body.last == 0, "the stranger's 0x0003 forgot the terminal's code")
+        }
+    }
+
+    @Test func aTerminalDeregistersOnTheConnectionItAuthenticatedOn() async throws {
+        let store = MemoryStateStore()
+        try await withJT808(Self.strict, store: store, output: HeldAcknowledgements().output) { port, context in
+            var terminal = JT808TestTerminal(phone: "013912345678")
+            let client = try LoopbackTCPClient(port: port)
+            let code = try Self.logIn(&terminal, client)
+            client.send(terminal.frame(0x0003, []))
+            #expect(try #require(JT808TestTerminal.read(client)).body == JT808TestTerminal.word(terminal.serial) + [0x00, 0x03, 0])
+            #expect(context.stats.value("admissions.deregistered") == 1)
+            #expect(await Poll.until { store.records.withLock { $0.isEmpty } })
+            let again = try LoopbackTCPClient(port: port)
+            again.send(terminal.frame(0x0102, code))
+            #expect(try #require(JT808TestTerminal.read(again)).body.last == 1, "its code is forgotten")
+        }
+    }
+
+    /// Over UDP nothing says who sent a datagram: a deregistration is refused (result 1) unless
+    /// `auth` is `any`, and the terminal's positions are still taken.
+    @Test func overUDPADeregistrationIsRefused() async throws {
+        let acks = HeldAcknowledgements()
+        try await withJT808(#"{ "type": "jt808", "udp": true, "listen": "127.0.0.1:PORT", "unknown_devices": "accept" }"#,
+                            output: acks.output, udp: true) { port, context in
+            var terminal = JT808TestTerminal(phone: "013912345678")
+            let device = try LoopbackUDPSender()
+            #expect(await Poll.until(timeout: .seconds(10), interval: .milliseconds(100)) {
+                if context.stats.value("admissions.registered") == 0 { device.send(terminal.register(), to: port) }
+                return context.stats.value("admissions.registered") >= 1
+            })
+            while let answer = device.receive(timeout: .milliseconds(300)) { #expect(answer[1...2] == [0x81, 0x00]) }
+            device.send(terminal.frame(0x0003, []), to: port)
+            let refused = try #require(device.receive().flatMap(JT808TestTerminal.parse))
+            #expect(refused.id == 0x8001 && refused.body == JT808TestTerminal.word(terminal.serial) + [0x00, 0x03, 1])
+            #expect(context.stats.value("admissions.refused_unauthenticated") == 1)
+            device.send(terminal.frame(0x0200, Self.here), to: port)
+            #expect(await Poll.until { acks.positions.count == 1 })
+        }
+    }
+
+    // MARK: - A fleet sharing its state store
+
+    /// Gateway B started before the terminal registered at gateway A: registering at B again, it
+    /// gets the code A issued (not a new one that would lock it out at A).
+    @Test func aTerminalRegisteredAtAnotherGatewayGetsTheSameCodeHere() async throws {
+        let store = MemoryStateStore()
+        try await withJT808(Self.strict, store: store, output: HeldAcknowledgements().output) { portA, _ in
+            try await withJT808(Self.strict, store: store, output: HeldAcknowledgements().output) { portB, _ in
+                var terminal = JT808TestTerminal(phone: "013912345678")
+                let code = try Self.logIn(&terminal, try LoopbackTCPClient(port: portA))
+                let b = try LoopbackTCPClient(port: portB)
+                b.send(terminal.register())
+                #expect(try #require(JT808TestTerminal.read(b)).body == JT808TestTerminal.word(terminal.serial) + [0] + code)
+                b.send(terminal.frame(0x0102, code))
+                #expect(try #require(JT808TestTerminal.read(b)).body.last == 0)
+            }
+        }
+    }
+
+    /// The code this gateway knows is stale (another gateway issued a new one): the new code is
+    /// read from the store before it is refused.
+    @Test func aCodeIssuedElsewhereIsReadFromTheStoreBeforeItIsRefused() async throws {
+        let store = MemoryStateStore()
+        try await withJT808(Self.strict, store: store, output: HeldAcknowledgements().output) { port, context in
+            var terminal = JT808TestTerminal(phone: "013912345678")
+            _ = try Self.logIn(&terminal, try LoopbackTCPClient(port: port))
+            // Another gateway registered it anew.
+            let record = try #require(store.records.withLock { $0.values.first })
+            guard case .object(var o)? = record.state else { throw PeerError(description: "not an object: \(record)") }
+            o["code"] = .string("NEWCODE")
+            store.write([DeviceStateRecord(transform: record.transform, device: record.device, format: record.format, state: .object(o))],
+                        sequence: 1) { _ in }
+            let again = try LoopbackTCPClient(port: port)
+            again.send(terminal.frame(0x0102, Array("NEWCODE".utf8)))
+            #expect(try #require(JT808TestTerminal.read(again)).body.last == 0)
+            #expect(context.stats.value("admissions.authenticated") == 2)
+        }
+    }
+
+    /// Over UDP a terminal registered at another gateway is taken once its record is read (the
+    /// first datagram starts the read; the terminal sends what it was not answered for again).
+    @Test func overUDPATerminalRegisteredAtAnotherGatewayIsTaken() async throws {
+        let store = MemoryStateStore()
+        let acks = HeldAcknowledgements()
+        let udp = #"{ "type": "jt808", "udp": true, "listen": "127.0.0.1:PORT", "devices": { "13912345678": "bus-12" } }"#
+        try await withJT808(udp, store: store, output: acks.output, udp: true) { udpPort, context in
+            try await withJT808(Self.strict, store: store, output: HeldAcknowledgements().output) { tcpPort, _ in
+                var terminal = JT808TestTerminal(phone: "013912345678")
+                _ = try Self.logIn(&terminal, try LoopbackTCPClient(port: tcpPort))
+                let device = try LoopbackUDPSender()
+                let location = terminal.frame(0x0200, Self.here)
+                #expect(await Poll.until(timeout: .seconds(10), interval: .milliseconds(200)) {
+                    if acks.positions.isEmpty { device.send(location, to: udpPort) }
+                    return !acks.positions.isEmpty
+                }, "frames.unauthenticated \(context.stats.value("frames.unauthenticated"))")
+            }
+        }
+    }
+
+    // MARK: - Split messages
+
+    /// README: missing packets are asked for up to three times. The source's clock is driven by
+    /// the test: each request goes when its time has come, never twice for one time, and the
+    /// message is dropped (`split.incomplete`) once `split_timeout` (60 s) has passed.
+    @Test func aQuietTerminalIsAskedForMissingPacketsThreeTimesThenTheMessageIsDropped() async throws {
+        let clock = ManualClock(start: Timestamp(year: 2026, month: 12, day: 5))
+        let acks = HeldAcknowledgements()
+        try await withJT808(Self.strict, clock: clock, output: acks.output) { port, context in
+            var terminal = JT808TestTerminal(phone: "013912345678")
+            let client = try LoopbackTCPClient(port: port)
+            _ = try Self.logIn(&terminal, client)
+            let first = terminal.serial &+ 1
+            let packets = Self.packets(&terminal, 0x0704, JT808TestTerminal.batch([Self.here, Self.here, Self.here, Self.here]), total: 4, first: first)
+            client.send(packets[0] + packets[1])
+            #expect(await Poll.until { context.stats.value("messages.split_packet") == 2 })
+            for step in [Duration.milliseconds(1_500), .seconds(20), .seconds(20)] {
+                clock.advance(by: step)
+                let request = try #require(JT808TestTerminal.read(client), "split.incomplete = \(context.stats.value("split.incomplete"))")
+                #expect(request.id == 0x8003)
+                #expect(request.body == JT808TestTerminal.word(first) + [2] + JT808TestTerminal.word(3) + JT808TestTerminal.word(4))
+                #expect(client.readSome(timeout: .milliseconds(1_500)) == [], "asked again before its time")
+            }
+            clock.advance(by: .seconds(20))
+            #expect(await Poll.until { context.stats.value("split.incomplete") == 1 })
+            #expect(client.readSome(timeout: .milliseconds(1_500)) == [])
+            #expect(context.stats.value("split.expired") == 0)
+            #expect(acks.positions.isEmpty)
+        }
+    }
+
+    /// Under `auth: issued` packets from a connection that has not authenticated as their terminal
+    /// are not kept (`messages.split_refused`): the terminal is asked for them once it has.
+    @Test func splitPacketsFromAConnectionNotAuthenticatedAreNotKept() async throws {
+        let acks = HeldAcknowledgements()
+        try await withJT808(Self.strict, output: acks.output) { port, context in
+            var terminal = JT808TestTerminal(phone: "013912345678")
+            let client = try LoopbackTCPClient(port: port)
+            let packets = Self.packets(&terminal, 0x0704, JT808TestTerminal.batch([Self.here, Self.here]), total: 2, first: 1)
+            terminal.serial = 2
+            client.send(packets[0])
+            _ = try Self.logIn(&terminal, client)
+            client.send(packets[1] + terminal.frame(0x0002, []))
+            #expect(try #require(Self.read(0x8001, from: client)).body == JT808TestTerminal.word(terminal.serial) + [0x00, 0x02, 0])
+            #expect(context.stats.value("messages.split_refused") == 1)
+            #expect(context.stats.value("messages.0x0704") == 0, "the packet kept before authentication completed the message")
+            let request = try #require(Self.read(0x8003, from: client))
+            #expect(request.body == JT808TestTerminal.word(1) + [1] + JT808TestTerminal.word(1))
+            client.send(packets[0])
+            #expect(await Poll.until { acks.positions.count == 2 })
+        }
+    }
+
+    /// Over UDP one codec reads every terminal: an unknown terminal's packets are not kept, and a
+    /// known one holds at most a quarter of the room, so neither crowds out another's message.
+    @Test(arguments: ["013900000099", "013900000002"])
+    func overUDPAnotherTerminalsPacketsDoNotCrowdOutAMessage(other: String) async throws {
+        let acks = HeldAcknowledgements()
+        let json = #"{ "type": "jt808", "udp": true, "auth": "any", "listen": "127.0.0.1:PORT", "devices": { "13912345678": "bus-12", "13900000002": "bus-2" } }"#
+        try await withJT808(json, output: acks.output, udp: true) { port, context in
+            var terminal = JT808TestTerminal(phone: "013912345678"), flooder = JT808TestTerminal(phone: other)
+            let device = try LoopbackUDPSender()
+            let heartbeat = terminal.frame(0x0002, [])
+            #expect(await Poll.until(timeout: .seconds(10), interval: .milliseconds(100)) {
+                if context.stats.value("frames.good") == 0 { device.send(heartbeat, to: port) }
+                return context.stats.value("frames.good") >= 1
+            })
+            let mine = Self.packets(&terminal, 0x0704, JT808TestTerminal.batch([Self.here, Self.here]), total: 2, first: 10)
+            device.send(mine[0], to: port)
+            for k in 0..<64 {
+                let theirs = Self.packets(&flooder, 0x0704, JT808TestTerminal.batch([Self.here, Self.here]), total: 2, first: UInt16(100 + 2 * k))
+                device.send(theirs[0], to: port)
+            }
+            #expect(await Poll.until { context.stats.value("messages.split_packet") + context.stats.value("messages.split_refused") >= 65 })
+            device.send(mine[1], to: port)
+            #expect(await Poll.until { acks.positions.count == 2 }, "split.evicted \(context.stats.value("split.evicted"))")
+        }
+    }
+
+    @Test func overUDPABadCheckCodeIsCountedAsABadChecksum() async throws {
+        try await withJT808(#"{ "type": "jt808", "udp": true, "auth": "any", "listen": "127.0.0.1:PORT", "unknown_devices": "accept" }"#,
+                            output: HeldAcknowledgements().output, udp: true) { port, context in
+            var terminal = JT808TestTerminal(phone: "013912345678")
+            let device = try LoopbackUDPSender()
+            var broken = terminal.frame(0x0200, Self.here)
+            broken[broken.count - 2] ^= 0x01
+            #expect(await Poll.until(timeout: .seconds(10), interval: .milliseconds(100)) {
+                if context.stats.value("datagrams") == 0 { device.send(broken, to: port) }
+                return context.stats.value("datagrams") >= 1
+            })
+            #expect(await Poll.until { context.stats.value("frames.bad.checksum") == 1 }, "frames.bad.length \(context.stats.value("frames.bad.length"))")
+            #expect(context.stats.value("frames.bad.length") == 0)
+            #expect(device.receive(timeout: .milliseconds(300)) == nil, "a bad frame is never answered")
+        }
+    }
+
+    /// A batch with an undecodable fix: the others reach the sinks, the terminal is answered only
+    /// once they are committed, the bad one is counted.
+    @Test func aBatchWithAnUndecodableFixDeliversTheOthersBeforeItIsAnswered() async throws {
+        let acks = HeldAcknowledgements()
+        try await withJT808(Self.strict, output: acks.output) { port, context in
+            var terminal = JT808TestTerminal(phone: "013912345678")
+            let client = try LoopbackTCPClient(port: port)
+            _ = try Self.logIn(&terminal, client)
+            var offEarth = Self.here
+            offEarth.replaceSubrange(8..<12, with: [0xFF, 0xFF, 0xFF, 0xFF])
+            client.send(terminal.frame(0x0704, JT808TestTerminal.batch([Self.here, offEarth, Self.here])))
+            #expect(await Poll.until { acks.positions.count == 2 })
+            #expect(context.stats.value("positions.undecoded") == 1)
+            #expect(client.readSome(timeout: .milliseconds(300)) == [], "answered before the commit")
+            acks.acknowledge()
+            #expect(try #require(JT808TestTerminal.read(client)).body == JT808TestTerminal.word(terminal.serial) + [0x07, 0x04, 0])
         }
     }
 

@@ -1,3 +1,4 @@
+import DeviceCommands
 import Foundation
 import GatewayCore
 import GatewayTesting
@@ -40,6 +41,24 @@ import TrackerInput
             #expect(device.waitForClose())
             #expect(acks.positions.isEmpty)
             #expect(context.stats.value("devices.unknown") == 1)
+        }
+    }
+    /// The script's encode_command on the device's connection: a message to the driver, its AM
+    /// the command's result; a type the script does not list is refused when submitted.
+    @Test func aCommandGoesAsTheScriptEncodesItAndItsReplyIsTheResult() async throws {
+        let board = try CommandBoard(store: MemoryCommandStore(), clock: SystemClock(), logger: Logger(label: "c", handler: SilentLogHandler()))
+        defer { board.close() }
+        let json = #"{ "type": "lua_tracker", "script": "\#(Self.script)", "listen": "127.0.0.1:PORT", "devices": { "353976013445485": "truck-2" } }"#
+        try await withSource(LuaTrackerSourcePlugin.self, json, output: HeldAcknowledgements().output, commands: board) { port, _ in
+            #expect(throws: CommandError.self) { try board.submit(CommandRequest(device: "truck-2", type: .positionNow, submittedBy: "ops")) }
+            let text = try board.submit(CommandRequest(device: "truck-2", type: .text, parameters: ["text": "Gate 3"], submittedBy: "ops"))
+            let device = try LoopbackTCPClient(port: port)
+            device.send(Self.text("#L#353976013445485;NA\r\n"))
+            #expect(device.read(count: 7) == Self.text("#AL#1\r\n"))
+            #expect(device.read(count: 11) == Self.text("#M#Gate 3\r\n"))
+            device.send(Self.text("#AM#1\r\n"))
+            #expect(await Poll.until { board.command(text.id)?.status == .done })
+            #expect(board.command(text.id)?.result == "shown")
         }
     }
 }

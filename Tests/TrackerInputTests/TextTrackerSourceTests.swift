@@ -1,3 +1,4 @@
+import DeviceCommands
 import DeviceIntake
 import GatewayCore
 import GatewayTesting
@@ -159,6 +160,55 @@ import TrackerInput
             #expect(device.waitForClose())
             #expect(context.stats.value("devices.unknown") == 1)
             #expect(context.stats.value("acks.sent") == 0)
+        }
+    }
+    // MARK: - Commands
+
+    /// A command board in memory for `body`.
+    static func withBoard(_ body: (CommandBoard) async throws -> Void) async throws {
+        let board = try CommandBoard(store: MemoryCommandStore(), clock: SystemClock(), logger: Logger(label: "c", handler: SilentLogHandler()))
+        defer { board.close() }
+        try await body(board)
+    }
+
+    /// gps103-commands.txt C5 on the device's connection once it logged in; the protocol has no
+    /// answer for it, so it is `delivered` once written, and the next command follows.
+    @Test func aGPS103EngineStopGoesAsTheVectorsBytesAndIsDeliveredOnceWritten() async throws {
+        try await Self.withBoard { board in
+            try await withSource(GPS103SourcePlugin.self, #"{ "type": "gps103", "listen": "127.0.0.1:PORT", "devices": { "123456789012345": "van-4" } }"#,
+                                 output: HeldAcknowledgements().output, commands: board) { port, context in
+                let stop = try board.submit(CommandRequest(device: "van-4", type: .engineStop, submittedBy: "ops"))
+                let interval = try board.submit(CommandRequest(device: "van-4", type: .setInterval, parameters: ["interval": "5m"], submittedBy: "ops"))
+                let device = try LoopbackTCPClient(port: port)
+                device.send(Self.text("##,imei:123456789012345,A;"))
+                #expect(device.read(count: 4) == Self.text("LOAD"))
+                #expect(device.read(count: 25) == Self.text("**,imei:123456789012345,J"))
+                #expect(await Poll.until { board.command(stop.id)?.status == .delivered })
+                // gps103-commands.txt C1.
+                #expect(device.read(count: 29) == Self.text("**,imei:123456789012345,C,05m"))
+                #expect(await Poll.until { board.command(interval.id)?.status == .delivered })
+                #expect(context.stats.value("commands.unmatched_replies") == 0)
+            }
+        }
+    }
+
+    /// watch-commands.txt C13 in the maker and id of the watch's frames; the watch's echo of the
+    /// word is the command's result.
+    @Test func aWatchPositionQueryGoesInTheWatchsFormAndItsEchoIsTheResult() async throws {
+        try await Self.withBoard { board in
+            try await withSource(WatchSourcePlugin.self, #"{ "type": "watch", "listen": "127.0.0.1:PORT", "devices": { "8800000015": "lena" } }"#,
+                                 output: HeldAcknowledgements().output, commands: board) { port, context in
+                let query = try board.submit(CommandRequest(device: "lena", type: .positionNow, submittedBy: "ops"))
+                let device = try LoopbackTCPClient(port: port)
+                device.send(Self.text("[SG*8800000015*0002*LK]"))
+                #expect(device.read(count: 23) == Self.text("[SG*8800000015*0002*LK]"))
+                #expect(device.read(count: 23) == Self.text("[SG*8800000015*0002*CR]"))
+                #expect(board.command(query.id)?.status == .sent)
+                device.send(Self.text("[SG*8800000015*0002*CR]"))
+                #expect(await Poll.until { board.command(query.id)?.status == .done })
+                #expect(board.command(query.id)?.result == "CR")
+                #expect(context.stats.value("messages.command_reply") == 1)
+            }
         }
     }
 }

@@ -6,13 +6,14 @@ import Synchronization
 import Testing
 import TrackerInput
 
-/// Runs a plugin's source `id` on a free port until `body` returns, with `store` and `commands` in its context.
+/// Runs a plugin's source `id` on a free port until `body` returns, with `store`, `commands` and `clock` in its context.
 func withSource<P: SourcePlugin>(_ plugin: P.Type, _ json: String, id: String = "trackers", output: SourceOutput, udp: Bool = false,
                                  store: (any DeviceStateStore)? = nil, commands: (any CommandCenter)? = nil,
+                                 clock: any GatewayClock = SystemClock(),
                                  _ body: (Int, ComponentContext) async throws -> Void) async throws {
     let port = LoopbackTCPServer.freePort(udp: udp)
     let c = try PluginOptions.valid(plugin, json.replacingOccurrences(of: "PORT", with: "\(port)"))
-    let plain = SourceConformance.makeContext(id: id)
+    let plain = SourceConformance.makeContext(id: id, clock: clock)
     let context = ComponentContext(id: plain.id, kind: .source, logger: plain.logger, stats: plain.stats, clock: plain.clock,
                                    stateStore: store, commands: commands)
     let source = try P.makeSource(c, context: context)

@@ -36,7 +36,9 @@ import Testing
     /// Each type, as the first server message on the connection (serial 0), and its case.
     static let cases: [(String, CommandType, [String: String])] = [
         ("C1", .engineStop, [:]), ("C5", .engineResume, [:]), ("C9", .reboot, [:]), ("C10", .positionNow, [:]),
-        ("C8", .setInterval, ["interval": "30s"]), ("C3", .text, ["text": "Test, Command, 123#"]),
+        // C3 is Traccar's custom command to a BSJ terminal: a text message with flag 01 (emergency),
+        // which such terminals take as an SMS command; a `text` with that flag is its bytes.
+        ("C8", .setInterval, ["interval": "30s"]), ("C3", .text, ["text": "Test, Command, 123#", "flags": "0x01"]),
         ("C4", .custom, ["data": "TEST"]),
         ("C2", .custom, ["hex": "7e830000140b3a73ce2ff2000001546573742c20436f6d6d616e642c2031323323a57e"]),
     ]
@@ -91,6 +93,34 @@ import Testing
         let encoded = codec.encode(Self.command(.text, ["text": "请停车"]), now: Timestamp(milliseconds: 0))
         let bytes = try #require(encoded)
         // 请 C7EB, 停 CDA3, 车 B3B5 in GBK, after the flag.
-        #expect(Array(bytes.suffix(7)) == [0x01, 0xC7, 0xEB, 0xCD, 0xA3, 0xB3, 0xB5])
+        #expect(Array(bytes.suffix(7)) == [0x0C, 0xC7, 0xEB, 0xCD, 0xA3, 0xB3, 0xB5])
+    }
+
+    /// 0x8300's flag: bit 0 emergency, bit 2 terminal display, bit 3 TTS read-out. A text for the
+    /// driver is shown and read out (0x0C), not an emergency; 2019 adds the text type (1, notice).
+    @Test func aTextIsShownAndReadOutByDefault() throws {
+        var codec = Self.codec()
+        let encoded = codec.encode(Self.command(.text, ["text": "Hi"]), now: Timestamp(milliseconds: 0))
+        let bytes = try #require(encoded)
+        #expect(Array(bytes[12...]) == [0x0C] + Array("Hi".utf8))
+        // A terminal that spoke 2019: version 1, a 10-byte phone.
+        var codec2019 = JT808Codec(options: .init(limits: TrackerLimits(maxFrameBytes: 4096)))
+        var data = JT808FramingTests.word(0x0002) + JT808FramingTests.word(0x4000) + [1] + [UInt8](repeating: 0, count: 4) + JT808FramingTests.phone
+            + JT808FramingTests.word(1)
+        data.append(data.reduce(0, ^))
+        var runner = CodecRunner(codec2019)
+        #expect(runner.feed(JT808FramingTests.escapeWrapped(data)).first?.message?.controlKind == "0x0002")
+        codec2019 = runner.codec
+        let encoded2019 = codec2019.encode(Self.command(.text, ["text": "Hi"]), now: Timestamp(milliseconds: 0))
+        let bytes2019 = try #require(encoded2019)
+        #expect(Array(bytes2019[17...]) == [0x0C, 0x01] + Array("Hi".utf8))
+    }
+
+    @Test(arguments: [("1", UInt8(0x01)), ("0x0D", 0x0D), ("9", 0x09), ("0", 0x00)])
+    func aTextsFlagsCanBeGiven(flags: String, byte: UInt8) throws {
+        var codec = Self.codec()
+        let encoded = codec.encode(Self.command(.text, ["text": "Hi", "flags": flags]), now: Timestamp(milliseconds: 0))
+        let bytes = try #require(encoded)
+        #expect(bytes[12] == byte)
     }
 }

@@ -121,6 +121,61 @@ import Testing
         return out
     }
 
+    // MARK: - Batches with a bad item
+
+    /// `location` with another time (BCD seconds) and, with `badLatitude`, a latitude of 4294.967295°.
+    static func item(second: UInt8, badLatitude: Bool = false) -> [UInt8] {
+        var l = location
+        l[27] = second
+        if badLatitude { l.replaceSubrange(8..<12, with: [0xFF, 0xFF, 0xFF, 0xFF]) }
+        return l
+    }
+
+    /// A 0x0704 of four fixes where the second is off the Earth and the third too short to be a
+    /// location: the two good ones are kept and answered once committed (the records' answer,
+    /// never at once), the other two counted; the terminal, answered, deletes all four.
+    @Test func aBatchKeepsItsGoodFixesWhenSomeAreUndecodable() throws {
+        let items = [Self.item(second: 1), Self.item(second: 2, badLatitude: true), Array(Self.item(second: 3).prefix(10)), Self.item(second: 4)]
+        let body = Self.word(4) + [0] + items.flatMap { Self.word(UInt16($0.count)) + $0 }
+        var runner = CodecRunner(Self.codec())
+        let message = try #require(runner.feed(Self.frame(0x0704, body, serial: 7)).first?.message)
+        let records = try #require(message.records, "\(summary(message))")
+        #expect(records.positions.map { $0.time.map { $0.milliseconds / 1000 % 60 } } == [1, 4])
+        #expect(records.undecoded == 2)
+        #expect(records.answer?.suffix(5) == Self.word(7) + [0x07, 0x04, 0])
+    }
+
+    /// A batch cut short inside an item: what came before is kept; the items it announced and
+    /// does not hold are counted.
+    @Test func aBatchCutShortKeepsTheFixesBeforeTheCut() throws {
+        let good = Self.item(second: 1)
+        let body = Self.word(3) + [0] + Self.word(UInt16(good.count)) + good + Self.word(UInt16(good.count)) + good.prefix(5)
+        var runner = CodecRunner(Self.codec())
+        let records = try #require(runner.feed(Self.frame(0x0704, body, serial: 8)).first?.message?.records)
+        #expect(records.positions.count == 1)
+        #expect(records.undecoded == 2)
+    }
+
+    /// Nothing to keep: answered at once as `undecoded`, as before.
+    @Test func aBatchWithNoDecodableFixIsUndecoded() throws {
+        let bad = Self.item(second: 1, badLatitude: true)
+        var runner = CodecRunner(Self.codec())
+        let message = try #require(runner.feed(Self.frame(0x0704, Self.word(1) + [0] + Self.word(UInt16(bad.count)) + bad, serial: 9)).first?.message)
+        #expect(message.controlKind == "undecoded")
+        #expect(message.answer?.suffix(5) == Self.word(9) + [0x07, 0x04, 0])
+    }
+
+    /// Vendor 0x0210: a good fix, then one off the Earth, then a length byte that runs past the body.
+    @Test func aVendorBatchKeepsItsGoodFixes() throws {
+        let good = Self.item(second: 1), bad = Self.item(second: 2, badLatitude: true)
+        let body = [UInt8(good.count)] + good + [UInt8(bad.count)] + bad + [60, 0, 0]
+        var runner = CodecRunner(Self.codec())
+        let records = try #require(runner.feed(Self.frame(0x0210, body, serial: 10)).first?.message?.records)
+        #expect(records.positions.count == 1)
+        #expect(records.undecoded == 2)
+        #expect(records.answer?.suffix(5) == Self.word(10) + [0x02, 0x10, 0])
+    }
+
     // MARK: - Splits
 
     /// A 0x0704 batch of `count` locations cut into `packets` packets with consecutive serials from `first`.
@@ -177,10 +232,90 @@ import Testing
         let first = split.requests(now: 2_000, quietSince: 1_000)
         #expect(first.map(\.missing) == [[2, 4]])
         #expect(first.first?.header.serial == 100)
-        #expect(split.requests(now: 3_000, quietSince: 2_000).map(\.missing) == [[2, 4]])
-        #expect(split.requests(now: 4_000, quietSince: 3_000).isEmpty)
+        // Two requests spread over the 60 s: the next one 30 s later, then none.
+        #expect(split.requests(now: 3_000, quietSince: 2_000).isEmpty, "asked again before its time")
+        #expect(split.requests(now: 32_000, quietSince: 31_000).map(\.missing) == [[2, 4]])
+        #expect(split.requests(now: 60_000, quietSince: 59_000).isEmpty)
+        #expect(split.takeCounts().isEmpty, "kept until its timeout")
+        #expect(split.requests(now: 61_001, quietSince: 60_001).isEmpty)
         #expect(split.takeCounts() == ["split.incomplete"])
         #expect(split.bytes == 0 && split.pending.isEmpty)
+    }
+
+    /// The unnumbered 0x8003 bodies an idle call at `milliseconds` wrote, and what it counted.
+    static func idle(_ runner: inout CodecRunner<JT808Codec>, at milliseconds: Int64) -> (requests: [[UInt8]], counts: [String]) {
+        let out = runner.codec.idle(now: Timestamp(milliseconds: milliseconds), ending: false)
+        return (out.answers.map { Array($0[12...]) }, out.counts)
+    }
+
+    /// M1 (4 packets, serials 100…103) lost its first packet and was asked for it; the terminal
+    /// does not send it again and goes on with M2, numbered on from M1 (104…) or anew (200…).
+    /// M2's first packet is M2's: M1 is not completed with it, M2 is whole on its own.
+    @Test(arguments: [UInt16(104), 200])
+    func aNewMessageDoesNotCompleteAnOlderOneAskedFor(next: UInt16) throws {
+        let m1 = Self.splitBatch(count: 8, packets: 4, first: 100), m2 = Self.splitBatch(count: 4, packets: 4, first: next)
+        var runner = CodecRunner(Self.codec())
+        let start = runner.now.milliseconds
+        for f in m1[1...] { runner.feed(f) }
+        #expect(Self.idle(&runner, at: start + 2_000).requests == [Self.word(100) + [1] + Self.word(1)])
+        runner.now = Timestamp(milliseconds: start + 2_500)
+        for f in m2 { runner.feed(f) }
+        let records = runner.messages.compactMap(\.records)
+        #expect(records.count == 1)
+        let whole = try #require(records.first)
+        #expect(whole.positions.map { $0.time.map { $0.milliseconds / 1000 % 60 } } == [0, 1, 2, 3], "\(runner.messages.map(summary))")
+        #expect(whole.answer?.suffix(5) == Self.word(next) + [0x07, 0x04, 0])
+    }
+
+    /// The standard's resend: the missing packet again under its own serial completes its message.
+    @Test func aPacketSentAgainUnderItsOwnSerialCompletesItsMessage() throws {
+        let m1 = Self.splitBatch(count: 8, packets: 4, first: 100)
+        var runner = CodecRunner(Self.codec())
+        let start = runner.now.milliseconds
+        for k in [0, 2, 3] { runner.feed(m1[k]) }
+        #expect(Self.idle(&runner, at: start + 2_000).requests == [Self.word(100) + [1] + Self.word(2)])
+        runner.now = Timestamp(milliseconds: start + 2_500)
+        runner.feed(m1[1])
+        let whole = try #require(runner.messages.compactMap(\.records).first)
+        #expect(whole.positions.count == 8)
+        #expect(whole.answer?.suffix(5) == Self.word(100) + [0x07, 0x04, 0])
+    }
+
+    /// A quiet terminal is asked for the missing packets when the message has been quiet for a
+    /// second, then twice more spread over `split_timeout` (60 s); the message is kept until then
+    /// and dropped at it (`split.incomplete`), idle calls once a second throughout.
+    @Test func aQuietMessageIsAskedForThreeTimesWithinItsTimeoutThenDropped() {
+        let packets = Self.splitBatch(count: 8, packets: 4, first: 100)
+        var runner = CodecRunner(Self.codec())
+        let start = runner.now.milliseconds
+        runner.feed(packets[0])
+        runner.feed(packets[1])
+        var asked: [Int64] = [], dropped: [Int64] = []
+        for second in Int64(1)...70 {
+            let (requests, counts) = Self.idle(&runner, at: start + second * 1_000)
+            for r in requests {
+                #expect(r == Self.word(100) + [2] + Self.word(3) + Self.word(4))
+                asked.append(second)
+            }
+            if counts.contains("split.incomplete") { dropped.append(second) }
+            #expect(!counts.contains("split.expired"), "a message asked for is incomplete, not expired")
+        }
+        #expect(asked.count == 3 && asked.first == 1 && (asked.last ?? 99) < 60, "asked at \(asked) s")
+        #expect(dropped == [61], "dropped at \(dropped) s")
+    }
+
+    /// The missing packets sent late in the window still complete the message.
+    @Test func missingPacketsArrivingLateInTheWindowCompleteTheMessage() throws {
+        let packets = Self.splitBatch(count: 8, packets: 4, first: 100)
+        var runner = CodecRunner(Self.codec())
+        let start = runner.now.milliseconds
+        runner.feed(packets[0])
+        runner.feed(packets[1])
+        for second in Int64(1)...45 { _ = Self.idle(&runner, at: start + second * 1_000) }
+        runner.now = Timestamp(milliseconds: start + 45_500)
+        runner.feed(packets[2])
+        runner.feed(packets[3])
+        #expect(try #require(runner.messages.compactMap(\.records).first).positions.count == 8)
     }
 
     @Test func aSplitMessagePastItsDeadlineOrItsBoundIsDroppedAndCounted() {

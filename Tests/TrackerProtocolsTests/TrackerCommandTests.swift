@@ -24,9 +24,10 @@ struct CommandVectors {
         }
     }
 
-    /// Hex, or text when it is not all hex digits (H02's sentences).
+    /// Hex, or text when it is not all hex digits (H02's sentences), with `\r` and `\n` written as escapes.
     static func bytes(_ value: String) -> [UInt8] {
-        value.allSatisfy(\.isHexDigit) && value.count % 2 == 0 ? TrackerVectors.bytes(hex: value) : Array(value.utf8)
+        if value.allSatisfy(\.isHexDigit) && value.count % 2 == 0 { return TrackerVectors.bytes(hex: value) }
+        return Array(value.replacingOccurrences(of: "\\r", with: "\r").replacingOccurrences(of: "\\n", with: "\n").utf8)
     }
 }
 
