@@ -126,7 +126,7 @@ let package = Package(
         .testTarget(name: "FiltersTests", dependencies: ["Filters", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "GatewayRuntimeTests", dependencies: ["GatewayCore", "GatewayRuntime", "GatewayTesting", "PluginCatalog", "Locking"], swiftSettings: settings),
-        .testTarget(name: "GatewayTestingTests", dependencies: ["GatewayTesting", "GatewayCore", "GatewayRuntime"], swiftSettings: settings),
+        .testTarget(name: "GatewayTestingTests", dependencies: ["GatewayTesting", "GatewayCore", "GatewayRuntime", "Locking"], swiftSettings: settings),
         .testTarget(name: "GeodesyTests", dependencies: ["Geodesy", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .testTarget(name: "MotionTests", dependencies: ["Motion", "FileInput", "GatewayCore", "GatewayTesting"], exclude: ["Fixtures", "Support"], swiftSettings: settings),
         .testTarget(name: "GeofenceTests", dependencies: ["Geofence", "Geodesy", "GatewayCore", "GatewayTesting"], swiftSettings: settings),

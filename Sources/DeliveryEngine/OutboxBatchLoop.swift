@@ -135,7 +135,7 @@ public struct OutboxBatchLoop: Sendable {
     /// receiving task: the encoder it returns may keep state from one position to the next.
     public func run<T: OutboxBatchTransport>(input: any SinkInput, transport: T,
                                              encoder: @escaping @Sendable () -> (Position) -> OutboxEntry) async throws {
-        let signal = OutboxSignal()
+        let signal = OutboxSignal(clock: context.clock)
         defer { writer.reportLeftOver() }
         if outbox.depth > 0 { context.logger.info("resuming with \(outbox.depth) queued position(s)") }
         try await OutboxHalves.run(input: input, writer: writer, receive: {
@@ -152,8 +152,8 @@ public struct OutboxBatchLoop: Sendable {
     private func receive(input: any SinkInput, signal: OutboxSignal, encode: (Position) -> OutboxEntry) async throws {
         var unflushedCount = 0
         var unflushedBytes = 0
-        var firstUnflushed: ContinuousClock.Instant?
-        let clock = ContinuousClock()
+        var firstUnflushed: MonotonicInstant?
+        let clock = context.clock
         var records: [OutboxEntry] = []
         let durable = OutboxOptions.isDurable(writer.mode)
         func intervalFlush() {
@@ -165,7 +165,7 @@ public struct OutboxBatchLoop: Sendable {
         while true {
             // A cancelled wait returns `.timeout` at once: without this check the loop would spin.
             try Task.checkCancellation()
-            let wait = firstUnflushed.map { max(.milliseconds(1), options.interval - (clock.now - $0)) } ?? options.interval
+            let wait = firstUnflushed.map { max(.milliseconds(1), options.interval - (clock.monotonicNow() - $0)) } ?? options.interval
             switch await input.next(timeout: wait) {
             case .positions(let batch):
                 records.removeAll(keepingCapacity: true)
@@ -188,7 +188,7 @@ public struct OutboxBatchLoop: Sendable {
                 }
                 try await writer.commit(records, acknowledging: input)
                 unflushedCount += batch.count
-                if firstUnflushed == nil { firstUnflushed = clock.now }
+                if firstUnflushed == nil { firstUnflushed = clock.monotonicNow() }
                 if unflushedCount >= options.maxRecords || unflushedBytes >= options.maxBytes {
                     signal.post(ended: false, flushAll: false)
                     unflushedCount %= options.maxRecords
@@ -196,7 +196,7 @@ public struct OutboxBatchLoop: Sendable {
                     if unflushedCount == 0 { firstUnflushed = nil }
                 }
                 // A steady stream never lets `next` time out: the interval is checked here too.
-                if let first = firstUnflushed, clock.now - first >= options.interval { intervalFlush() }
+                if let first = firstUnflushed, clock.monotonicNow() - first >= options.interval { intervalFlush() }
             case .timeout:
                 intervalFlush()
                 try await writer.writes.perform("drop expired positions", kind: "expiry", interval: options.diskRetry) {

@@ -74,7 +74,7 @@ public struct OutboxSinkLoop: Sendable {
     }
 
     public func run(input: any SinkInput, transport: any OutboxTransport, encode: @escaping @Sendable (Position) -> OutboxEntry) async throws {
-        let signal = OutboxSignal()
+        let signal = OutboxSignal(clock: context.clock)
         let acks = AckInbox(signal: signal, wakeEvery: max(1, window / 8))
         if outbox.depth > 0 { context.logger.info("resuming with \(outbox.depth) queued position(s)") }
         defer { writer.reportLeftOver() }
@@ -97,13 +97,13 @@ public struct OutboxSinkLoop: Sendable {
         var resend: [OutboxRecord] = []
         var ended = false
         var backoff = Backoff(initial: retryInitial, cap: retryMax, multiplier: 2, jitter: 0.2)
-        var pauseUntil: ContinuousClock.Instant?
-        var failingSince: ContinuousClock.Instant?
+        var pauseUntil: MonotonicInstant?
+        var failingSince: MonotonicInstant?
         // At once, then at most every 10 s while failures last.
         var failureLog = LogRateLimit(intervalMilliseconds: 10_000)
-        let clock = ContinuousClock()
-        let started = clock.now
-        var lastExpiryCheck = clock.now
+        let clock = context.clock
+        let started = clock.monotonicNow()
+        var lastExpiryCheck = clock.monotonicNow()
         // Acknowledged rows not deleted yet. Deletes run on the outbox's own thread, one at a time,
         // while publishing goes on: each takes every ack that arrived during the previous one (one
         // transaction, one fsync, for many acks; a broker acknowledges far faster than a commit per
@@ -112,7 +112,7 @@ public struct OutboxSinkLoop: Sendable {
         var toDelete: [Int64] = []
         var deleting = false
         // While the disk is full, the next delete waits this long after a failed one.
-        var deletePausedUntil: ContinuousClock.Instant?
+        var deletePausedUntil: MonotonicInstant?
         let deleted = DeleteInbox(signal: signal)
 
         var pendingRejections: [(OutboxRecord, String)] = []
@@ -148,7 +148,7 @@ public struct OutboxSinkLoop: Sendable {
             case .failure(let e as OutboxError) where e.isDiskFull:
                 writer.writes.failed("delete", message: "\(e): cannot delete \(seqs.count) acknowledged message(s); retrying every \(DurationText.format(diskRetry))")
                 toDelete = seqs + toDelete
-                deletePausedUntil = clock.now + diskRetry
+                deletePausedUntil = clock.monotonicNow() + diskRetry
             case .failure(let e):
                 throw e
             }
@@ -156,7 +156,7 @@ public struct OutboxSinkLoop: Sendable {
 
         func startDeletes() {
             guard !deleting, !toDelete.isEmpty else { return }
-            if let until = deletePausedUntil, clock.now < until { return }
+            if let until = deletePausedUntil, clock.monotonicNow() < until { return }
             deletePausedUntil = nil
             let seqs = toDelete
             toDelete.removeAll(keepingCapacity: true)
@@ -201,7 +201,7 @@ public struct OutboxSinkLoop: Sendable {
         }
 
         func noteFailure(_ reason: String) {
-            let now = clock.now
+            let now = clock.monotonicNow()
             let delay = backoff.next()
             pauseUntil = now + delay
             if failingSince == nil { failingSince = now }
@@ -236,7 +236,7 @@ public struct OutboxSinkLoop: Sendable {
                 try collectDeletes()
                 startDeletes()
                 try flushRejections()
-                let paused = pauseUntil.map { clock.now < $0 } ?? false
+                let paused = pauseUntil.map { clock.monotonicNow() < $0 } ?? false
                 if !paused {
                     pauseUntil = nil
                     // Failed records first, oldest first.
@@ -265,8 +265,8 @@ public struct OutboxSinkLoop: Sendable {
                 // Wake for acks and new records; while paused, when the pause ends; with records
                 // queued, at least every second so `queue.max_age` applies during a long outage.
                 var timeout: Duration? = outbox.depth > 0 ? .seconds(1) : nil
-                if let until = pauseUntil { timeout = min(timeout ?? .seconds(1), max(.milliseconds(1), until - clock.now)) }
-                if let until = deletePausedUntil { timeout = min(timeout ?? diskRetry, max(.milliseconds(1), until - clock.now)) }
+                if let until = pauseUntil { timeout = min(timeout ?? .seconds(1), max(.milliseconds(1), until - clock.monotonicNow())) }
+                if let until = deletePausedUntil { timeout = min(timeout ?? diskRetry, max(.milliseconds(1), until - clock.monotonicNow())) }
                 if ended && idle {
                     // Queued but nothing in flight at the end: records the transport never took.
                     sentThrough = 0
@@ -274,8 +274,8 @@ public struct OutboxSinkLoop: Sendable {
                 }
                 let flags = if let timeout { await signal.wait(timeout: timeout) } else { await signal.wait() }
                 ended = ended || flags.ended
-                if clock.now - lastExpiryCheck >= .seconds(1) {
-                    lastExpiryCheck = clock.now
+                if clock.monotonicNow() - lastExpiryCheck >= .seconds(1) {
+                    lastExpiryCheck = clock.monotonicNow()
                     _ = try tolerantWrite("drop expired messages", kind: "expiry") { try writer.dropExpired() }
                 }
             }

@@ -71,7 +71,7 @@ public final class SQLiteStateStore: DeviceStateStore {
 
     /// Opens (or creates) the store, locks it and forgets state older than `maxAge`.
     /// `faults` hears problems the store waits out (a full disk).
-    public init(path: String, interval: Duration = .zero, maxAge: Duration = StateSettings.defaultMaxAge, clock: any GatewayClock = SystemClock(),
+    public init(path: String, interval: Duration = .zero, maxAge: Duration = StateSettings.defaultMaxAge, clock: any GatewayClock = .system,
                 faults: @escaping @Sendable (String) -> Void = { _ in }) throws(OutboxError) {
         self.path = path
         self.clock = clock
