@@ -2,6 +2,7 @@ import GatewayCore
 import SystemIO
 #if canImport(Glibc)
 import Glibc
+import EnvironmentChecks
 #endif
 
 /// Configuration of the `file` source.

@@ -3,6 +3,7 @@ import GatewayCore
 import HTTPServing
 import PositionEncoding
 import SystemIO
+import EnvironmentChecks
 
 /// Configuration of the `http_server` source.
 public struct HTTPServerSourceConfiguration: Sendable {

@@ -3,6 +3,7 @@ import GatewayCore
 import DeliveryEngine
 import PositionEncoding
 import SystemIO
+import EnvironmentChecks
 
 /// The `http` sink: batches positions to an HTTP endpoint from a durable (SQLite) or memory queue.
 public enum HTTPSinkPlugin: SinkPlugin {
@@ -179,6 +180,8 @@ public enum HTTPSinkPlugin: SinkPlugin {
     public static func isDurable(_ configuration: HTTPSinkConfiguration) -> Bool {
         OutboxOptions.isDurable(configuration.queue)
     }
+
+    public static func stateStorePath(of configuration: HTTPSinkConfiguration) -> String? { OutboxOptions.stateStorePath(configuration.queue) }
 
     public static func claims(of configuration: HTTPSinkConfiguration) -> [String] {
         OutboxOptions.claims(configuration.queue)

@@ -1,6 +1,6 @@
 import GatewayCore
-import DeliveryEngine
 import DeviceCommands
+import SQLiteState
 
 /// Turns configured components into running ones: everything `Pipeline.init` starts with, and
 /// what a reload adds or replaces.

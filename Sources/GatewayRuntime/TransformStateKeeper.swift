@@ -1,6 +1,5 @@
 import GatewayCore
 import Locking
-import DeliveryEngine
 import Synchronization
 
 /// Restores one stateful transform's per-device state at build and saves what each batch changed
