@@ -54,6 +54,9 @@ let package = Package(
         .target(name: "EnvironmentChecks", dependencies: ["SystemIO"], swiftSettings: settings),
         // POSIX I/O for plugins: sockets, resolution, cancellable waits on descriptors, blocking work off the pool.
         .target(name: "SystemIO", dependencies: ["CUV", "Locking"], swiftSettings: settings),
+        // What every source reading a stream in sessions shares (tcp, udp, exec, gpsd, serial): the
+        // reconnect loop with its backoff, the idle flush and stall timers, waits on the component's clock.
+        .target(name: "StreamSessions", dependencies: ["GatewayCore", "SystemIO"], swiftSettings: settings),
         // The machine's serial ports (libserialport's enumeration) for `locgate ports` and the serial source.
         .target(name: "SerialPorts", dependencies: ["CSerialPort"], swiftSettings: settings),
         // Tracker protocols (Teltonika, GT06, H02, JT/T 808): framers, decoders and answers on bytes, no sockets.
@@ -86,12 +89,12 @@ let package = Package(
 
         // Plugins: one folder under Plugins/ each, registered in PluginCatalog (BuiltinPlugins.registry).
         plugin("FileInput", dependencies: ["EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA"]),
-        plugin("SerialInput", dependencies: ["EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA", "CSerialPort", "SerialPorts"]),
-        plugin("GpsdInput", dependencies: ["EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA"]),
-        plugin("NetworkInput", dependencies: ["EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA", "DeviceIntake", "TrackerProtocols", "Locking"]),
+        plugin("SerialInput", dependencies: ["StreamSessions", "EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA", "CSerialPort", "SerialPorts"]),
+        plugin("GpsdInput", dependencies: ["StreamSessions", "EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA"]),
+        plugin("NetworkInput", dependencies: ["StreamSessions", "EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA", "DeviceIntake", "TrackerProtocols", "Locking"]),
         plugin("HTTPInput", dependencies: ["EnvironmentChecks", "GatewayCore", "DeviceIntake", "HTTPServing", "PositionEncoding", "SystemIO", "Locking"]),
         plugin("TrackerInput", dependencies: ["GatewayCore", "DeviceIntake", "TrackerProtocols", "SystemIO", "Locking"]),
-        plugin("ExecInput", dependencies: ["GatewayCore", "NMEA", "SystemIO", "Locking"]),
+        plugin("ExecInput", dependencies: ["StreamSessions", "GatewayCore", "NMEA", "SystemIO", "Locking"]),
         plugin("NATSInput", dependencies: ["EnvironmentChecks", "GatewayCore", "SystemIO", "NATSClient", "Locking"]),
         plugin("MQTTInput", dependencies: ["EnvironmentChecks", "GatewayCore", "SystemIO", "MQTTClient", "PositionEncoding", "Locking"]),
         plugin("Coordinates", dependencies: ["GatewayCore", "Geodesy", "CProj"]),

@@ -141,6 +141,25 @@ public final class ManualClock: GatewayClock, Sendable {
         await Poll.until(timeout: timeout, interval: .milliseconds(1)) { self.waitsStarted > seen }
     }
 
+    /// Moves time to `target` one deadline at a time, for code that loops on the clock beside
+    /// real I/O (a source reading a peer): before each move it waits (in real time) until
+    /// something waits on the clock, and after a move that woke it, until it waits again, so the
+    /// code sees every deadline on its way. False when the code did not wait again within `timeout`.
+    public func advance(to target: MonotonicInstant, timeout: Duration = .seconds(20)) async -> Bool {
+        while monotonicNow() < target {
+            guard await waitForWaiters(1, timeout: timeout) else { return false }
+            let seen = waitsStarted
+            let left = target - monotonicNow()
+            guard let next = nextDeadline, next <= left else {
+                advance(by: left)
+                return true
+            }
+            advance(by: max(.zero, next))
+            guard await waitForNewWait(after: seen, timeout: timeout) else { return false }
+        }
+        return true
+    }
+
     /// Runs `body` while time jumps to each deadline as soon as anything waits on the clock, so
     /// nothing `body` starts waits in real time for the clock (backoffs, Retry-After, intervals).
     /// For tests where the order of the waits matters, not their length; a test that needs time

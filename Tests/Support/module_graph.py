@@ -9,7 +9,7 @@
    - base: `Locking` and `GatewayCore` (the model, the plugin protocols, configuration);
    - engines: every other module of Sources/ not named below (`NMEA`, `Geodesy`, `SystemIO`,
      `EnvironmentChecks`, `SQLiteStorage`, `SQLiteState`, `DeliveryEngine`, `MQTTClient`,
-     `NATSClient`, `NATSState`, `HTTPServing`, `DeviceIntake`, `DeviceCommands`,
+     `NATSClient`, `NATSState`, `HTTPServing`, `DeviceIntake`, `DeviceCommands`, `StreamSessions`,
      `TrackerProtocols`…); engines may use each other;
    - runtime: `GatewayRuntime`;
    - plugins: the targets in Plugins/ (`CommandRules`, `Motion` and every source, transform and
