@@ -53,7 +53,7 @@ let package = Package(
         // the path and size texts the components report with.
         .target(name: "EnvironmentChecks", dependencies: ["SystemIO"], swiftSettings: settings),
         // POSIX I/O for plugins: sockets, resolution, cancellable waits on descriptors, blocking work off the pool.
-        .target(name: "SystemIO", dependencies: ["CUV", "Locking"], swiftSettings: settings),
+        .target(name: "SystemIO", dependencies: ["CUV", "GatewayCore", "Locking"], swiftSettings: settings),
         // What every source reading a stream in sessions shares (tcp, udp, exec, gpsd, serial): the
         // reconnect loop with its backoff, the idle flush and stall timers, waits on the component's clock.
         .target(name: "StreamSessions", dependencies: ["GatewayCore", "SystemIO"], swiftSettings: settings),
@@ -72,7 +72,7 @@ let package = Package(
         .target(name: "NATSState", dependencies: ["GatewayCore", "NATSClient", "Locking"], swiftSettings: settings),
         .target(name: "MQTTClient", dependencies: ["GatewayCore", "SystemIO", "CMosquitto", "Locking"], swiftSettings: settings),
         // The HTTP server of the operator API and the http_server source (libmicrohttpd, epoll, suspended requests).
-        .target(name: "HTTPServing", dependencies: ["CMicroHTTPD", "Locking"], swiftSettings: settings),
+        .target(name: "HTTPServing", dependencies: ["CMicroHTTPD", "GatewayCore", "SystemIO", "Locking"], swiftSettings: settings),
 
         // C libraries from Debian, one system library target each; only one Swift file per library talks to it.
         .systemLibrary(name: "CSerialPort", path: "Sources/CSerialPort", pkgConfig: "libserialport", providers: [.apt(["libserialport-dev"])]),

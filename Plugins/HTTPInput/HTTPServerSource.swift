@@ -194,7 +194,7 @@ final class RequestHandler: Sendable {
             answer.respond(success(count: count, commands: links))
             stats.count("acks.sent")
             let waited = ContinuousClock.now - since
-            stats.count("ack_latency_ms.sum", by: Int(waited.components.seconds * 1000 + waited.components.attoseconds / 1_000_000_000_000_000))
+            stats.count("ack_latency_ms.sum", by: Int(waited.milliseconds))
         })
         guard accepted else { throw RequestRejection(503, "stopping", "stopping; send it again") }
         stats.count("requests.accepted")

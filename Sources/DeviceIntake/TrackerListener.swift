@@ -202,8 +202,3 @@ public final class TrackerListener: @unchecked Sendable {
         }
     }
 }
-
-extension Duration {
-    /// Whole milliseconds.
-    var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
-}

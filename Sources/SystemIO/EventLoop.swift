@@ -14,6 +14,7 @@
 // closed on its loop's thread. Other threads reach the loop with `execute` (a queue drained on
 // the loop after `uv_async_send`) or `perform` (the same, awaited).
 import CUV
+import GatewayCore
 import Locking
 import Synchronization
 #if canImport(Glibc)
@@ -193,7 +194,7 @@ public final class EventLoop: @unchecked Sendable {
     /// Starts a timer that calls `body` every `interval` on the loop thread until stopped.
     public func repeatingTimer(every interval: Duration, _ body: @escaping () -> Void) throws(SystemError) -> LoopTimer {
         let timer = try LoopTimer(loop: self, body: body)
-        let ms = UInt64(max(1, interval.components.seconds * 1000 + interval.components.attoseconds / 1_000_000_000_000_000))
+        let ms = UInt64(max(1, interval.milliseconds))
         let rc = uv_timer_start(timer.timer, { handle in
             guard let handle, let data = handle.pointee.data else { return }
             Unmanaged<LoopTimer>.fromOpaque(data).takeUnretainedValue().fire()
