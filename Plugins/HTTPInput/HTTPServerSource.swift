@@ -27,7 +27,7 @@ struct HTTPServerSource: PositionSource {
         }
         let server: HTTPServer
         do {
-            server = try HTTPServer(host: configuration.listen.host, port: configuration.listen.port, tls: configuration.tls,
+            server = try HTTPServer(host: configuration.listen.host, port: configuration.listen.port, tls: configuration.tls.map { ($0.certFile, $0.keyFile) },
                                     limits: configuration.limits) { request, responder in handler.handle(request, responder) }
         } catch {
             throw HTTPServerSourceError(description: "\(error)")
