@@ -36,22 +36,34 @@ let package = Package(
         .target(name: "GatewayCore", dependencies: ["Locking"], swiftSettings: settings),
 
         // Runtime: runs a configured pipeline (tasks, buffers, routing, reload).
-        .target(name: "GatewayRuntime", dependencies: ["GatewayCore", "DeliveryEngine", "DeviceCommands", "Locking"], swiftSettings: settings),
+        .target(name: "GatewayRuntime", dependencies: ["GatewayCore", "SQLiteState", "DeviceCommands", "Locking"], swiftSettings: settings),
 
         // Engines: protocol and geometry code the plugins share, each testable on its own.
         .target(name: "NMEA", dependencies: ["GatewayCore"], swiftSettings: settings),
         .target(name: "Geodesy", swiftSettings: settings),
         .target(name: "PositionEncoding", dependencies: ["GatewayCore", "Locking"], swiftSettings: settings),
-        .target(name: "DeliveryEngine", dependencies: ["GatewayCore", "CSQLite", "SystemIO", "Locking"], swiftSettings: settings),
+        // The sinks' queues (SQLite and memory) and the delivery loops every network sink shares.
+        .target(name: "DeliveryEngine", dependencies: ["EnvironmentChecks", "GatewayCore", "SQLiteStorage", "SystemIO", "Locking"], swiftSettings: settings),
+        // SQLite connections and statements: the one module that talks to SQLite's C API.
+        .target(name: "SQLiteStorage", dependencies: ["EnvironmentChecks", "CSQLite", "SystemIO"], swiftSettings: settings),
+        // Per-device state of the stateful transforms in an SQLite file (settings.state.path, or
+        // beside a durable sink's queue), what GatewayRuntime opens and `locgate state` reads.
+        .target(name: "SQLiteState", dependencies: ["EnvironmentChecks", "GatewayCore", "SQLiteStorage", "SystemIO", "Locking"], swiftSettings: settings),
+        // What `locgate validate` checks on the machine (files, directories, free space, peers), and
+        // the path and size texts the components report with.
+        .target(name: "EnvironmentChecks", dependencies: ["SystemIO"], swiftSettings: settings),
         // POSIX I/O for plugins: sockets, resolution, cancellable waits on descriptors, blocking work off the pool.
-        .target(name: "SystemIO", dependencies: ["CUV", "Locking"], swiftSettings: settings),
+        .target(name: "SystemIO", dependencies: ["CUV", "GatewayCore", "Locking"], swiftSettings: settings),
+        // What every source reading a stream in sessions shares (tcp, udp, exec, gpsd, serial): the
+        // reconnect loop with its backoff, the idle flush and stall timers, waits on the component's clock.
+        .target(name: "StreamSessions", dependencies: ["GatewayCore", "SystemIO"], swiftSettings: settings),
         // The machine's serial ports (libserialport's enumeration) for `locgate ports` and the serial source.
         .target(name: "SerialPorts", dependencies: ["CSerialPort"], swiftSettings: settings),
         // Tracker protocols (Teltonika, GT06, H02, JT/T 808, GPS103, watch, @Track, Meitrack, Suntech): framers, decoders and answers on bytes, no sockets.
         .target(name: "TrackerProtocols", dependencies: ["GatewayCore"], swiftSettings: settings),
         // The listening side: devices' connections on the I/O loop, their identity, limits and
         // answers written after commit; used by every source that devices call into.
-        .target(name: "DeviceIntake", dependencies: ["GatewayCore", "SystemIO", "TrackerProtocols", "Locking"], swiftSettings: settings),
+        .target(name: "DeviceIntake", dependencies: ["EnvironmentChecks", "GatewayCore", "SystemIO", "TrackerProtocols", "Locking"], swiftSettings: settings),
         // Commands to devices: the board that queues, sends and tracks them (stores are engines').
         .target(name: "DeviceCommands", dependencies: ["GatewayCore", "Locking"], swiftSettings: settings),
         .target(name: "NATSClient", dependencies: ["GatewayCore", "CNats", "Locking"], swiftSettings: settings),
@@ -60,9 +72,10 @@ let package = Package(
         .target(name: "NATSState", dependencies: ["GatewayCore", "NATSClient", "Locking"], swiftSettings: settings),
         .target(name: "MQTTClient", dependencies: ["GatewayCore", "SystemIO", "CMosquitto", "Locking"], swiftSettings: settings),
         // The HTTP server of the operator API and the http_server source (libmicrohttpd, epoll, suspended requests).
-        .target(name: "HTTPServing", dependencies: ["CMicroHTTPD", "Locking"], swiftSettings: settings),
-        // A sandboxed Lua 5.4 interpreter (memory limit, instruction budget) and positions as Lua tables.
-        .target(name: "LuaRuntime", dependencies: ["GatewayCore", "CLua"], swiftSettings: settings),
+        .target(name: "HTTPServing", dependencies: ["CMicroHTTPD", "GatewayCore", "SystemIO", "Locking"], swiftSettings: settings),
+        // A sandboxed Lua 5.4 interpreter (memory limit, instruction budget), positions as Lua tables,
+        // script files with their limits, and the codec that runs a device protocol written in Lua.
+        .target(name: "LuaRuntime", dependencies: ["GatewayCore", "CLua", "EnvironmentChecks", "TrackerProtocols"], swiftSettings: settings),
 
         // C libraries from Debian, one system library target each; only one Swift file per library talks to it.
         .systemLibrary(name: "CSerialPort", path: "Sources/CSerialPort", pkgConfig: "libserialport", providers: [.apt(["libserialport-dev"])]),
@@ -79,27 +92,27 @@ let package = Package(
         .systemLibrary(name: "CLua", path: "Sources/CLua", pkgConfig: "lua5.4", providers: [.apt(["liblua5.4-dev"])]),
 
         // Plugins: one folder under Plugins/ each, registered in PluginCatalog (BuiltinPlugins.registry).
-        plugin("FileInput", dependencies: ["GatewayCore", "SystemIO", "NMEA"]),
-        plugin("SerialInput", dependencies: ["GatewayCore", "SystemIO", "NMEA", "CSerialPort", "SerialPorts"]),
-        plugin("GpsdInput", dependencies: ["GatewayCore", "SystemIO", "NMEA"]),
-        plugin("NetworkInput", dependencies: ["GatewayCore", "SystemIO", "NMEA", "DeviceIntake", "TrackerProtocols", "Locking"]),
-        plugin("HTTPInput", dependencies: ["GatewayCore", "DeviceIntake", "HTTPServing", "PositionEncoding", "SystemIO", "Locking"]),
-        plugin("TrackerInput", dependencies: ["GatewayCore", "DeviceIntake", "TrackerProtocols", "SystemIO", "LuaScripts", "LuaRuntime"]),
-        plugin("ExecInput", dependencies: ["GatewayCore", "NMEA", "SystemIO", "Locking"]),
-        plugin("NATSInput", dependencies: ["GatewayCore", "SystemIO", "NATSClient", "Locking"]),
-        plugin("MQTTInput", dependencies: ["GatewayCore", "SystemIO", "MQTTClient", "PositionEncoding", "Locking"]),
+        plugin("FileInput", dependencies: ["EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA"]),
+        plugin("SerialInput", dependencies: ["StreamSessions", "EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA", "CSerialPort", "SerialPorts"]),
+        plugin("GpsdInput", dependencies: ["StreamSessions", "EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA"]),
+        plugin("NetworkInput", dependencies: ["StreamSessions", "EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA", "DeviceIntake", "TrackerProtocols", "Locking"]),
+        plugin("HTTPInput", dependencies: ["EnvironmentChecks", "GatewayCore", "DeviceIntake", "HTTPServing", "PositionEncoding", "SystemIO", "Locking"]),
+        plugin("TrackerInput", dependencies: ["GatewayCore", "DeviceIntake", "TrackerProtocols", "SystemIO", "LuaRuntime", "Locking"]),
+        plugin("ExecInput", dependencies: ["StreamSessions", "GatewayCore", "NMEA", "SystemIO", "Locking"]),
+        plugin("NATSInput", dependencies: ["EnvironmentChecks", "GatewayCore", "SystemIO", "NATSClient", "Locking"]),
+        plugin("MQTTInput", dependencies: ["EnvironmentChecks", "GatewayCore", "SystemIO", "MQTTClient", "PositionEncoding", "Locking"]),
         plugin("Coordinates", dependencies: ["GatewayCore", "Geodesy", "CProj"]),
         plugin("Filters", dependencies: ["GatewayCore", "Geodesy"]),
-        plugin("Geofence", dependencies: ["GatewayCore", "SystemIO", "Geodesy"]),
+        plugin("Geofence", dependencies: ["EnvironmentChecks", "GatewayCore", "SystemIO", "Geodesy"]),
         plugin("Motion", dependencies: ["GatewayCore", "Geodesy"]),
-        plugin("FileOutput", dependencies: ["GatewayCore", "SystemIO"]),
+        plugin("FileOutput", dependencies: ["EnvironmentChecks", "GatewayCore", "SystemIO"]),
         plugin("ConsoleOutput", dependencies: ["GatewayCore", "SystemIO"]),
-        plugin("HTTPOutput", dependencies: ["GatewayCore", "SystemIO", "DeliveryEngine", "CZlib", "CCurl", "PositionEncoding", "Locking"]),
-        plugin("NATSOutput", dependencies: ["GatewayCore", "SystemIO", "DeliveryEngine", "NATSClient", "Locking"]),
-        plugin("MQTTOutput", dependencies: ["GatewayCore", "SystemIO", "DeliveryEngine", "MQTTClient", "PositionEncoding"]),
-        plugin("PostgresOutput", dependencies: ["GatewayCore", "SystemIO", "DeliveryEngine", "Geodesy", "CPostgres"]),
+        plugin("HTTPOutput", dependencies: ["EnvironmentChecks", "GatewayCore", "SystemIO", "DeliveryEngine", "CZlib", "CCurl", "PositionEncoding", "Locking"]),
+        plugin("NATSOutput", dependencies: ["EnvironmentChecks", "GatewayCore", "SystemIO", "DeliveryEngine", "NATSClient", "Locking"]),
+        plugin("MQTTOutput", dependencies: ["EnvironmentChecks", "GatewayCore", "SystemIO", "DeliveryEngine", "MQTTClient", "PositionEncoding"]),
+        plugin("PostgresOutput", dependencies: ["EnvironmentChecks", "GatewayCore", "SystemIO", "DeliveryEngine", "Geodesy", "CPostgres"]),
         plugin("CommandRules", dependencies: ["GatewayCore"]),
-        plugin("LuaScripts", dependencies: ["GatewayCore", "LuaRuntime", "TrackerProtocols", "SystemIO"]),
+        plugin("LuaScripts", dependencies: ["EnvironmentChecks", "GatewayCore", "LuaRuntime"]),
         .target(name: "PluginCatalog", dependencies: ["GatewayCore", "FileInput", "FileOutput", "ConsoleOutput", "NetworkInput", "ExecInput", "Coordinates", "Filters", "Geofence", "Motion", "SerialInput", "GpsdInput", "HTTPOutput", "NATSOutput", "NATSInput", "MQTTOutput", "MQTTInput", "TrackerInput", "HTTPInput", "PostgresOutput", "NATSState", "CommandRules", "LuaScripts"], swiftSettings: settings),
 
         // The command line and the service around it: operator API, maps, the `locgate` executable.
@@ -109,7 +122,7 @@ let package = Package(
         .target(name: "TrackMap", dependencies: ["GatewayCore", "Geodesy", "Locking", "MapRendering"], swiftSettings: settings),
         // A pipeline run as a service: signals, reload from its file, the operator API, systemd.
         .target(name: "GatewayProcess", dependencies: ["GatewayCore", "GatewayRuntime", "OperatorEndpoints", "CSystemd", "Locking"], swiftSettings: settings),
-        .target(name: "LocgateCLI", dependencies: ["GatewayCore", "GatewayRuntime", "GatewayProcess", "DeliveryEngine", "SerialPorts", "SystemIO", "TrackMap", "Locking"],
+        .target(name: "LocgateCLI", dependencies: ["GatewayCore", "GatewayRuntime", "GatewayProcess", "SQLiteState", "SerialPorts", "SystemIO", "TrackMap", "Locking"],
                 resources: [.embedInCode("Resources/demo-bundg_zeus_9.nmea")], swiftSettings: settings),
         .executableTarget(name: "locgate", dependencies: ["LocgateCLI", "PluginCatalog"], swiftSettings: settings),
 
@@ -126,18 +139,18 @@ let package = Package(
         .testTarget(name: "DeviceIntakeTests", dependencies: ["DeviceIntake", "TrackerProtocols", "SystemIO", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "ExecInputTests", dependencies: ["ExecInput", "GatewayTesting", "GatewayCore", "GatewayRuntime", "PluginCatalog"], swiftSettings: settings),
         .testTarget(name: "FileOutputTests", dependencies: ["FileOutput", "GatewayCore", "GatewayRuntime", "GatewayTesting"], swiftSettings: settings),
-        .testTarget(name: "FileInputTests", dependencies: ["FileInput", "GatewayCore", "GatewayTesting", "SystemIO"], exclude: ["Fixtures"], swiftSettings: settings),
+        .testTarget(name: "FileInputTests", dependencies: ["EnvironmentChecks", "FileInput", "GatewayCore", "GatewayTesting", "SystemIO"], exclude: ["Fixtures"], swiftSettings: settings),
         .testTarget(name: "FiltersTests", dependencies: ["Filters", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore", "GatewayTesting"], swiftSettings: settings),
-        .testTarget(name: "GatewayRuntimeTests", dependencies: ["GatewayCore", "GatewayRuntime", "GatewayTesting", "PluginCatalog", "Locking"], swiftSettings: settings),
-        .testTarget(name: "GatewayTestingTests", dependencies: ["GatewayTesting", "GatewayCore", "GatewayRuntime"], swiftSettings: settings),
+        .testTarget(name: "GatewayRuntimeTests", dependencies: ["GatewayCore", "GatewayRuntime", "SQLiteState", "GatewayTesting", "PluginCatalog", "Locking"], swiftSettings: settings),
+        .testTarget(name: "GatewayTestingTests", dependencies: ["GatewayTesting", "GatewayCore", "GatewayRuntime", "Locking"], swiftSettings: settings),
         .testTarget(name: "GeodesyTests", dependencies: ["Geodesy", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .testTarget(name: "MotionTests", dependencies: ["Motion", "FileInput", "GatewayCore", "GatewayTesting"], exclude: ["Fixtures", "Support"], swiftSettings: settings),
         .testTarget(name: "GeofenceTests", dependencies: ["Geofence", "Geodesy", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "GpsdInputTests", dependencies: ["GpsdInput", "GatewayCore", "GatewayTesting", "Locking"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .testTarget(name: "HTTPServingTests", dependencies: ["HTTPServing", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "HTTPOutputTests", dependencies: ["HTTPOutput", "DeliveryEngine", "GatewayCore", "GatewayRuntime", "GatewayTesting"], exclude: ["Support"], swiftSettings: settings),
-        .testTarget(name: "LocgateTests", dependencies: ["Geodesy", "GatewayTesting"], swiftSettings: settings),
+        .testTarget(name: "LocgateTests", dependencies: ["Geodesy", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "MQTTInputTests", dependencies: ["MQTTInput", "MQTTTesting", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "MQTTOutputTests", dependencies: ["MQTTOutput", "MQTTClient", "MQTTTesting", "GatewayCore", "GatewayRuntime", "GatewayTesting", "PluginCatalog", "Locking"], swiftSettings: settings),
         .testTarget(name: "NATSOutputTests", dependencies: ["NATSOutput", "NATSClient", "NATSTesting", "DeliveryEngine", "GatewayCore", "GatewayRuntime", "GatewayTesting"], swiftSettings: settings),
@@ -147,14 +160,15 @@ let package = Package(
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .testTarget(name: "NetworkInputTests", dependencies: ["NetworkInput", "GatewayTesting", "GatewayCore"], swiftSettings: settings),
         .testTarget(name: "OperatorEndpointsTests", dependencies: ["OperatorEndpoints", "HTTPServing", "GatewayCore", "GatewayRuntime", "GatewayTesting", "PluginCatalog", "Geodesy", "MapRendering", "Locking"], exclude: ["Support"], swiftSettings: settings),
-        .testTarget(name: "DeliveryEngineTests", dependencies: ["DeliveryEngine", "GatewayCore", "GatewayRuntime", "GatewayTesting", "Locking"], swiftSettings: settings),
+        .testTarget(name: "DeliveryEngineTests", dependencies: ["DeliveryEngine", "SQLiteStorage", "GatewayCore", "GatewayRuntime", "GatewayTesting", "Locking"], swiftSettings: settings),
+        .testTarget(name: "SQLiteStateTests", dependencies: ["SQLiteState", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         // Model-based and power-cut proofs of the outbox (`make proof` runs them larger).
         .testTarget(name: "OutboxProofTests", dependencies: ["DeliveryEngine", "CSQLite", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "SerialInputTests", dependencies: ["SerialInput", "SerialPorts", "GatewayCore", "GatewayTesting", "NMEA"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO", "GatewayTesting", "Locking"], swiftSettings: settings),
-        .testTarget(name: "HTTPInputTests", dependencies: ["HTTPInput", "GatewayCore", "GatewayTesting", "DeviceCommands"], swiftSettings: settings),
+        .testTarget(name: "HTTPInputTests", dependencies: ["HTTPInput", "PositionEncoding", "GatewayCore", "GatewayTesting", "DeviceCommands"], swiftSettings: settings),
         .testTarget(name: "CommandRulesTests", dependencies: ["CommandRules", "DeviceCommands", "GatewayCore", "GatewayRuntime", "PluginCatalog", "GatewayTesting", "Locking"], swiftSettings: settings),
-        .testTarget(name: "DeviceCommandsTests", dependencies: ["DeviceCommands", "DeliveryEngine", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
+        .testTarget(name: "DeviceCommandsTests", dependencies: ["DeviceCommands", "SQLiteState", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "LuaRuntimeTests", dependencies: ["LuaRuntime", "GatewayCore"], swiftSettings: settings),
         .testTarget(name: "LuaScriptsTests", dependencies: ["LuaScripts", "LuaRuntime", "TrackerProtocols", "GatewayCore", "GatewayTesting"], swiftSettings: settings),
         .testTarget(name: "TrackerInputTests", dependencies: ["TrackerInput", "DeviceIntake", "DeviceCommands", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
@@ -208,7 +222,7 @@ if Context.environment["LOCGATE_FUZZ"] == "1" {
         fuzzTarget("GL200", ["TrackerProtocols", "GatewayCore"]),
         fuzzTarget("Meitrack", ["TrackerProtocols", "GatewayCore"]),
         fuzzTarget("Suntech", ["TrackerProtocols", "GatewayCore"]),
-        fuzzTarget("LuaProtocol", ["LuaScripts", "LuaRuntime", "TrackerProtocols"]),
+        fuzzTarget("LuaProtocol", ["LuaRuntime", "TrackerProtocols"]),
         fuzzTarget("NMEA", ["NMEA", "GatewayCore"]),
         fuzzTarget("JSON", ["GatewayCore"]),
         fuzzTarget("Configuration", ["PluginCatalog", "GatewayCore"]),

@@ -6,7 +6,6 @@
 import Foundation
 import FuzzSupport
 import LuaRuntime
-import LuaScripts
 import TrackerProtocols
 
 let script: LuaScript = {

@@ -1,5 +1,6 @@
 import GatewayCore
 import NMEA
+import StreamSessions
 import SystemIO
 
 /// Runs a program and turns its standard output into positions; its standard error goes to
@@ -11,7 +12,7 @@ public struct ExecPositionSource: PositionSource {
     /// Without output for this long, the pending NMEA epoch is emitted.
     static let idleFlush: Duration = .seconds(1)
     /// A run at least this long was healthy: the next restart starts the backoff afresh.
-    static let healthyRun: Int64 = 10_000
+    static let healthyRun: Duration = .seconds(10)
     /// Longest stderr line logged; the rest is cut off.
     static let maxLogLine = 1000
 
@@ -22,51 +23,47 @@ public struct ExecPositionSource: PositionSource {
 
     public func run(output: SourceOutput) async throws {
         let wakeup = try Wakeup()
-        var backoff = Backoff(initial: configuration.restartInitial, cap: configuration.restartMax)
         let name = configuration.command.first ?? "?"
         var run = 0
         var nmeaTotals = NMEAStatistics()
-        while true {
-            try Task.checkCancellation()
+        var noHealth: ReceiverHealth?
+        var loop = Reconnecting(backoff: Backoff(initial: configuration.restartInitial, cap: configuration.restartMax), clock: context.clock)
+        try await loop.run(state: &noHealth, health: \.self, output: output, session: { _ in
             run += 1
-            let started = context.clock.now().milliseconds
-            do {
-                let child = try ChildProcess(argv: configuration.command, environment: configuration.environment, cwd: configuration.cwd)
-                context.stats.count("exec.starts")
-                context.logger.info("started \(name) (pid \(child.pid))")
-                let ending = await pump(child, run: run, wakeup: wakeup, output: output, nmeaTotals: &nmeaTotals)
-                switch ending {
-                case .cancelled:
-                    let (exit, forced) = await child.terminate(grace: configuration.killTimeout)
-                    context.logger.info("stopped \(name): \(exit)\(forced ? " (SIGKILL after \(DurationText.format(configuration.killTimeout)))" : "")")
-                    throw CancellationError()
-                case .stalled:
-                    let (exit, forced) = await child.terminate(grace: configuration.killTimeout)
-                    context.stats.count("exec.stalls")
-                    context.logger.warning("\(name) printed nothing for \(DurationText.format(configuration.stallTimeout ?? .zero)); stopped it (\(exit)\(forced ? ", SIGKILL" : ""))")
-                case .outputClosed:
-                    // Stdout closed: the program is exiting. Give it kill_timeout to finish on its own
-                    // (cleanup, a clean exit status) before stopping it like a hung one.
-                    var waited = Duration.zero
-                    while child.exitStatus() == nil && waited < configuration.killTimeout && !Task.isCancelled {
-                        try? await Task.sleep(for: .milliseconds(50))
-                        waited += .milliseconds(50)
-                    }
-                    let exit = await child.terminate(grace: configuration.killTimeout).exit
-                    context.stats.count("exec.exits")
-                    if case .exited(0) = exit { context.logger.info("\(name) \(exit)") } else { context.logger.warning("\(name) \(exit)") }
-                }
-            } catch is CancellationError {
+            let started = context.clock.monotonicNow()
+            // A run this long was healthy: the next restart starts the backoff afresh.
+            func ended() -> Reconnecting.SessionEnd { context.clock.monotonicNow() - started >= Self.healthyRun ? .healthy : .unhealthy }
+            let child = try ChildProcess(argv: configuration.command, environment: configuration.environment, cwd: configuration.cwd)
+            context.stats.count("exec.starts")
+            context.logger.info("started \(name) (pid \(child.pid))")
+            switch await pump(child, run: run, wakeup: wakeup, output: output, nmeaTotals: &nmeaTotals) {
+            case .cancelled:
+                let (exit, forced) = await child.terminate(grace: configuration.killTimeout)
+                context.logger.info("stopped \(name): \(exit)\(forced ? " (SIGKILL after \(DurationText.format(configuration.killTimeout)))" : "")")
                 throw CancellationError()
-            } catch {
-                context.stats.count("exec.start_failures")
-                context.logger.error("\(error)")
+            case .stalled:
+                let (exit, forced) = await child.terminate(grace: configuration.killTimeout)
+                context.stats.count("exec.stalls")
+                context.logger.warning("\(name) printed nothing for \(DurationText.format(configuration.stallTimeout ?? .zero)); stopped it (\(exit)\(forced ? ", SIGKILL" : ""))")
+            case .outputClosed:
+                // Stdout closed: the program is exiting. Give it kill_timeout to finish on its own
+                // (cleanup, a clean exit status) before stopping it like a hung one.
+                var waited = Duration.zero
+                while child.exitStatus() == nil && waited < configuration.killTimeout && !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(50))
+                    waited += .milliseconds(50)
+                }
+                let exit = await child.terminate(grace: configuration.killTimeout).exit
+                context.stats.count("exec.exits")
+                if case .exited(0) = exit { context.logger.info("\(name) \(exit)") } else { context.logger.warning("\(name) \(exit)") }
             }
-            if context.clock.now().milliseconds - started >= Self.healthyRun { backoff.reset() }
-            let delay = backoff.next()
+            return ended()
+        }, failed: { error in
+            context.stats.count("exec.start_failures")
+            context.logger.error("\(error)")
+        }, waiting: { delay in
             context.logger.info("restarting \(name) in \(DurationText.format(delay))")
-            try await context.clock.sleep(for: delay)
-        }
+        })
     }
 
     private enum Ending { case outputClosed, stalled, cancelled }
@@ -75,13 +72,7 @@ public struct ExecPositionSource: PositionSource {
     private func pump(_ child: ChildProcess, run: Int, wakeup: Wakeup, output: SourceOutput, nmeaTotals: inout NMEAStatistics) async -> Ending {
         var nmea: NMEADecoder?
         if configuration.format == .nmea {
-            var options = NMEAOptions()
-            options.requireChecksum = configuration.requireChecksum
-            options.source = context.id
-            options.device = configuration.device
-            options.idPrefix = "\(context.id)-"
-            options.untimedToken = RunToken.next()
-            nmea = NMEADecoder(options: options)
+            nmea = NMEADecoder(options: .live(source: context.id, device: configuration.device, requireChecksum: configuration.requireChecksum))
         }
         let base = nmeaTotals
         defer {
@@ -97,8 +88,8 @@ public struct ExecPositionSource: PositionSource {
         var lineNumber = 0
         let runToken = RunToken.next()
         var stderrOpen = true
-        var lastOutput = context.clock.now().milliseconds
-        var pending = false
+        let clock = context.clock
+        var timers = QuietTimers(idleFlush: Self.idleFlush, stallTimeout: configuration.stallTimeout, now: clock.monotonicNow())
 
         func handleLine(_ line: UnsafeRawBufferPointer) {
             lineNumber += 1
@@ -125,21 +116,18 @@ public struct ExecPositionSource: PositionSource {
         }
 
         while true {
-            var timeout = Self.idleFlush
-            if !pending, let stall = configuration.stallTimeout { timeout = stall }
-            else if !pending { timeout = .seconds(60) }
-            let ready = await wakeup.wait(stderrOpen ? [child.stdout, child.stderr] : [child.stdout], timeout: timeout)
+            let ready = await wakeup.wait(stderrOpen ? [child.stdout, child.stderr] : [child.stdout],
+                                          timeout: timers.wait(at: clock.monotonicNow()), clock: clock)
             if Task.isCancelled { return .cancelled }
-            let now = context.clock.now().milliseconds
+            let now = clock.monotonicNow()
             if ready.isEmpty {
-                if pending, var d = nmea {
+                if timers.takeIdleFlush(at: now), var d = nmea {
                     d.flushIdle(into: &positions)
                     nmea = d
                     await output.emit(positions)
                     positions.removeAll(keepingCapacity: true)
                 }
-                pending = false
-                if let stall = configuration.stallTimeout, now - lastOutput >= stall.milliseconds { return .stalled }
+                if timers.isStalled(at: now) { return .stalled }
                 continue
             }
             if stderrOpen && ready.contains(child.stderr) {
@@ -164,8 +152,7 @@ public struct ExecPositionSource: PositionSource {
                 await output.emit(positions)
                 return .outputClosed
             }
-            lastOutput = now
-            pending = true
+            timers.received(at: now)
             if var d = nmea {
                 buffer.withUnsafeBytes { d.decode(UnsafeRawBufferPointer(rebasing: $0[0..<n]), into: &positions) }
                 nmea = d

@@ -2,6 +2,7 @@ import GatewayCore
 import SystemIO
 #if canImport(Glibc)
 import Glibc
+import EnvironmentChecks
 #endif
 
 /// Configuration of the `file` source.
@@ -121,7 +122,7 @@ public struct FileReplaySource: PositionSource {
 struct Pacer {
     let rate: FileReplayConfiguration.Rate
     let clock: any GatewayClock
-    var origin: (data: Timestamp, wall: Timestamp)?
+    var origin: (data: Timestamp, at: MonotonicInstant)?
     /// Positions emitted in this pass.
     var emitted = 0
     private var span: (first: Timestamp, last: Timestamp, count: Int)?
@@ -145,11 +146,11 @@ struct Pacer {
         if let s = span, time >= s.last { span = (s.first, time, s.count + 1) } else if span == nil { span = (time, time, 1) }
         guard let o = origin, time >= o.data, time.milliseconds - o.data.milliseconds < 3_600_000 else {
             // First position, a time going backwards or a gap over an hour: restart the pacing there.
-            origin = (time, clock.now())
+            origin = (time, clock.monotonicNow())
             return
         }
         let due = Double(time.milliseconds - o.data.milliseconds) / factor
-        let elapsed = Double(clock.now().milliseconds - o.wall.milliseconds)
+        let elapsed = Double((clock.monotonicNow() - o.at).milliseconds)
         if due > elapsed { try await clock.sleep(for: .milliseconds(Int64(due - elapsed))) }
     }
 }
@@ -204,7 +205,7 @@ struct Progress {
     let logger: Logger
     let clock: any GatewayClock
     var lastDraw: Int64 = 0
-    let started = SystemClock().now()
+    let started: MonotonicInstant
     private var lastLog: (milliseconds: Int64, positions: Int)
 
     /// How often the log line is written.
@@ -216,6 +217,7 @@ struct Progress {
         self.total = total
         self.logger = logger
         self.clock = clock
+        started = clock.monotonicNow()
         lastLog = (clock.now().milliseconds, 0)
     }
 
@@ -230,11 +232,11 @@ struct Progress {
             lastLog = (now, positions)
             logger.info(Progress.line(path: path, done: done, total: total, positionsPerSecond: rate))
         case .terminal:
-            let now = SystemClock().now().milliseconds
-            guard now - lastDraw >= 250 else { return }
-            lastDraw = now
+            let now = clock.monotonicNow()
+            guard (now - started).milliseconds - lastDraw >= 250 else { return }
+            lastDraw = (now - started).milliseconds
             let pct = total > 0 ? done * 100 / total : 0
-            let secs = max(0.001, Double(now - started.milliseconds) / 1000)
+            let secs = max(0.001, (now - started).secondsDouble)
             let mbps = Double(done) / 1_048_576 / secs
             let line = "\r\(path): \(pct)% \(done >> 20)/\(total >> 20) MiB \(Int(mbps)) MiB/s"
             _ = line.withCString { write(2, $0, strlen($0)) }

@@ -31,7 +31,7 @@ public struct FileSink: PositionSink {
     }
 
     public func run(input: any SinkInput) async throws {
-        var file = try DocumentFile(configuration: configuration, logger: context.logger)
+        var file = try DocumentFile(configuration: configuration, logger: context.logger, clock: context.clock)
         defer { file.close() }
         var bytes: [UInt8] = []
         let format = configuration.format
@@ -64,6 +64,8 @@ public struct FileSinkError: Error, CustomStringConvertible {
 struct DocumentFile {
     let configuration: FileSinkConfiguration
     let logger: Logger
+    /// Names a file moved aside.
+    let clock: any GatewayClock
     var fd: Int32 = -1
     /// Offset where the trailer starts (the next record goes here).
     var dataEnd = 0
@@ -72,7 +74,8 @@ struct DocumentFile {
     private var header: [UInt8] { Array(configuration.format.header.utf8) }
     private var trailer: [UInt8] { Array(configuration.format.trailer.utf8) }
 
-    init(configuration: FileSinkConfiguration, logger: Logger) throws {
+    init(configuration: FileSinkConfiguration, logger: Logger, clock: any GatewayClock) throws {
+        self.clock = clock
         self.configuration = configuration
         self.logger = logger
         try open(truncate: configuration.truncate)
@@ -113,7 +116,7 @@ struct DocumentFile {
         // keep it aside rather than corrupt it, and start a new one.
         Glibc.close(fd)
         fd = -1
-        let aside = "\(path).incomplete-\(SystemClock().now().milliseconds)"
+        let aside = "\(path).incomplete-\(clock.now().milliseconds)"
         guard rename(path, aside) == 0 else { throw FileSinkError.system(path, "cannot move an incomplete \(configuration.format.rawValue) file aside") }
         logger.warning("\(path) is not a complete \(configuration.format.rawValue) document; moved it to \(aside) and started a new one")
         try open(truncate: true)

@@ -1,5 +1,6 @@
 import GatewayCore
 import SystemIO
+import EnvironmentChecks
 
 /// The `file` sink: positions to a file as JSON Lines, CSV, GeoJSON or GPX.
 public enum FileSinkPlugin: SinkPlugin {

@@ -33,21 +33,22 @@ public enum DedupePlugin: TransformPlugin {
 /// A position older than the device's newest (late, see ``LateFixes``) is not compared — only
 /// the previous position is kept, so a late repeat of an older one cannot be recognised — and
 /// does not become the previous one: it is passed on marked or dropped.
-public struct DedupeTransform: StatefulTransform {
+public struct DedupeTransform: DeviceTableTransform {
     public let configuration: DedupeConfiguration
-    private struct Key: Equatable {
+    struct Key: Equatable {
         var time: Timestamp?
         var latitude: Double?
         var longitude: Double?
     }
-    private struct DeviceState {
+    public struct DeviceState: Sendable {
         var previous: Key
         /// The newest time taken: a position without time replaces `previous` but not this.
         var newest: Timestamp?
     }
     private let drops: DropCounter
     private let stats: ComponentStats
-    private var devices = DeviceTable<DeviceState>()
+    /// Per-device state (``DeviceTableTransform``: changes, snapshots and restoring come from the table).
+    public var devices = DeviceTable<DeviceState>()
 
     public init(configuration: DedupeConfiguration = DedupeConfiguration(), stats: ComponentStats) {
         self.configuration = configuration
@@ -74,22 +75,16 @@ public struct DedupeTransform: StatefulTransform {
     // MARK: - State (kept across restarts: the previous position's time and place, the newest time)
 
     public var stateFormat: String { "dedupe/1" }
-    public mutating func recordStateChanges() { devices.recordChanges() }
-    public mutating func takeChangedDevices() -> [String] { devices.takeChanged() }
 
-    public func snapshot(device: String) -> JSONValue? {
-        guard let d = devices[device] else { return nil }
-        var w = SnapshotWriter()
+    public func write(_ d: DeviceState, to w: inout SnapshotWriter) {
         w.set("time", d.previous.time)
         w.set("lat", d.previous.latitude)
         w.set("lon", d.previous.longitude)
         w.set("newest", d.newest)
-        return w.value
     }
 
-    public mutating func restore(device: String, from snapshot: JSONValue) throws(StateSnapshotError) {
-        let r = try SnapshotReader(snapshot)
-        devices[device] = DeviceState(previous: Key(time: try r.time("time"), latitude: try r.double("lat"), longitude: try r.double("lon")),
-                                      newest: try r.time("newest"))
+    public func value(from r: SnapshotReader) throws(StateSnapshotError) -> DeviceState {
+        DeviceState(previous: Key(time: try r.time("time"), latitude: try r.double("lat"), longitude: try r.double("lon")),
+                    newest: try r.time("newest"))
     }
 }

@@ -65,17 +65,18 @@ public enum DistanceFilterPlugin: TransformPlugin {
 /// A position older than the device's newest (late, see ``LateFixes``) is not judged: it is passed
 /// on marked or dropped, and neither becomes the reference nor counts for the gap or heartbeat —
 /// the on-time positions filter as if it had never come.
-public struct DistanceFilterTransform: StatefulTransform {
+public struct DistanceFilterTransform: DeviceTableTransform {
     public let configuration: DistanceFilterConfiguration
     private let drops: DropCounter
     private let stats: ComponentStats
 
-    private struct DeviceState {
+    public struct DeviceState: Sendable {
         var lastPassedPoint: GeoPoint
         var lastPassedTime: Timestamp?
         var lastSeenTime: Timestamp?
     }
-    private var devices = DeviceTable<DeviceState>()
+    /// Per-device state (``DeviceTableTransform``: changes, snapshots and restoring come from the table).
+    public var devices = DeviceTable<DeviceState>()
 
     public init(configuration: DistanceFilterConfiguration, stats: ComponentStats) {
         self.configuration = configuration
@@ -135,23 +136,17 @@ public struct DistanceFilterTransform: StatefulTransform {
     // MARK: - State (kept across restarts: the last passed point, when it passed, the newest time)
 
     public var stateFormat: String { "distance_filter/1" }
-    public mutating func recordStateChanges() { devices.recordChanges() }
-    public mutating func takeChangedDevices() -> [String] { devices.takeChanged() }
 
-    public func snapshot(device: String) -> JSONValue? {
-        guard let d = devices[device] else { return nil }
-        var w = SnapshotWriter()
+    public func write(_ d: DeviceState, to w: inout SnapshotWriter) {
         w.set("lat", d.lastPassedPoint.latitude)
         w.set("lon", d.lastPassedPoint.longitude)
         w.set("passed", d.lastPassedTime)
         w.set("seen", d.lastSeenTime)
-        return w.value
     }
 
-    public mutating func restore(device: String, from snapshot: JSONValue) throws(StateSnapshotError) {
-        let r = try SnapshotReader(snapshot)
+    public func value(from r: SnapshotReader) throws(StateSnapshotError) -> DeviceState {
         guard let lat = try r.double("lat"), let lon = try r.double("lon") else { throw StateSnapshotError("no lat/lon") }
-        devices[device] = DeviceState(lastPassedPoint: GeoPoint(latitude: lat, longitude: lon), lastPassedTime: try r.time("passed"),
-                                      lastSeenTime: try r.time("seen"))
+        return DeviceState(lastPassedPoint: GeoPoint(latitude: lat, longitude: lon), lastPassedTime: try r.time("passed"),
+                           lastSeenTime: try r.time("seen"))
     }
 }

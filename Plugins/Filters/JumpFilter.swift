@@ -55,12 +55,12 @@ public enum JumpFilterPlugin: TransformPlugin {
 /// accepted. A position older than the device's newest, good or rejected (late, see
 /// ``LateFixes``), is not judged: it is passed on marked or dropped, and changes neither the
 /// last good position nor the count of rejects.
-public struct JumpFilterTransform: StatefulTransform {
+public struct JumpFilterTransform: DeviceTableTransform {
     public let configuration: JumpFilterConfiguration
     private let drops: DropCounter
     private let stats: ComponentStats
 
-    private struct DeviceState {
+    public struct DeviceState: Sendable {
         /// Nil after a reset: the next position is a new start.
         var lastGood: GeoPoint?
         var lastGoodTime: Timestamp?
@@ -69,7 +69,8 @@ public struct JumpFilterTransform: StatefulTransform {
         /// right after one is still late.
         var newest: Timestamp?
     }
-    private var devices = DeviceTable<DeviceState>()
+    /// Per-device state (``DeviceTableTransform``: changes, snapshots and restoring come from the table).
+    public var devices = DeviceTable<DeviceState>()
 
     public init(configuration: JumpFilterConfiguration, stats: ComponentStats) {
         self.configuration = configuration
@@ -112,26 +113,20 @@ public struct JumpFilterTransform: StatefulTransform {
     // MARK: - State (kept across restarts: the last good point and time, the rejects since, the newest time)
 
     public var stateFormat: String { "jump_filter/1" }
-    public mutating func recordStateChanges() { devices.recordChanges() }
-    public mutating func takeChangedDevices() -> [String] { devices.takeChanged() }
 
-    public func snapshot(device: String) -> JSONValue? {
-        guard let d = devices[device] else { return nil }
-        var w = SnapshotWriter()
+    public func write(_ d: DeviceState, to w: inout SnapshotWriter) {
         w.set("lat", d.lastGood?.latitude)
         w.set("lon", d.lastGood?.longitude)
         w.set("good_time", d.lastGoodTime)
         w.set("rejects", d.rejects)
         w.set("newest", d.newest)
-        return w.value
     }
 
-    public mutating func restore(device: String, from snapshot: JSONValue) throws(StateSnapshotError) {
-        let r = try SnapshotReader(snapshot)
+    public func value(from r: SnapshotReader) throws(StateSnapshotError) -> DeviceState {
         let lat = try r.double("lat"), lon = try r.double("lon")
         if (lat == nil) != (lon == nil) { throw StateSnapshotError("lat without lon") }
         let good = lat.flatMap { la in lon.map { GeoPoint(latitude: la, longitude: $0) } }
-        devices[device] = DeviceState(lastGood: good, lastGoodTime: try r.time("good_time"), rejects: try r.int("rejects") ?? 0,
-                                      newest: try r.time("newest"))
+        return DeviceState(lastGood: good, lastGoodTime: try r.time("good_time"), rejects: try r.int("rejects") ?? 0,
+                           newest: try r.time("newest"))
     }
 }

@@ -48,17 +48,18 @@ public enum ThrottlePlugin: TransformPlugin {
 /// time going backwards by more than `late_limit` (a replay restarting) starts afresh. A
 /// position older than the device's newest (late, see ``LateFixes``) is not judged against the
 /// interval: it is passed on marked or dropped, and does not restart the interval.
-public struct ThrottleTransform: StatefulTransform {
+public struct ThrottleTransform: DeviceTableTransform {
     public let configuration: ThrottleConfiguration
     private let drops: DropCounter
     private let stats: ComponentStats
 
-    private struct DeviceState {
+    public struct DeviceState: Sendable {
         var lastPassed: Timestamp
         /// The newest time taken, passed or throttled: what a late position is older than.
         var newest: Timestamp
     }
-    private var devices = DeviceTable<DeviceState>()
+    /// Per-device state (``DeviceTableTransform``: changes, snapshots and restoring come from the table).
+    public var devices = DeviceTable<DeviceState>()
 
     public init(configuration: ThrottleConfiguration, stats: ComponentStats) {
         self.configuration = configuration
@@ -92,20 +93,14 @@ public struct ThrottleTransform: StatefulTransform {
     // MARK: - State (kept across restarts: when the device last passed, its newest time)
 
     public var stateFormat: String { "throttle/1" }
-    public mutating func recordStateChanges() { devices.recordChanges() }
-    public mutating func takeChangedDevices() -> [String] { devices.takeChanged() }
 
-    public func snapshot(device: String) -> JSONValue? {
-        guard let d = devices[device] else { return nil }
-        var w = SnapshotWriter()
+    public func write(_ d: DeviceState, to w: inout SnapshotWriter) {
         w.set("passed", d.lastPassed)
         w.set("newest", d.newest)
-        return w.value
     }
 
-    public mutating func restore(device: String, from snapshot: JSONValue) throws(StateSnapshotError) {
-        let r = try SnapshotReader(snapshot)
+    public func value(from r: SnapshotReader) throws(StateSnapshotError) -> DeviceState {
         guard let passed = try r.time("passed"), let newest = try r.time("newest") else { throw StateSnapshotError("no passed/newest time") }
-        devices[device] = DeviceState(lastPassed: passed, newest: newest)
+        return DeviceState(lastPassed: passed, newest: newest)
     }
 }

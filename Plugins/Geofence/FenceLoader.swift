@@ -2,6 +2,7 @@ import Foundation
 import GatewayCore
 import Geodesy
 import SystemIO
+import EnvironmentChecks
 
 /// One fence as loaded: its id, optional name and shape (in the fence datum).
 public struct Fence: Sendable, Hashable {

@@ -1,6 +1,7 @@
 import GatewayCore
 import Geodesy
 import SystemIO
+import EnvironmentChecks
 
 /// What the geofence does with positions.
 public enum GeofenceAction: String, Sendable, Hashable, CaseIterable {

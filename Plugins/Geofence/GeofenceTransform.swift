@@ -1,3 +1,4 @@
+import EnvironmentChecks
 import Foundation
 import GatewayCore
 import Geodesy
@@ -14,9 +15,9 @@ public struct GeofenceSetupError: Error, CustomStringConvertible {
 /// Gating and annotation use the exact geometry of each position (boundary counts as inside);
 /// events go through ``FenceStateMachine`` hysteresis. Events are emitted after the position
 /// that caused them and are never gated.
-public struct GeofenceTransform: StatefulTransform {
+public struct GeofenceTransform: DeviceTableTransform {
     /// What one device is known to be inside, and where it last was.
-    struct DeviceState: Sendable {
+    public struct DeviceState: Sendable {
         /// Machines that are not idle, by fence id (ids survive a reload; offsets do not).
         var fences: [String: FenceStateMachine] = [:]
         /// Last accepted position in the fence datum, for segment (jump) checks.
@@ -28,7 +29,8 @@ public struct GeofenceTransform: StatefulTransform {
     private let configuration: GeofenceConfiguration
     private let context: ComponentContext
     private var fenceSet: FenceSet
-    private var devices = DeviceTable<DeviceState>()
+    /// Per-device state (``DeviceTableTransform``: changes, snapshots and restoring come from the table).
+    public var devices = DeviceTable<DeviceState>()
     /// Modification time and size of the fence file when it was last read.
     private var fileSignature: FileSignature?
     /// Scratch buffers reused across positions so the hot path does not allocate.
@@ -271,12 +273,8 @@ public struct GeofenceTransform: StatefulTransform {
 
     public var keepsState: Bool { !configuration.events.isEmpty }
     public var stateFormat: String { "geofence/1" }
-    public mutating func recordStateChanges() { devices.recordChanges() }
-    public mutating func takeChangedDevices() -> [String] { devices.takeChanged() }
 
-    public func snapshot(device: String) -> JSONValue? {
-        guard let d = devices[device] else { return nil }
-        var w = SnapshotWriter()
+    public func write(_ d: DeviceState, to w: inout SnapshotWriter) {
         w.set("lat", d.last?.latitude)
         w.set("lon", d.last?.longitude)
         w.set("newest", d.newest)
@@ -292,12 +290,10 @@ public struct GeofenceTransform: StatefulTransform {
             fences.append((id, m.value))
         }
         w.set("fences", JSONValue.object(JSONObject(fences)))
-        return w.value
     }
 
     /// Machines of fences that no longer exist are not restored (as a fence file reload drops them).
-    public mutating func restore(device: String, from snapshot: JSONValue) throws(StateSnapshotError) {
-        let r = try SnapshotReader(snapshot)
+    public func value(from r: SnapshotReader) throws(StateSnapshotError) -> DeviceState {
         var state = DeviceState()
         let lat = try r.double("lat"), lon = try r.double("lon")
         if let lat, let lon { state.last = GeoPoint(latitude: lat, longitude: lon) }
@@ -310,7 +306,7 @@ public struct GeofenceTransform: StatefulTransform {
                                             dwelled: try m.bool("dwelled") ?? false)
             if !machine.isIdle { state.fences[member.key] = machine }
         }
-        devices[device] = state
+        return state
     }
 
     // MARK: - Reload
@@ -347,19 +343,5 @@ public struct GeofenceTransform: StatefulTransform {
         context.stats.count("reloads")
         context.stats.set("fences", fenceSet.fences.count)
         context.logger.info("fences reloaded: \(fenceSet.fences.count) fence(s)")
-    }
-}
-
-/// Modification time (nanoseconds) and size of a file; nil fields when it cannot be read.
-struct FileSignature: Equatable, Sendable {
-    var modified: Int64?
-    var size: Int64?
-
-    init(path: String) {
-        var st = stat()
-        if stat(path, &st) == 0 {
-            modified = Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
-            size = Int64(st.st_size)
-        }
     }
 }

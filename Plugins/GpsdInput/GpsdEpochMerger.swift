@@ -9,7 +9,7 @@ import GatewayCore
 /// (``flushAll(into:)``). A SKY report belongs to the device's next TPV (gpsd sends a cycle's
 /// SKY before the TPV that ends the cycle), so its figures go to that TPV's epoch.
 package struct GpsdEpochMerger {
-    package typealias Instant = ContinuousClock.Instant
+    package typealias Instant = MonotonicInstant
 
     private struct DeviceState {
         var open: GpsdTPV?

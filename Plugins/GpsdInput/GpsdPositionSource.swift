@@ -1,5 +1,6 @@
 import GatewayCore
 import NMEA
+import StreamSessions
 import SystemIO
 
 /// A gpsd client: connects, asks for reports, and turns them into positions.
@@ -51,50 +52,48 @@ public struct GpsdPositionSource: PositionSource {
     public func run(output: SourceOutput) async throws {
         let wakeup = try Wakeup()
         var stream = GpsdStream(configuration: configuration, source: context.id)
-        var backoff = Backoff(initial: .milliseconds(200), cap: configuration.reconnectMax)
         var failures = 0
         let peer = "\(configuration.host):\(configuration.port)"
         var watch = Watch()
-        watch.health = configuration.health.map { ReceiverHealth(configuration: $0, source: context.id, logger: context.logger, stats: context.stats) }
+        watch.health = ReceiverHealth(configuration.health, context: context)
         watch.selector = configuration.dutyCycle.map { DutyWindowSelector(configuration: $0) }
         if let d = configuration.device { watch.health?.watch(device: d, at: context.clock.now()) }
-        while true {
-            var problem: String
-            do {
-                let socket = try await Socket.connect(
-                    host: configuration.host, port: configuration.port, timeout: Self.ioTimeout, wakeup: wakeup)
-                watch.watching = false
-                if configuration.dutyCycle == nil {
-                    try await socket.sendAll(Array(watchCommand.utf8), timeout: Self.ioTimeout, wakeup: wakeup)
-                    watch.watching = true
+        var problem = ""
+        var loop = Reconnecting(backoff: Backoff(initial: .milliseconds(200), cap: configuration.reconnectMax), clock: context.clock)
+        do {
+            try await loop.run(state: &watch, health: \.health, output: output, session: { watch in
+                var healthy = false
+                do {
+                    let socket = try await Socket.connect(
+                        host: configuration.host, port: configuration.port, timeout: Self.ioTimeout, wakeup: wakeup)
+                    watch.watching = false
+                    if configuration.dutyCycle == nil {
+                        try await socket.sendAll(Array(watchCommand.utf8), timeout: Self.ioTimeout, wakeup: wakeup)
+                        watch.watching = true
+                    }
+                    context.logger.info("connected to gpsd at \(peer)\(failures > 0 ? " after \(failures) failed attempt(s)" : "")")
+                    problem = try await session(socket, wakeup: wakeup, stream: &stream, watch: &watch, output: output) {
+                        // The connection delivered reports: the next fault starts a fresh backoff.
+                        healthy = true
+                        failures = 0
+                    }
+                } catch is CancellationError {
+                    await finish(&stream, watch: &watch, output: output)
+                    throw CancellationError()
+                } catch {
+                    problem = "\(error)"
                 }
-                context.logger.info("connected to gpsd at \(peer)\(failures > 0 ? " after \(failures) failed attempt(s)" : "")")
-                problem = try await session(socket, wakeup: wakeup, stream: &stream, watch: &watch, output: output) {
-                    // The connection delivered reports: the next fault starts a fresh backoff.
-                    backoff.reset()
-                    failures = 0
-                }
-            } catch is CancellationError {
                 await finish(&stream, watch: &watch, output: output)
-                return
-            } catch {
-                problem = "\(error)"
-            }
-            await finish(&stream, watch: &watch, output: output)
-            failures += 1
-            context.stats.count("gpsd.reconnects")
-            let delay = backoff.next()
-            let message = "gpsd at \(peer): \(problem); reconnecting in \(DurationText.format(delay))"
-            // The first failure of a streak is a warning; the rest are quieter so a long outage does not flood the log.
-            if failures == 1 || failures % 20 == 0 { context.logger.warning(message) } else { context.logger.debug(message) }
-            do {
-                if var h = watch.health {
-                    defer { watch.health = h }
-                    try await h.sleep(for: delay, clock: context.clock, output: output)
-                } else {
-                    try await context.clock.sleep(for: delay)
-                }
-            } catch { return }
+                failures += 1
+                context.stats.count("gpsd.reconnects")
+                return healthy ? .healthy : .unhealthy
+            }, waiting: { delay in
+                let message = "gpsd at \(peer): \(problem); reconnecting in \(DurationText.format(delay))"
+                // The first failure of a streak is a warning; the rest are quieter so a long outage does not flood the log.
+                if failures == 1 || failures % 20 == 0 { context.logger.warning(message) } else { context.logger.debug(message) }
+            })
+        } catch is CancellationError {
+            return
         }
     }
 
@@ -103,9 +102,11 @@ public struct GpsdPositionSource: PositionSource {
         _ socket: Socket, wakeup: Wakeup, stream: inout GpsdStream, watch: inout Watch, output: SourceOutput, healthy: () -> Void
     ) async throws -> String {
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-        var lastData = ContinuousClock.now
-        // When the epochs of the last bytes are due for the idle flush; nil once flushed.
-        var flushDue: ContinuousClock.Instant?
+        let clock = context.clock
+        // Health and duty-cycle timers are looked at every tick.
+        let ticks = watch.health != nil || configuration.dutyCycle != nil
+        var timers = QuietTimers(idleFlush: configuration.idleFlush, stallTimeout: configuration.stallTimeout,
+                                 tick: ticks ? Self.timerTick : nil, idleWait: Self.timerTick, now: clock.monotonicNow())
         var reported = false
         var out: [Position] = []
         while true {
@@ -129,28 +130,26 @@ public struct GpsdPositionSource: PositionSource {
                         for d in stream.devicesSeen { watch.health?.resume(device: d, at: wall) }
                         watch.selector?.reset()
                         context.stats.count("duty.windows")
-                        lastData = ContinuousClock.now
+                        timers.restart(at: clock.monotonicNow())
                     }
                     watch.watching = inside
                     context.logger.debug("duty cycle: \(inside ? "watching" : "stopped watching")")
                 }
             }
-            let start = ContinuousClock.now
-            var wait = watch.watching ? lastData + configuration.stallTimeout - start : Self.timerTick
-            if let flushDue { wait = min(wait, flushDue - start) }
-            if watch.health != nil || configuration.dutyCycle != nil { wait = min(wait, Self.timerTick) }
+            // Between duty-cycle windows gpsd is silent because it was asked to be: no stall then.
+            let wait = timers.wait(at: clock.monotonicNow(), watchingStall: watch.watching)
             var ended: String?
             var result = Socket.ReadResult.nothing
             do {
-                result = try await socket.read(into: &buffer, timeout: max(wait, .zero), wakeup: wakeup)
+                if !(await wakeup.readiness([socket.fd], timeout: wait, clock: clock)).isEmpty { result = try socket.read(into: &buffer) }
+                try Task.checkCancellation()
             } catch let error as SystemError {
                 ended = "\(error)"
             }
-            let now = ContinuousClock.now
+            let now = clock.monotonicNow()
             switch result {
             case .bytes(let n):
-                lastData = now
-                flushDue = now + configuration.idleFlush
+                timers.received(at: now)
                 buffer.withUnsafeBytes { stream.feed(UnsafeRawBufferPointer(rebasing: $0[0..<n]), now: now, into: &out) }
                 stream.publish(to: context.stats, logger: context.logger)
                 if !reported && stream.reports > 0 { reported = true; healthy() }
@@ -165,8 +164,8 @@ public struct GpsdPositionSource: PositionSource {
             case .end: ended = "gpsd closed the connection"
             }
             stream.flushIdle(now: now, idle: configuration.idleFlush, into: &out)
-            // Every device's last bytes are at most `lastData`: all of them are flushed by now.
-            if let due = flushDue, now >= due { flushDue = nil }
+            // Every device's last bytes are at most the last input: all of them are flushed by now.
+            _ = timers.takeIdleFlush(at: now)
             await deliver(&out, watch: &watch, output: output)
             if watch.health != nil {
                 var events: [Position] = []
@@ -174,8 +173,7 @@ public struct GpsdPositionSource: PositionSource {
                 await output.emit(events)
             }
             if let ended { return ended }
-            // Between duty-cycle windows gpsd is silent because it was asked to be.
-            if watch.watching && now - lastData >= configuration.stallTimeout {
+            if watch.watching && timers.isStalled(at: now) {
                 return "no data for \(DurationText.format(configuration.stallTimeout))"
             }
         }
@@ -210,7 +208,7 @@ struct GpsdStream {
     private var framer: GpsdLineFramer? = GpsdLineFramer()
     private var merger: GpsdEpochMerger
     private var nmea: NMEADecoder?
-    private var lastNMEA: ContinuousClock.Instant?
+    private var lastNMEA: MonotonicInstant?
     /// Lines that parsed as a gpsd report.
     private(set) var reports = 0
     private(set) var badJSON = 0
@@ -230,12 +228,7 @@ struct GpsdStream {
         defaultDevice = configuration.device
         merger = GpsdEpochMerger(source: source, defaultDevice: configuration.device)
         if configuration.mode == .nmea {
-            var options = NMEAOptions()
-            options.source = source
-            options.device = configuration.device
-            options.idPrefix = "\(source)-"
-            options.untimedToken = RunToken.next()
-            nmea = NMEADecoder(options: options)
+            nmea = NMEADecoder(options: .live(source: source, device: configuration.device))
         }
     }
 
@@ -261,7 +254,7 @@ struct GpsdStream {
         if !devicesSeen.contains(key) { devicesSeen.append(key) }
     }
 
-    mutating func feed(_ bytes: UnsafeRawBufferPointer, now: ContinuousClock.Instant, into out: inout [Position]) {
+    mutating func feed(_ bytes: UnsafeRawBufferPointer, now: MonotonicInstant, into out: inout [Position]) {
         guard var framer = self.framer else { return }
         self.framer = nil
         framer.feed(bytes) { line in handle(line, now: now, into: &out) }
@@ -269,7 +262,7 @@ struct GpsdStream {
     }
 
     /// Emits epochs whose device went quiet.
-    mutating func flushIdle(now: ContinuousClock.Instant, idle: Duration, into out: inout [Position]) {
+    mutating func flushIdle(now: MonotonicInstant, idle: Duration, into out: inout [Position]) {
         merger.flushIdle(now: now, idle: idle, into: &out)
         if nmea != nil, let last = lastNMEA, now - last >= idle {
             nmea?.flushIdle(into: &out)
@@ -297,7 +290,7 @@ struct GpsdStream {
         notes.removeAll()
     }
 
-    private mutating func handle(_ line: UnsafeRawBufferPointer, now: ContinuousClock.Instant, into out: inout [Position]) {
+    private mutating func handle(_ line: UnsafeRawBufferPointer, now: MonotonicInstant, into out: inout [Position]) {
         if nmea != nil, line.first != UInt8(ascii: "{") {
             // Raw NMEA relayed by gpsd; the framer removed the line ending the NMEA framer needs.
             let before = nmea?.statistics.wellFormed ?? 0

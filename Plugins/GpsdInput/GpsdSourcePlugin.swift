@@ -1,5 +1,6 @@
 import GatewayCore
 import SystemIO
+import EnvironmentChecks
 
 /// Configuration of the `gpsd` source.
 public struct GpsdSourceConfiguration: Sendable {

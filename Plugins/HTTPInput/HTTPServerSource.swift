@@ -27,7 +27,7 @@ struct HTTPServerSource: PositionSource {
         }
         let server: HTTPServer
         do {
-            server = try HTTPServer(host: configuration.listen.host, port: configuration.listen.port, tls: configuration.tls,
+            server = try HTTPServer(host: configuration.listen.host, port: configuration.listen.port, tls: configuration.tls.map { ($0.certFile, $0.keyFile) },
                                     limits: configuration.limits) { request, responder in handler.handle(request, responder) }
         } catch {
             throw HTTPServerSourceError(description: "\(error)")
@@ -194,7 +194,7 @@ final class RequestHandler: Sendable {
             answer.respond(success(count: count, commands: links))
             stats.count("acks.sent")
             let waited = ContinuousClock.now - since
-            stats.count("ack_latency_ms.sum", by: Int(waited.components.seconds * 1000 + waited.components.attoseconds / 1_000_000_000_000_000))
+            stats.count("ack_latency_ms.sum", by: Int(waited.milliseconds))
         })
         guard accepted else { throw RequestRejection(503, "stopping", "stopping; send it again") }
         stats.count("requests.accepted")

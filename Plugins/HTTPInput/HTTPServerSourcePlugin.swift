@@ -3,6 +3,7 @@ import GatewayCore
 import HTTPServing
 import PositionEncoding
 import SystemIO
+import EnvironmentChecks
 
 /// Configuration of the `http_server` source.
 public struct HTTPServerSourceConfiguration: Sendable {
@@ -32,8 +33,8 @@ public struct HTTPServerSourceConfiguration: Sendable {
                                           idleTimeout: HTTPServerSourcePlugin.idleTimeout.defaultValue,
                                           requestDeadline: HTTPServerSourcePlugin.requestTimeout.defaultValue,
                                           maximumBodySize: HTTPServerSourcePlugin.maxBodyBytes.defaultValue)
-    public var tlsCertFile: String?
-    public var tlsKeyFile: String?
+    /// HTTPS instead of HTTP.
+    public var tls: ServerTLSOptions?
     /// The datum of the coordinates clients send (all but `json`, whose positions name theirs).
     public var datum = HTTPServerSourcePlugin.datum.defaultValue
     /// `format: "template"`: where the positions (and the device) are, and how each is written.
@@ -41,11 +42,6 @@ public struct HTTPServerSourceConfiguration: Sendable {
     /// `format: "template"`: the answer once the positions are committed.
     public var responseStatus = 200
     public var responseBody: [UInt8] = Array("{}".utf8)
-
-    public var tls: (certFile: String, keyFile: String)? {
-        guard let c = tlsCertFile, let k = tlsKeyFile else { return nil }
-        return (c, k)
-    }
 }
 
 /// A name → secret map given inline or as the path of a JSON file holding one.
@@ -146,9 +142,7 @@ public enum HTTPServerSourcePlugin: SourcePlugin {
             requestTimeout.spec,
             idleTimeout.spec,
             OptionSpec("tls", "object", default: "none (plain HTTP)", "HTTPS: {\"cert_file\", \"key_file\"} (PEM)."),
-            OptionSpec("tls.cert_file", "path", default: "required with tls", "PEM certificate chain."),
-            OptionSpec("tls.key_file", "path", default: "required with tls", "PEM private key (unencrypted)."),
-        ],
+        ] + ServerTLSOptions.specs,
         sample: #"{ "type": "http_server", "listen": "0.0.0.0:5055", "format": "osmand", "tokens": { "${secret:PHONE_TOKEN:-change-me}": "*" }, "devices": { "123456": "phone-ana" } }"#
     )
 
@@ -194,10 +188,7 @@ public enum HTTPServerSourcePlugin: SourcePlugin {
         c.limits.requestDeadline = options.read(requestTimeout)
         c.limits.idleTimeout = options.read(idleTimeout)
         if var tls = options.object("tls") {
-            c.tlsCertFile = tls.filePath("cert_file")
-            c.tlsKeyFile = tls.filePath("key_file")
-            if c.tlsCertFile == nil { tls.report("cert_file", "required option is missing") }
-            if c.tlsKeyFile == nil { tls.report("key_file", "required option is missing") }
+            c.tls = ServerTLSOptions.read(&tls)
             tls.finish()
         }
         if !c.listen.isLoopback && c.users.isEmpty && c.tokens.isEmpty {
@@ -221,8 +212,8 @@ public enum HTTPServerSourcePlugin: SourcePlugin {
         for (key, list) in [("users", configuration.users), ("tokens", configuration.tokens)] {
             do { _ = try list.load() } catch { findings.append(context.error(key, error.description)) }
         }
-        for (key, file) in [("tls.cert_file", configuration.tlsCertFile), ("tls.key_file", configuration.tlsKeyFile)] {
-            if let file, let problem = FileCheck.readProblem(file) { findings.append(context.error(key, "\(file): \(problem)")) }
+        for (key, file) in configuration.tls?.files ?? [] {
+            if let problem = FileCheck.readProblem(file) { findings.append(context.error(key, "\(file): \(problem)")) }
         }
         return findings
     }

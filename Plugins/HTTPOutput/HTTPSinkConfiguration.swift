@@ -16,13 +16,9 @@ public struct HTTPSinkConfiguration: Sendable {
     public var authorization: String?
     public var timeout = HTTPSinkPlugin.timeout.defaultValue
     public var connectTimeout = HTTPSinkPlugin.connectTimeout.defaultValue
-    /// PEM file of the CAs that sign the server's certificate (instead of the system store).
-    public var caFile: String?
-    /// Client certificate and key (PEM), for servers that require mutual TLS.
-    public var certFile: String?
-    public var keyFile: String?
-    /// false accepts any server certificate (logged as a warning at start).
-    public var tlsVerify = HTTPSinkPlugin.tlsVerify.defaultValue
+    /// A private CA, a client certificate for mutual TLS; `verify` false accepts any server
+    /// certificate (logged as a warning at start).
+    public var tls = ClientTLSOptions()
     /// Proxy URL; nil lets libcurl read the standard proxy variables, "" uses no proxy at all.
     public var proxy: String?
     public var gzip = HTTPSinkPlugin.gzip.defaultValue
@@ -47,7 +43,6 @@ public struct HTTPSinkConfiguration: Sendable {
     public init() {}
 
     var transport: HTTPTransportOptions {
-        HTTPTransportOptions(timeout: timeout, connectTimeout: connectTimeout, caFile: caFile, certFile: certFile,
-                             keyFile: keyFile, verify: tlsVerify, proxy: proxy)
+        HTTPTransportOptions(timeout: timeout, connectTimeout: connectTimeout, tls: tls, proxy: proxy)
     }
 }

@@ -3,6 +3,7 @@ import GatewayCore
 import DeliveryEngine
 import PositionEncoding
 import SystemIO
+import EnvironmentChecks
 
 /// The `http` sink: batches positions to an HTTP endpoint from a durable (SQLite) or memory queue.
 public enum HTTPSinkPlugin: SinkPlugin {
@@ -12,8 +13,6 @@ public enum HTTPSinkPlugin: SinkPlugin {
         "Per-request timeout, connection included; a timeout is retried.")
     public static let connectTimeout = Option("connect_timeout", default: Duration.seconds(10), minimum: .milliseconds(100),
         "Longest wait for a connection (TCP, proxy and TLS handshake); retried.")
-    public static let tlsVerify = Option("tls.verify", default: true,
-        "Check the server's certificate and name; false accepts any server (logged as a warning at start).")
     public static let gzip = Option("gzip", default: false,
         "Compress bodies with gzip (Content-Encoding: gzip).")
     public static let maxPositions = Option("batch.max_positions", default: 500, in: 1...1_000_000,
@@ -44,10 +43,7 @@ public enum HTTPSinkPlugin: SinkPlugin {
             OptionSpec("auth", "object", default: "none", "{\"bearer\": TOKEN} or {\"user\": U, \"password\": P} (basic); values may use ${ENV}."),
             timeout.spec,
             connectTimeout.spec,
-            OptionSpec("tls.ca_file", "path", default: "system store", "PEM file of the CA certificates that sign the server's certificate (a private CA)."),
-            OptionSpec("tls.cert_file", "path", default: "none", "Client certificate (PEM) for servers that require mutual TLS; with tls.key_file."),
-            OptionSpec("tls.key_file", "path", default: "none", "Private key (PEM, unencrypted) of tls.cert_file."),
-            tlsVerify.spec,
+        ] + ClientTLSOptions.specs(peer: "the server") + [
             OptionSpec("proxy", "string", default: "from the environment", "Proxy URL (http://, https://, socks5://, socks5h://, with user:password@ if needed); by default libcurl reads https_proxy, http_proxy, all_proxy and no_proxy; \"\" uses no proxy."),
             gzip.spec,
             maxPositions.spec,
@@ -98,12 +94,7 @@ public enum HTTPSinkPlugin: SinkPlugin {
         c.timeout = options.read(timeout)
         c.connectTimeout = options.read(connectTimeout)
         if var tls = options.object("tls") {
-            c.caFile = tls.filePath("ca_file")
-            c.certFile = tls.filePath("cert_file")
-            c.keyFile = tls.filePath("key_file")
-            c.tlsVerify = tls.read(tlsVerify)
-            if c.certFile != nil && c.keyFile == nil { tls.report("key_file", "required with cert_file") }
-            if c.keyFile != nil && c.certFile == nil { tls.report("cert_file", "required with key_file") }
+            c.tls = ClientTLSOptions.read(&tls, checkFiles: false)
             tls.finish()
         }
         if let proxy = options.string("proxy") {
@@ -180,18 +171,19 @@ public enum HTTPSinkPlugin: SinkPlugin {
         OutboxOptions.isDurable(configuration.queue)
     }
 
+    public static func stateStorePath(of configuration: HTTPSinkConfiguration) -> String? { OutboxOptions.stateStorePath(configuration.queue) }
+
     public static func claims(of configuration: HTTPSinkConfiguration) -> [String] {
         OutboxOptions.claims(configuration.queue)
     }
 
     public static func makeSink(_ configuration: HTTPSinkConfiguration, context: ComponentContext) throws -> any PositionSink {
-        for (option, path) in [("tls.ca_file", configuration.caFile), ("tls.cert_file", configuration.certFile), ("tls.key_file", configuration.keyFile)] {
-            guard let path else { continue }
+        for (option, path) in configuration.tls.files {
             if access(path, R_OK) != 0 {
                 throw HTTPSinkError(message: "\(option) \(path): \(String(cString: strerror(errno)))")
             }
         }
-        if !configuration.tlsVerify {
+        if !configuration.tls.verify {
             context.logger.warning("tls.verify is false: any server certificate is accepted, so the positions may go to an impostor")
         }
         return HTTPSink(configuration: configuration, context: context, outbox: try OutboxOptions.open(configuration.queue, context: context))
@@ -203,8 +195,8 @@ extension HTTPSinkPlugin {
     /// or the proxy when one is set, accepting a TCP connection (a warning: the sink retries).
     public static func checkEnvironment(_ configuration: HTTPSinkConfiguration, context: EnvironmentContext) -> [EnvironmentFinding] {
         var findings: [EnvironmentFinding] = []
-        for (option, path) in [("tls.ca_file", configuration.caFile), ("tls.cert_file", configuration.certFile), ("tls.key_file", configuration.keyFile)] {
-            if let path, let problem = FileCheck.readProblem(path) { findings.append(context.error(option, problem)) }
+        for (option, path) in configuration.tls.files {
+            if let problem = FileCheck.readProblem(path) { findings.append(context.error(option, problem)) }
         }
         findings += OutboxOptions.checkEnvironment(configuration.queue, context: context)
         let viaProxy = configuration.proxy.map { !$0.isEmpty } ?? false

@@ -1,5 +1,6 @@
 import CCurl
 import Foundation
+import GatewayCore
 import Locking
 import Synchronization
 
@@ -26,10 +27,7 @@ struct HTTPAnswer: Sendable {
 struct HTTPTransportOptions: Sendable, Equatable {
     var timeout: Duration = .seconds(30)
     var connectTimeout: Duration = .seconds(10)
-    var caFile: String?
-    var certFile: String?
-    var keyFile: String?
-    var verify = true
+    var tls = ClientTLSOptions()
     /// nil: libcurl reads `https_proxy`, `http_proxy`, `all_proxy` and `no_proxy` itself.
     var proxy: String?
 }
@@ -311,10 +309,10 @@ private final class CurlEngine: @unchecked Sendable {
         // "Expect:" stops curl from waiting for a 100 Continue that many servers never send.
         for line in request.headers + ["Expect:"] { headers = curl_slist_append(headers, line) }
         try check(locgate_curl_setopt_pointer(easy, CURLOPT_HTTPHEADER, headers), "headers")
-        if let ca = options.caFile { try check(locgate_curl_setopt_string(easy, CURLOPT_CAINFO, ca), "tls.ca_file") }
-        if let cert = options.certFile { try check(locgate_curl_setopt_string(easy, CURLOPT_SSLCERT, cert), "tls.cert_file") }
-        if let key = options.keyFile { try check(locgate_curl_setopt_string(easy, CURLOPT_SSLKEY, key), "tls.key_file") }
-        if !options.verify {
+        if let ca = options.tls.caFile { try check(locgate_curl_setopt_string(easy, CURLOPT_CAINFO, ca), "tls.ca_file") }
+        if let cert = options.tls.certFile { try check(locgate_curl_setopt_string(easy, CURLOPT_SSLCERT, cert), "tls.cert_file") }
+        if let key = options.tls.keyFile { try check(locgate_curl_setopt_string(easy, CURLOPT_SSLKEY, key), "tls.key_file") }
+        if !options.tls.verify {
             try check(locgate_curl_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 0), "tls.verify")
             try check(locgate_curl_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 0), "tls.verify")
         }

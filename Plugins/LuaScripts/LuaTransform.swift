@@ -1,3 +1,4 @@
+import EnvironmentChecks
 import GatewayCore
 import LuaRuntime
 

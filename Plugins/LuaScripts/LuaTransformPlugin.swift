@@ -1,6 +1,6 @@
 import GatewayCore
 import LuaRuntime
-import SystemIO
+import EnvironmentChecks
 
 /// Options of the `lua` transform.
 public struct LuaTransformConfiguration: Sendable, Hashable {

@@ -1,6 +1,7 @@
 import GatewayCore
 import MQTTClient
 import SystemIO
+import EnvironmentChecks
 
 /// The `mqtt` source: topic filters at QoS 1 in a persistent session, OwnTracks or locgate JSON.
 public enum MQTTSourcePlugin: SourcePlugin {

@@ -3,6 +3,7 @@ import MQTTClient
 import DeliveryEngine
 import PositionEncoding
 import SystemIO
+import EnvironmentChecks
 
 /// The `mqtt` sink: one MQTT message per position from a durable outbox, deleted on the broker's acknowledgement.
 public enum MQTTSinkPlugin: SinkPlugin {
@@ -106,6 +107,8 @@ public enum MQTTSinkPlugin: SinkPlugin {
     public static func isDurable(_ configuration: MQTTSinkConfiguration) -> Bool {
         OutboxOptions.isDurable(configuration.queue)
     }
+
+    public static func stateStorePath(of configuration: MQTTSinkConfiguration) -> String? { OutboxOptions.stateStorePath(configuration.queue) }
 
     public static func claims(of configuration: MQTTSinkConfiguration) -> [String] {
         OutboxOptions.claims(configuration.queue)

@@ -1,6 +1,7 @@
 import GatewayCore
 import NATSClient
 import SystemIO
+import EnvironmentChecks
 
 /// Configuration of the `nats` source (see the README for every option with its default).
 public struct NATSSourceConfiguration: Sendable {

@@ -2,6 +2,7 @@ import GatewayCore
 import NATSClient
 import DeliveryEngine
 import SystemIO
+import EnvironmentChecks
 
 /// The `nats` sink: publishes positions to NATS JetStream (or core NATS) from a durable outbox.
 public enum NATSSinkPlugin: SinkPlugin {
@@ -101,6 +102,8 @@ public enum NATSSinkPlugin: SinkPlugin {
     }
 
     public static func isDurable(_ configuration: NATSSinkConfiguration) -> Bool { OutboxOptions.isDurable(configuration.queue) }
+
+    public static func stateStorePath(of configuration: NATSSinkConfiguration) -> String? { OutboxOptions.stateStorePath(configuration.queue) }
 
     public static func claims(of configuration: NATSSinkConfiguration) -> [String] { OutboxOptions.claims(configuration.queue) }
 

@@ -1,5 +1,6 @@
 import GatewayCore
 import NMEA
+import StreamSessions
 import SystemIO
 
 /// Reads NMEA from a TCP server, reconnecting with capped exponential backoff.
@@ -20,78 +21,57 @@ public struct TCPNMEASource: PositionSource {
 
     public func run(output: SourceOutput) async throws {
         let wakeup = try Wakeup()
-        var backoff = Backoff(initial: configuration.reconnectInitial, cap: configuration.reconnectMax)
         let endpoint = "\(configuration.host):\(configuration.port)"
         var totals = NMEAStatistics()
-        var health = configuration.health.map { ReceiverHealth(configuration: $0, source: context.id, logger: context.logger, stats: context.stats) }
+        var health = ReceiverHealth(configuration.health, context: context)
         health?.watch(device: configuration.device, at: context.clock.now())
-        while true {
-            try Task.checkCancellation()
-            do {
-                let socket = try await Socket.connect(host: configuration.host, port: configuration.port,
-                                                            timeout: configuration.connectTimeout, wakeup: wakeup)
-                context.stats.count("tcp.connects")
-                context.logger.info("connected to \(endpoint)")
-                let received = try await read(socket, wakeup: wakeup, output: output, totals: &totals, health: &health)
-                // A connection that delivered data was healthy: the next failure starts the backoff afresh.
-                if received { backoff.reset() }
-            } catch is CancellationError {
-                throw CancellationError()
-            } catch {
-                if Task.isCancelled { throw CancellationError() }
-                context.stats.count("tcp.connect_failures")
-                context.logger.warning("\(error)")
-            }
-            let delay = backoff.next()
+        var loop = Reconnecting(backoff: Backoff(initial: configuration.reconnectInitial, cap: configuration.reconnectMax), clock: context.clock)
+        try await loop.run(state: &health, health: \.self, output: output, session: { health in
+            let socket = try await Socket.connect(host: configuration.host, port: configuration.port,
+                                                  timeout: configuration.connectTimeout, wakeup: wakeup)
+            context.stats.count("tcp.connects")
+            context.logger.info("connected to \(endpoint)")
+            // A connection that delivered data was healthy: the next failure starts the backoff afresh.
+            return try await read(socket, wakeup: wakeup, output: output, totals: &totals, health: &health) ? .healthy : .unhealthy
+        }, failed: { error in
+            context.stats.count("tcp.connect_failures")
+            context.logger.warning("\(error)")
+        }, waiting: { delay in
             context.logger.info("reconnecting to \(endpoint) in \(DurationText.format(delay))")
-            if var h = health {
-                defer { health = h }
-                try await h.sleep(for: delay, clock: context.clock, output: output)
-            } else {
-                try await context.clock.sleep(for: delay)
-            }
-        }
+        })
     }
 
     /// Reads one connection until it ends, stalls or fails; true when any byte arrived.
     private func read(_ socket: Socket, wakeup: Wakeup, output: SourceOutput, totals: inout NMEAStatistics,
                       health: inout ReceiverHealth?) async throws -> Bool {
-        var options = NMEAOptions()
-        options.requireChecksum = configuration.requireChecksum
-        options.source = context.id
-        options.device = configuration.device
-        options.idPrefix = "\(context.id)-"
-        options.untimedToken = RunToken.next()
-        var decoder = NMEADecoder(options: options)
+        var decoder = NMEADecoder(options: .live(source: context.id, device: configuration.device, requireChecksum: configuration.requireChecksum))
         let base = totals
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         var positions: [Position] = []
         var anyBytes = false
-        var lastData = context.clock.now()
-        var pending = false
+        let clock = context.clock
+        // Health timers are checked at least every 200 ms.
+        var timers = QuietTimers(idleFlush: Self.idleFlush, stallTimeout: configuration.stallTimeout,
+                                 tick: health != nil ? .milliseconds(200) : nil, now: clock.monotonicNow())
         defer {
             totals = base.adding(decoder.statistics)
             totals.publish(to: context.stats)
         }
         while true {
-            var wait = pending ? min(Self.idleFlush, configuration.stallTimeout) : configuration.stallTimeout
-            // Health timers are checked at least this often.
-            if health != nil { wait = min(wait, .milliseconds(200)) }
-            let ready = await wakeup.wait([socket.fd], timeout: wait)
+            let ready = await wakeup.readiness([socket.fd], timeout: timers.wait(at: clock.monotonicNow()), clock: clock)
             try Task.checkCancellation()
             if health != nil {
                 var events: [Position] = []
-                health?.check(at: context.clock.now(), into: &events)
+                health?.check(at: clock.now(), into: &events)
                 await output.emit(events)
             }
             if ready.isEmpty {
-                let quiet = context.clock.now().milliseconds - lastData.milliseconds
-                if pending && quiet >= Self.idleFlush.milliseconds {
+                let now = clock.monotonicNow()
+                if timers.takeIdleFlush(at: now) {
                     decoder.flushIdle(into: &positions)
-                    pending = false
                     await emit(&positions, health: &health, output: output)
                 }
-                if quiet >= configuration.stallTimeout.milliseconds {
+                if timers.isStalled(at: now) {
                     context.stats.count("tcp.stalls")
                     context.logger.warning("no data for \(DurationText.format(configuration.stallTimeout)); reconnecting")
                     return anyBytes
@@ -108,17 +88,17 @@ public struct TCPNMEASource: PositionSource {
                 return anyBytes
             case .bytes(let n):
                 anyBytes = true
-                pending = true
-                lastData = context.clock.now()
+                timers.received(at: clock.monotonicNow())
+                let wall = clock.now()
                 let before = decoder.statistics.wellFormed
                 buffer.withUnsafeBytes { decoder.decode(UnsafeRawBufferPointer(rebasing: $0[0..<n]), into: &positions) }
                 if health != nil {
                     var events: [Position] = []
                     if decoder.statistics.wellFormed > before {
-                        health?.dataReceived(device: configuration.device, at: lastData, into: &events)
+                        health?.dataReceived(device: configuration.device, at: wall, into: &events)
                     }
                     for status in decoder.takeAntennaReports() {
-                        health?.antenna(status, device: configuration.device, at: lastData, into: &events)
+                        health?.antenna(status, device: configuration.device, at: wall, into: &events)
                     }
                     await output.emit(events)
                 }

@@ -3,6 +3,7 @@ import GatewayCore
 import NMEA
 import SystemIO
 import TrackerProtocols
+import EnvironmentChecks
 
 /// Configuration of the `tcp` source.
 public struct TCPNMEAConfiguration: Sendable {

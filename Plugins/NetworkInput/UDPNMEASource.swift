@@ -1,5 +1,6 @@
 import GatewayCore
 import NMEA
+import StreamSessions
 import SystemIO
 
 /// Listens for NMEA datagrams; each sender gets its own decoder, so interleaved senders never
@@ -10,7 +11,7 @@ public struct UDPNMEASource: PositionSource {
 
     private struct Sender {
         var decoder: NMEADecoder
-        var lastSeen: Int64
+        var lastSeen: MonotonicInstant
         var pending: Bool
     }
 
@@ -29,17 +30,18 @@ public struct UDPNMEASource: PositionSource {
         // A datagram is at most 64 KiB.
         var buffer = [UInt8](repeating: 0, count: 65_536)
         var positions: [Position] = []
-        var health = configuration.health.map { ReceiverHealth(configuration: $0, source: context.id, logger: context.logger, stats: context.stats) }
+        var health = ReceiverHealth(configuration.health, context: context)
         if let d = configuration.device { health?.watch(device: d, at: context.clock.now()) }
         var events: [Position] = []
+        let clock = context.clock
+        // Health timers are checked at least every 200 ms; the idle flush is each sender's.
+        var timers = QuietTimers(idleFlush: TCPNMEASource.idleFlush, stallTimeout: nil,
+                                 tick: health != nil ? .milliseconds(200) : nil, now: clock.monotonicNow())
         while true {
-            let anyPending = senders.values.contains { $0.pending }
-            var wait = anyPending ? TCPNMEASource.idleFlush : .seconds(60)
-            // Health timers are checked at least this often.
-            if health != nil { wait = min(wait, .milliseconds(200)) }
-            let ready = await wakeup.wait([socket.fd], timeout: wait)
+            let ready = await wakeup.wait([socket.fd], timeout: timers.wait(at: clock.monotonicNow()), clock: clock)
             try Task.checkCancellation()
-            let now = context.clock.now().milliseconds
+            let now = clock.monotonicNow()
+            let wall = clock.now()
             if !ready.isEmpty {
                 // Drain what is queued, a bounded number at a time so flushing and cancellation stay prompt.
                 for _ in 0..<256 {
@@ -53,12 +55,8 @@ public struct UDPNMEASource: PositionSource {
                             senders[oldest.key] = nil
                             context.stats.count("udp.senders_forgotten")
                         }
-                        var options = NMEAOptions()
-                        options.requireChecksum = configuration.requireChecksum
-                        options.source = context.id
-                        options.device = configuration.device ?? sender
-                        options.idPrefix = "\(context.id)-\(sender)-"
-                        options.untimedToken = RunToken.next()
+                        let options = NMEAOptions.live(source: context.id, device: configuration.device ?? sender,
+                                                       requireChecksum: configuration.requireChecksum, idPrefix: "\(context.id)-\(sender)-")
                         senders[sender] = Sender(decoder: NMEADecoder(options: options), lastSeen: now, pending: false)
                         context.logger.info("new sender \(sender)")
                     }
@@ -66,9 +64,10 @@ public struct UDPNMEASource: PositionSource {
                     buffer.withUnsafeBytes { b in
                         senders[sender]?.decoder.decode(UnsafeRawBufferPointer(rebasing: b[0..<n]), into: &positions)
                     }
+                    timers.received(at: now)
                     if health != nil {
                         let device = configuration.device ?? sender
-                        let stamp = Timestamp(milliseconds: now)
+                        let stamp = wall
                         if (senders[sender]?.decoder.statistics.wellFormed ?? 0) > before {
                             health?.dataReceived(device: device, at: stamp, into: &events)
                         }
@@ -86,14 +85,16 @@ public struct UDPNMEASource: PositionSource {
             }
             // A sender quiet for the idle time has finished its epoch.
             for key in senders.keys where senders[key]?.pending == true {
-                if let s = senders[key], now - s.lastSeen >= TCPNMEASource.idleFlush.milliseconds || ready.isEmpty {
+                if let s = senders[key], now - s.lastSeen >= TCPNMEASource.idleFlush || ready.isEmpty {
                     senders[key]?.decoder.flushIdle(into: &positions)
                     senders[key]?.pending = false
                 }
             }
+            // Once every sender is flushed, the next wait lasts until a datagram or a tick.
+            if !senders.values.contains(where: \.pending) { timers.flushed() }
             if health != nil {
-                health?.record(positions, at: Timestamp(milliseconds: now), into: &events)
-                health?.check(at: context.clock.now(), into: &events)
+                health?.record(positions, at: wall, into: &events)
+                health?.check(at: clock.now(), into: &events)
                 await output.emit(events)
                 events.removeAll(keepingCapacity: true)
             } else {

@@ -2,6 +2,7 @@ import GatewayCore
 import Geodesy
 import DeliveryEngine
 import SystemIO
+import EnvironmentChecks
 
 /// The `postgres` sink: writes positions into PostGIS tables from a durable (SQLite) or memory queue.
 public enum PostgresSinkPlugin: SinkPlugin {
@@ -124,6 +125,8 @@ public enum PostgresSinkPlugin: SinkPlugin {
     public static func isDurable(_ configuration: PostgresSinkConfiguration) -> Bool {
         OutboxOptions.isDurable(configuration.queue)
     }
+
+    public static func stateStorePath(of configuration: PostgresSinkConfiguration) -> String? { OutboxOptions.stateStorePath(configuration.queue) }
 
     public static func claims(of configuration: PostgresSinkConfiguration) -> [String] {
         OutboxOptions.claims(configuration.queue)

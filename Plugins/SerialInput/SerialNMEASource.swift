@@ -1,5 +1,6 @@
 import GatewayCore
 import NMEA
+import StreamSessions
 import SerialPorts
 import SystemIO
 
@@ -58,16 +59,11 @@ public struct SerialNMEASource: PositionSource {
     }
 
     public func run(output: SourceOutput) async throws {
-        var options = NMEAOptions()
-        options.requireChecksum = configuration.requireChecksum
-        options.source = context.id
-        options.idPrefix = "\(context.id)-"
-        options.untimedToken = RunToken.next()
-        var decoder = NMEADecoder(options: options)
-        var backoff = Backoff(initial: .milliseconds(200), cap: configuration.backoffCap)
+        // Positions get their device when they go out (the port's, found when it opens).
+        var decoder = NMEADecoder(options: .live(source: context.id, device: nil, requireChecksum: configuration.requireChecksum))
         let wakeup = try Wakeup()
         var watch = Watch()
-        watch.health = configuration.health.map { ReceiverHealth(configuration: $0, source: context.id, logger: context.logger, stats: context.stats) }
+        watch.health = ReceiverHealth(configuration.health, context: context)
         watch.selector = configuration.dutyCycle.map { DutyWindowSelector(configuration: $0) }
         if let d = configuration.device {
             // A configured id is known before the port opens: an absent receiver is reported too.
@@ -77,12 +73,14 @@ public struct SerialNMEASource: PositionSource {
         var settledBaud: Int?
         var lastFault = ""
         var sessions = 0
-        while true {
-            try Task.checkCancellation()
+        var loop = Reconnecting(backoff: Backoff(initial: .milliseconds(200), cap: configuration.backoffCap), clock: context.clock)
+        try await loop.run(state: &watch, health: \.health, output: output, session: { watch in
             if let duty = configuration.dutyCycle, duty.method == .close {
                 try await waitForWindow(duty, watch: &watch, output: output)
             }
             var device: String?
+            // The port works again once bytes arrive: the next fault starts the backoff from the beginning.
+            var delivered = false
             do {
                 var session = try await open(wakeup: wakeup, settledBaud: &settledBaud)
                 device = session.device
@@ -92,10 +90,10 @@ public struct SerialNMEASource: PositionSource {
                 sessions += 1
                 if sessions > 1 && configuration.dutyCycle?.method != .close { context.stats.count("serial.reconnects") }
                 lastFault = ""
-                try await read(&session, wakeup: wakeup, decoder: &decoder, watch: &watch, output: output, backoff: &backoff)
+                try await read(&session, wakeup: wakeup, decoder: &decoder, watch: &watch, output: output, delivered: &delivered)
             } catch is WindowEnded {
                 await flush(&decoder, device: device, watch: &watch, output: output)
-                continue
+                return .reopen
             } catch let error as SerialPortError {
                 let message = explain(error)
                 report(message, repeated: message == lastFault, kind: error.kind)
@@ -111,17 +109,10 @@ public struct SerialNMEASource: PositionSource {
                 throw error
             }
             await flush(&decoder, device: device, watch: &watch, output: output)
-            let delay = backoff.next()
+            return delivered ? .healthy : .unhealthy
+        }, waiting: { delay in
             context.logger.debug("next attempt in \(DurationText.format(delay))")
-            try await sleep(for: delay, watch: &watch, output: output)
-        }
-    }
-
-    /// Sleeps in short steps so health timers still fire while the port is away.
-    private func sleep(for delay: Duration, watch: inout Watch, output: SourceOutput) async throws {
-        guard var health = watch.health else { return try await context.clock.sleep(for: delay) }
-        defer { watch.health = health }
-        try await health.sleep(for: delay, clock: context.clock, output: output)
+        })
     }
 
     /// Method `close`: outside a window, the port stays closed until the next one starts.
@@ -205,8 +196,8 @@ public struct SerialNMEASource: PositionSource {
             var probe = NMEADecoder(options: options)
             var seen: [UInt8] = []
             var scratch: [Position] = []
-            let deadline = ContinuousClock.now + SerialNMEASource.probeWindow
-            while ContinuousClock.now < deadline {
+            let deadline = context.clock.monotonicNow() + SerialNMEASource.probeWindow
+            while context.clock.monotonicNow() < deadline {
                 try Task.checkCancellation()
                 let bytes = try await readChunk(port, wakeup: wakeup)
                 guard !bytes.isEmpty else { continue }
@@ -227,67 +218,57 @@ public struct SerialNMEASource: PositionSource {
     // MARK: - Reading
 
     private func read(_ session: inout Session, wakeup: Wakeup, decoder: inout NMEADecoder, watch: inout Watch,
-                      output: SourceOutput, backoff: inout Backoff) async throws {
+                      output: SourceOutput, delivered: inout Bool) async throws {
         var positions: [Position] = []
-        var lastData = ContinuousClock.now
-        var unflushed = false
-        var receivedAny = false
+        let clock = context.clock
+        // Health and duty-cycle timers are looked at every tick; without them a wait lasts until
+        // the idle flush or the stall is due.
+        var timers = QuietTimers(idleFlush: SerialNMEASource.idleFlush, stallTimeout: configuration.stallTimeout,
+                                 tick: watch.health != nil || configuration.dutyCycle != nil ? SerialNMEASource.timerTick : nil,
+                                 now: clock.monotonicNow())
         if !session.pending.isEmpty {
             session.pending.withUnsafeBytes { decoder.decode($0, into: &positions) }
             session.pending = []
-            unflushed = true
+            timers.received(at: clock.monotonicNow())
         }
         if configuration.dutyCycle?.method == .close { watch.awake = true }
         while true {
             if Task.isCancelled { throw CancellationError() }
-            var timeout = SerialNMEASource.timerTick
-            if watch.health == nil && configuration.dutyCycle == nil {
-                // No timer but the idle flush and the stall watchdog: wait until one of them is due.
-                let quiet = ContinuousClock.now - lastData
-                timeout = max(.zero, unflushed ? SerialNMEASource.idleFlush - quiet : configuration.stallTimeout - quiet)
-            }
+            // An asleep receiver is silent on purpose: no stall then.
+            var timeout = timers.wait(at: clock.monotonicNow(), watchingStall: watch.awake != false)
             if let duty = configuration.dutyCycle {
-                let now = context.clock.now()
+                let now = clock.now()
                 let phase = duty.schedule.phase(at: now)
                 if watch.awake != phase.inside {
                     if watch.awake == true {
                         // The window ends: what the receiver said last still belongs to it.
                         decoder.flushIdle(into: &positions)
-                        unflushed = false
+                        timers.flushed()
                         await deliver(&positions, device: session.device, watch: &watch, output: output)
                         var best: [Position] = []
                         watch.selector?.close(into: &best)
                         await output.emit(best)
                     }
                     try await switchPower(awake: phase.inside, session: session, watch: &watch)
-                    if phase.inside { lastData = ContinuousClock.now }
+                    if phase.inside { timers.restart(at: clock.monotonicNow()) }
                 }
                 let next = phase.inside ? phase.end : phase.nextStart
-                let untilBoundary = max(1, next.milliseconds - context.clock.now().milliseconds)
+                let untilBoundary = max(1, next.milliseconds - clock.now().milliseconds)
                 timeout = min(timeout, .milliseconds(untilBoundary))
             }
             let bytes = try await readChunk(session.port, wakeup: wakeup, timeout: timeout)
-            let now = ContinuousClock.now
+            let now = clock.monotonicNow()
             if bytes.isEmpty {
-                if unflushed && now - lastData >= SerialNMEASource.idleFlush {
-                    decoder.flushIdle(into: &positions)
-                    unflushed = false
-                }
-                // An asleep receiver is silent on purpose.
-                if watch.awake != false && now - lastData >= configuration.stallTimeout { throw Stall() }
+                if timers.takeIdleFlush(at: now) { decoder.flushIdle(into: &positions) }
+                if watch.awake != false && timers.isStalled(at: now) { throw Stall() }
             } else {
-                lastData = now
-                unflushed = true
-                if !receivedAny {
-                    // The port works again: the next fault starts the backoff from the beginning.
-                    receivedAny = true
-                    backoff.reset()
-                }
+                timers.received(at: now)
+                delivered = true
                 let before = decoder.statistics.wellFormed
                 bytes.withUnsafeBytes { decoder.decode($0, into: &positions) }
                 decoder.statistics.publish(to: context.stats)
                 if watch.health != nil {
-                    let wall = context.clock.now()
+                    let wall = clock.now()
                     var events: [Position] = []
                     if decoder.statistics.wellFormed > before {
                         watch.health?.dataReceived(device: session.device, at: wall, into: &events)
@@ -300,7 +281,7 @@ public struct SerialNMEASource: PositionSource {
             }
             await deliver(&positions, device: session.device, watch: &watch, output: output)
             var events: [Position] = []
-            watch.health?.check(at: context.clock.now(), into: &events)
+            watch.health?.check(at: clock.now(), into: &events)
             await output.emit(events)
         }
     }
@@ -339,7 +320,7 @@ public struct SerialNMEASource: PositionSource {
 
     /// Waits up to `timeout` for input and reads what is there; empty when nothing arrived.
     private func readChunk(_ port: SerialPortHandle, wakeup: Wakeup, timeout: Duration = SerialNMEASource.timerTick) async throws -> [UInt8] {
-        let ready = await wakeup.readiness([port.descriptor], timeout: timeout)
+        let ready = await wakeup.readiness([port.descriptor], timeout: timeout, clock: context.clock)
         try Task.checkCancellation()
         guard let ready = ready.first else { return [] }
         return try [UInt8](unsafeUninitializedCapacity: 4096) { buffer, count in

@@ -2,6 +2,7 @@ import GatewayCore
 import NMEA
 import SerialPorts
 import SystemIO
+import EnvironmentChecks
 
 /// Configuration of the `serial` source.
 public struct SerialSourceConfiguration: Sendable {

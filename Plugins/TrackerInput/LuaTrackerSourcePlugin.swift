@@ -1,6 +1,5 @@
 import GatewayCore
 import LuaRuntime
-import LuaScripts
 import TrackerProtocols
 
 /// Configuration of the `lua_tracker` source.

@@ -1,6 +1,4 @@
 import GatewayCore
-import Locking
-import Synchronization
 
 /// The half of a batch sink that talks to the peer: builds one request from queued records and
 /// sends it (an HTTP POST, a PostgreSQL transaction).
@@ -135,7 +133,7 @@ public struct OutboxBatchLoop: Sendable {
     /// receiving task: the encoder it returns may keep state from one position to the next.
     public func run<T: OutboxBatchTransport>(input: any SinkInput, transport: T,
                                              encoder: @escaping @Sendable () -> (Position) -> OutboxEntry) async throws {
-        let signal = OutboxSignal()
+        let signal = OutboxSignal(clock: context.clock)
         defer { writer.reportLeftOver() }
         if outbox.depth > 0 { context.logger.info("resuming with \(outbox.depth) queued position(s)") }
         try await OutboxHalves.run(input: input, writer: writer, receive: {
@@ -152,8 +150,8 @@ public struct OutboxBatchLoop: Sendable {
     private func receive(input: any SinkInput, signal: OutboxSignal, encode: (Position) -> OutboxEntry) async throws {
         var unflushedCount = 0
         var unflushedBytes = 0
-        var firstUnflushed: ContinuousClock.Instant?
-        let clock = ContinuousClock()
+        var firstUnflushed: MonotonicInstant?
+        let clock = context.clock
         var records: [OutboxEntry] = []
         let durable = OutboxOptions.isDurable(writer.mode)
         func intervalFlush() {
@@ -165,7 +163,7 @@ public struct OutboxBatchLoop: Sendable {
         while true {
             // A cancelled wait returns `.timeout` at once: without this check the loop would spin.
             try Task.checkCancellation()
-            let wait = firstUnflushed.map { max(.milliseconds(1), options.interval - (clock.now - $0)) } ?? options.interval
+            let wait = firstUnflushed.map { max(.milliseconds(1), options.interval - (clock.monotonicNow() - $0)) } ?? options.interval
             switch await input.next(timeout: wait) {
             case .positions(let batch):
                 records.removeAll(keepingCapacity: true)
@@ -188,7 +186,7 @@ public struct OutboxBatchLoop: Sendable {
                 }
                 try await writer.commit(records, acknowledging: input)
                 unflushedCount += batch.count
-                if firstUnflushed == nil { firstUnflushed = clock.now }
+                if firstUnflushed == nil { firstUnflushed = clock.monotonicNow() }
                 if unflushedCount >= options.maxRecords || unflushedBytes >= options.maxBytes {
                     signal.post(ended: false, flushAll: false)
                     unflushedCount %= options.maxRecords
@@ -196,7 +194,7 @@ public struct OutboxBatchLoop: Sendable {
                     if unflushedCount == 0 { firstUnflushed = nil }
                 }
                 // A steady stream never lets `next` time out: the interval is checked here too.
-                if let first = firstUnflushed, clock.now - first >= options.interval { intervalFlush() }
+                if let first = firstUnflushed, clock.monotonicNow() - first >= options.interval { intervalFlush() }
             case .timeout:
                 intervalFlush()
                 try await writer.writes.perform("drop expired positions", kind: "expiry", interval: options.diskRetry) {
@@ -225,12 +223,12 @@ public struct OutboxBatchLoop: Sendable {
         // The last seq the peer accepted: the next batch is read after it, whether or not its
         // delete has run. Deletes go through `trailing`, which knows how far they reached.
         var accepted: Int64 = 0
-        let trailing = TrailingDelete()
+        let trailing = TrailingWrites(perform: settle)
         do {
             while true {
                 try Task.checkCancellation()
                 guard let batch = try prepareBatch(transport, after: accepted) else {
-                    try await deleteDelivered(through: accepted, trailing: trailing)
+                    try await trailing.awaited(accepted: accepted, marking: nil, count: 0, durably: false)
                     if ended { return }
                     flushRemaining = 0
                     take(await signal.wait())
@@ -243,7 +241,7 @@ public struct OutboxBatchLoop: Sendable {
                     flushRemaining = max(0, flushRemaining - batch.records.count)
                     continue
                 }
-                try await deleteDelivered(through: accepted, trailing: trailing)
+                try await trailing.awaited(accepted: accepted, marking: nil, count: 0, durably: false)
                 take(await signal.wait())
                 try Task.checkCancellation()
             }
@@ -251,9 +249,9 @@ public struct OutboxBatchLoop: Sendable {
             // Cancelled (a prompt stop) or failed: what was delivered leaves the queue now, or it
             // would go again after a restart. A delete running behind finishes first (a write on
             // the queue's thread runs even when its caller is cancelled; a wait out of a full disk
-            // ends at the cancellation).
+            // ends at the cancellation); one that failed gave its range back.
             trailing.cancel()
-            try? await trailing.finish()
+            await trailing.finish()
             if accepted > trailing.through {
                 let seq = accepted
                 try? await outbox.write { try outbox.remove(through: seq) }
@@ -265,59 +263,37 @@ public struct OutboxBatchLoop: Sendable {
     /// The writes before a batch goes. A batch that is not full, with `marksInFlight`, waits for
     /// its durable mark (with the delete of what was delivered before it, in one transaction):
     /// after a power cut the queue could be read into a different batch. Otherwise, on a durable
-    /// queue, the delete of what was delivered (and this batch's mark, not synced) is started
-    /// behind the request, unless one is still running: the next starts when it is done, and
-    /// takes everything delivered by then. On a memory queue the writes are done at once.
-    private func prepareToSend<Batch>(_ batch: OutboxPreparedBatch<Batch>, after accepted: Int64, trailing: TrailingDelete) async throws {
+    /// queue, the delete of what was delivered (and this batch's mark, not synced) runs behind
+    /// the request (``TrailingDelete``). On a memory queue the writes are done at once.
+    private func prepareToSend<Batch>(_ batch: OutboxPreparedBatch<Batch>, after accepted: Int64, trailing: TrailingWrites) async throws {
         guard let last = batch.records.last?.seq else { return }
         let mark = options.marksInFlight ? last : nil
         let durably = mark != nil && !batch.isFull
         if OutboxOptions.isDurable(writer.mode) && !durably {
-            let idle = try trailing.isIdle()
-            let deleting = accepted > trailing.through ? accepted : nil
-            guard idle else {
-                // A full batch's mark waits behind the running write, with the delete of what was
-                // delivered before it (a mark covers the queue from its front), so a restart with
-                // other limits still reads this batch as it went (its Idempotency-Key the same).
-                if let mark {
-                    let count = batch.records.count
-                    trailing.queueMark(deleting: deleting, marking: mark) { deleting, mark in
-                        try await self.settle(deleting: deleting, marking: mark, count: count, durably: false, behind: true)()
-                    }
-                }
-                return
-            }
-            guard deleting != nil || mark != nil else { return }
-            trailing.start(through: accepted, settle(deleting: deleting, marking: mark, count: batch.records.count, durably: false, behind: true))
-            return
+            try trailing.behind(accepted: accepted, marking: mark, count: batch.records.count)
+        } else {
+            try await trailing.awaited(accepted: accepted, marking: mark, count: batch.records.count, durably: durably)
         }
-        try await trailing.finish()
-        let deleting = accepted > trailing.through ? accepted : nil
-        guard deleting != nil || mark != nil else { return }
-        try await settle(deleting: deleting, marking: mark, count: batch.records.count, durably: durably, behind: false)()
-        trailing.through = max(trailing.through, accepted)
     }
 
-    /// The write that deletes records up to `deleting` (delivered: the peer took them) and marks
-    /// `marking` in flight (a batch of `count` about to go), one transaction on the outbox's
-    /// thread, synced when `durably`; a full disk is waited out (``QueueWrites``), since a
-    /// delivered batch must not go again. `behind`: it runs behind the request (the log says so).
-    private func settle(deleting: Int64?, marking mark: Int64?, count: Int, durably: Bool, behind: Bool) -> @Sendable () async throws -> Void {
-        let outbox = self.outbox, writes = writer.writes, interval = options.diskRetry
+    /// Performs one write of ``TrailingDelete``: deletes records up to `deleting` (delivered: the
+    /// peer took them) and marks `marking` in flight, one transaction on the outbox's thread,
+    /// synced when `durably`; a full disk is waited out (``QueueWrites``), since a delivered batch
+    /// must not go again. `behind`: it runs behind the request (nobody waits for it).
+    private func settle(_ write: TrailingDelete.Write, behind: Bool) async throws {
+        let outbox = self.outbox, mark = write.marking, count = write.count
         let waits = behind ? "" : " (the request waits for it)"
-        let what = switch (deleting, mark) {
+        let what = switch (write.deleting, mark) {
         case (nil, _): "mark \(count) position(s) in flight" + waits
         case (_, nil): "delete delivered position(s)"
         default: "delete delivered position(s) and mark \(count) in flight" + waits
         }
-        return {
-            try await writes.perform(what, kind: mark == nil ? "delete" : "in-flight mark", interval: interval) {
-                try await outbox.write {
-                    if let deleting {
-                        try outbox.remove(through: deleting, markingInFlight: mark, durably: durably)
-                    } else if let mark {
-                        try outbox.markInFlight(through: mark, durably: durably)
-                    }
+        try await writer.writes.perform(what, kind: mark == nil ? "delete" : "in-flight mark", interval: options.diskRetry) {
+            try await outbox.write {
+                if let deleting = write.deleting {
+                    try outbox.remove(through: deleting, markingInFlight: mark, durably: write.durably)
+                } else if let mark {
+                    try outbox.markInFlight(through: mark, durably: write.durably)
                 }
             }
         }
@@ -340,14 +316,6 @@ public struct OutboxBatchLoop: Sendable {
         let (batch, count) = try transport.encode(records)
         if count < records.count { full = true }
         return OutboxPreparedBatch(records: Array(records.prefix(max(1, count))), batch: batch, isFull: full)
-    }
-
-    /// Deletes records up to `seq`, which the peer took, after the delete running behind (if any).
-    private func deleteDelivered(through seq: Int64, trailing: TrailingDelete) async throws {
-        try await trailing.finish()
-        guard seq > trailing.through else { return }
-        try await settle(deleting: seq, marking: nil, count: 0, durably: false, behind: false)()
-        trailing.through = seq
     }
 
     /// Sends one batch until it is accepted or refused for good; retries keep it at the front.
@@ -408,102 +376,4 @@ public struct OutboxBatchLoop: Sendable {
         let first = records.first?.id ?? "", last = records.last?.id ?? ""
         context.logger.error("server rejected a batch of \(records.count) (ids \(first) … \(last)) with status \(status): \(answer); moved to dead letters")
     }
-}
-
-/// The delete of delivered records running behind the requests of a batch sink with a durable
-/// queue (``OutboxBatchLoop``). One at a time: the loop starts the next when the last is done,
-/// and it deletes everything delivered by then, so deletes never pile up on the queue's thread
-/// while it commits; the loop waits for one only before a write that must come after it, when it
-/// has nothing to send, and when it stops. Used by the delivering task alone.
-final class TrailingDelete {
-    /// How the delete running now ended, set when it is done.
-    private final class Outcome: Sendable {
-        let done = Atomic<Bool>(false)
-        let failure = Locked<(any Error)?>(nil)
-    }
-
-    private var task: Task<Void, Never>?
-    private var outcome = Outcome()
-    /// Records up to here were handed to a delete (finished or running).
-    var through: Int64 = 0
-    /// `through` before the running delete: where it goes back if that delete fails.
-    private var before: Int64 = 0
-
-    /// True when no delete runs; throws what the last one threw (a fault that ends the sink).
-    func isIdle() throws -> Bool {
-        guard task != nil else { return true }
-        guard outcome.done.load(ordering: .acquiring) else { return false }
-        task = nil
-        try rethrow()
-        return true
-    }
-
-    /// Throws what the last delete threw, with `through` back where it was before it.
-    private func rethrow() throws {
-        guard let error = outcome.failure.withLock({ $0 }) else { return }
-        through = before
-        throw error
-    }
-
-    /// Starts `body`, a delete of the records up to `seq`; only when ``isIdle()``.
-    func start(through seq: Int64, _ body: @escaping @Sendable () async throws -> Void) {
-        let outcome = Outcome()
-        self.outcome = outcome
-        before = through
-        through = max(through, seq)
-        task = Task {
-            do {
-                try await body()
-            } catch {
-                outcome.failure.withLock { $0 = error }
-            }
-            outcome.done.store(true, ordering: .releasing)
-        }
-    }
-
-    /// Waits for the delete running now, if any; throws what it threw.
-    func finish() async throws {
-        guard let task else { return }
-        self.task = nil
-        await task.value
-        try rethrow()
-    }
-
-    /// The write waiting behind the running one (``queueMark(deleting:marking:_:)``): the
-    /// delete and mark it makes, and how. A newer one replaces it and deletes at least as far.
-    final class MarkSlot: Sendable {
-        typealias Write = @Sendable (_ deleting: Int64?, _ mark: Int64) async throws -> Void
-        let waiting = Locked<(deleting: Int64?, mark: Int64, write: Write)?>(nil)
-    }
-    private let queuedMark = MarkSlot()
-
-    /// Runs `write`, the delete of the records up to `deleting` (delivered) with the in-flight
-    /// mark of the batch ending at `mark`, after the write running now. At most one waits: a
-    /// later one replaces it (the batch before it was answered by then, so its mark no longer
-    /// matters) and deletes as far as the two.
-    func queueMark(deleting: Int64?, marking mark: Int64, _ write: @escaping MarkSlot.Write) {
-        guard let running = task else { return start(through: deleting ?? through) { try await write(deleting, mark) } }
-        through = max(through, deleting ?? 0)
-        let waiting = queuedMark.waiting.withLock { queued in
-            let far = [queued?.deleting, deleting].compactMap { $0 }.max()
-            defer { queued = (far, mark, write) }
-            return queued != nil
-        }
-        guard !waiting else { return }
-        let earlier = outcome, next = Outcome()
-        outcome = next
-        let queuedMark = self.queuedMark
-        task = Task {
-            await withTaskCancellationHandler { await running.value } onCancel: { running.cancel() }
-            // A failed write before it ends the sink; this one does not run.
-            if let error = earlier.failure.withLock({ $0 }) {
-                next.failure.withLock { $0 = error }
-            } else if let queued = queuedMark.waiting.withLock({ q in defer { q = nil }; return q }) {
-                do { try await queued.write(queued.deleting, queued.mark) } catch { next.failure.withLock { $0 = error } }
-            }
-            next.done.store(true, ordering: .releasing)
-        }
-    }
-
-    func cancel() { task?.cancel() }
 }

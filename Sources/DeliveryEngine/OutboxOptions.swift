@@ -1,5 +1,6 @@
 import GatewayCore
 import SystemIO
+import EnvironmentChecks
 
 /// Where a sink's undelivered messages wait: the `queue` option every delivering sink shares.
 public enum OutboxMode: Sendable, Equatable {
@@ -57,6 +58,12 @@ public enum OutboxOptions {
     public static func claims(_ mode: OutboxMode) -> [String] {
         if case .disk(let path, _, _, _) = mode { return ["file \(path)"] }
         return []
+    }
+
+    /// The per-device state file beside a durable queue (``SinkPlugin/stateStorePath(of:)``).
+    public static func stateStorePath(_ mode: OutboxMode) -> String? {
+        if case .disk(let path, _, _, _) = mode { return StateSettings.path(besideQueue: path) }
+        return nil
     }
 
     /// Opens the outbox; the memory mode logs that it is lossy.

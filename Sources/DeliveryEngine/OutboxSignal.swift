@@ -1,4 +1,4 @@
-import Dispatch
+import GatewayCore
 import Locking
 
 /// Wakes a sink's delivering task: flags accumulate until it reads them.
@@ -29,8 +29,10 @@ public final class OutboxSignal: Sendable {
     }
 
     private let state = Locked(State())
+    /// Ends timed waits.
+    private let clock: any GatewayClock
 
-    public init() {}
+    public init(clock: any GatewayClock) { self.clock = clock }
 
     public func post(ended: Bool = false, flushAll: Bool = false) {
         let resume: (CheckedContinuation<Flags, Never>, Flags)? = state.withLock { s in
@@ -68,11 +70,11 @@ public final class OutboxSignal: Sendable {
         }
     }
 
-    /// Waits for a post or until `timeout` passes (empty flags then).
+    /// Waits for a post or until `timeout` passes on the clock (empty flags then).
     ///
     /// A delivering loop waits here once per wake-up, thousands of times a second under load: a
-    /// timer on Dispatch ends the wait, not a task group with a sleeping child (two tasks and a
-    /// cancellation per wake-up).
+    /// clock timer (``GatewayClock/wake(at:_:)``, a Dispatch timer on the system clock) ends the
+    /// wait, not a task group with a sleeping child (two tasks and a cancellation per wake-up).
     public func wait(timeout: Duration) async -> Flags {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (c: CheckedContinuation<Flags, Never>) in
@@ -83,15 +85,15 @@ public final class OutboxSignal: Sendable {
                     return s.ticket
                 }
                 guard let ticket else { return c.resume(returning: take()) }
-                let nanoseconds = max(0, timeout.components.seconds) * 1_000_000_000 + max(0, timeout.components.attoseconds / 1_000_000_000)
-                DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: nanoseconds))) { [self] in
-                    expire(ticket)
-                }
+                clock.wake(at: clock.monotonicNow() + timeout) { [self] in expire(ticket) }
             }
         } onCancel: {
             resumeWaiter()
         }
     }
+
+    /// Whether a task waits here (tests).
+    var isWaiting: Bool { state.withLock { $0.waiter != nil } }
 
     /// Whether a post is waiting to be taken (tests).
     var hasPost: Bool { state.withLock { $0.posted } }

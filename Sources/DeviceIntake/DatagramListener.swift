@@ -49,6 +49,7 @@ public final class DatagramListener: @unchecked Sendable {
 
     /// Binds and starts receiving (loop thread).
     public func start() throws(SystemError) {
+        loop.assertOnLoop()
         let endpoint = try loop.bindUDP(host: listen.host, port: listen.port) { [weak self] bytes, sender, truncated in
             self?.received(bytes, from: sender, truncated: truncated)
         }
@@ -58,6 +59,7 @@ public final class DatagramListener: @unchecked Sendable {
 
     /// Stops receiving (loop thread); answers still owed are never sent.
     public func stop() {
+        loop.assertOnLoop()
         endpoint?.close()
         endpoint = nil
     }

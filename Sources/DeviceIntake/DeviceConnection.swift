@@ -337,6 +337,7 @@ final class DeviceConnection: TCPConnectionDelegate, CommandLink, @unchecked Sen
     /// The positions of answer `sequence` were handled end to end: write every answer now due,
     /// in order.
     private func handled(_ sequence: UInt64) {
+        listener.loop.assertOnLoop()
         guard let first = owed.first, sequence >= first.sequence else { return }
         let index = Int(sequence - first.sequence)
         guard index < owed.count else { return }

@@ -2,6 +2,7 @@ import Foundation
 import GatewayCore
 import Locking
 import SystemIO
+import EnvironmentChecks
 
 /// One device a listening source knows: the name its positions carry and static attributes.
 public struct DeviceEntry: Sendable, Hashable {

@@ -68,6 +68,7 @@ public final class TrackerListener: @unchecked Sendable {
 
     /// Binds and starts accepting (loop thread).
     public func start() throws(SystemError) {
+        loop.assertOnLoop()
         let listener = try loop.listenTCP(host: configuration.listen.host, port: configuration.listen.port) { [weak self] in
             guard let self else {
                 $0.close()
@@ -88,6 +89,7 @@ public final class TrackerListener: @unchecked Sendable {
     /// Stops accepting and closes every connection; answers still owed are never written
     /// (loop thread).
     public func stop() {
+        loop.assertOnLoop()
         listener?.close()
         listener = nil
         sweep?.stop()
@@ -171,6 +173,7 @@ public final class TrackerListener: @unchecked Sendable {
 
     /// The source's task took what the inbox held: connections held back for it read again.
     public func inboxDrained() {
+        loop.assertOnLoop()
         guard !heldForInbox.isEmpty, !inbox.isFull else { return }
         let held = heldForInbox
         heldForInbox.removeAll()
@@ -201,9 +204,4 @@ public final class TrackerListener: @unchecked Sendable {
             context.logger.warning(message + LogRateLimit.suffix(suppressed))
         }
     }
-}
-
-extension Duration {
-    /// Whole milliseconds.
-    var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
 }

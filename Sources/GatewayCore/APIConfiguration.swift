@@ -32,8 +32,8 @@ extension PipelineConfiguration {
                 self.commandTypes = commandTypes
             }
         }
-        public var tlsCertFile: String?
-        public var tlsKeyFile: String?
+        /// HTTPS instead of HTTP.
+        public var tls: ServerTLSOptions?
         /// A source that produced nothing for this long makes `/health` fail.
         public var sourceStall: Duration
         /// A sink whose oldest queued position is older than this makes `/health` fail.
@@ -77,14 +77,13 @@ extension PipelineConfiguration {
             listenOption.spec,
             OptionSpec("token", "string", default: "none", "Bearer token every request must carry; required when listen is not a loopback address. It may submit every command type."),
             OptionSpec("tokens", "object", default: "none", "More tokens by name: {\"ops\": {\"token\": \"…\", \"commands\": [\"set_interval\", \"position_now\"]}}; a request may carry any of them (and token); commands lists the command types the token may submit or cancel (\"all\" for every one; none when left out), and each command is logged with the token's name."),
-            OptionSpec("tls.cert_file", "path", default: "none", "PEM certificate (chain) to serve HTTPS with; with tls.key_file."),
-            OptionSpec("tls.key_file", "path", default: "none", "Unencrypted PEM private key of tls.cert_file."),
+        ] + ServerTLSOptions.specs + [
             sourceStallOption.spec, maxQueueAgeOption.spec, mapTailOption.spec, mapDatumOption.spec,
             maxConnectionsOption.spec, maxConnectionsPerAddressOption.spec,
         ]
 
         public init(host: String = API.defaultAddress.host, port: Int = API.defaultAddress.port, token: String? = nil,
-                    tlsCertFile: String? = nil, tlsKeyFile: String? = nil,
+                    tls: ServerTLSOptions? = nil,
                     sourceStall: Duration = API.sourceStallOption.defaultValue, maxQueueAge: Duration = API.maxQueueAgeOption.defaultValue,
                     mapTail: Int = API.mapTailOption.defaultValue, mapDatum: String = API.mapDatumOption.defaultValue,
                     maxConnections: Int = API.maxConnectionsOption.defaultValue,
@@ -92,8 +91,7 @@ extension PipelineConfiguration {
             self.host = host
             self.port = port
             self.token = token
-            self.tlsCertFile = tlsCertFile
-            self.tlsKeyFile = tlsKeyFile
+            self.tls = tls
             self.sourceStall = sourceStall
             self.maxQueueAge = maxQueueAge
             self.mapTail = mapTail
@@ -132,10 +130,7 @@ extension PipelineConfiguration {
                 named.finish()
             }
             if var tls = reader.object("tls") {
-                api.tlsCertFile = tls.filePath("cert_file")
-                api.tlsKeyFile = tls.filePath("key_file")
-                if api.tlsCertFile == nil { tls.report("cert_file", "required option is missing") }
-                if api.tlsKeyFile == nil { tls.report("key_file", "required option is missing") }
+                api.tls = ServerTLSOptions.read(&tls)
                 tls.finish()
             }
             if var health = reader.object("health") {

@@ -26,7 +26,7 @@ public struct ComponentContext: Sendable {
     /// submits them; nil when the pipeline keeps none.
     public let commands: (any CommandCenter)?
 
-    public init(id: String, kind: ComponentKind, logger: Logger, stats: ComponentStats, clock: any GatewayClock = SystemClock(),
+    public init(id: String, kind: ComponentKind, logger: Logger, stats: ComponentStats, clock: any GatewayClock = .system,
                 stateStore: (any DeviceStateStore)? = nil, commands: (any CommandCenter)? = nil) {
         self.id = id
         self.kind = kind

@@ -178,22 +178,24 @@ public struct StateSettings: Sendable, Hashable {
 }
 
 extension PipelineConfiguration {
-    /// The state store's file: `settings.state.path`, else `state-<name>` beside the first durable
-    /// sink's queue file; nil when state is kept in memory only or in a backend (`state.nats`).
+    /// The state store's file: `settings.state.path`, else the one the first sink with a durable
+    /// queue declares (``SinkPlugin/stateStorePath(of:)``: `state-<name>` beside its queue file);
+    /// nil when state is kept in memory only or in a backend (`state.nats`).
     public var stateStorePath: String? {
         let state = settings.state
         if state.disabled || state.backend != nil { return nil }
         if let path = state.path { return path }
-        for sink in sinks where sink.prepared.durable {
-            for claim in sink.prepared.claims where claim.hasPrefix("file ") {
-                let queue = String(claim.dropFirst(5))
-                let slash = queue.lastIndex(of: "/")
-                let directory = slash.map { String(queue[...$0]) } ?? ""
-                let name = slash.map { String(queue[queue.index(after: $0)...]) } ?? queue
-                return directory + "state-" + name
-            }
-        }
-        return nil
+        return sinks.lazy.compactMap(\.prepared.stateStorePath).first
+    }
+}
+
+extension StateSettings {
+    /// The state file beside a durable queue file: `state-<name>` in its directory.
+    public static func path(besideQueue queue: String) -> String {
+        let slash = queue.lastIndex(of: "/")
+        let directory = slash.map { String(queue[...$0]) } ?? ""
+        let name = slash.map { String(queue[queue.index(after: $0)...]) } ?? queue
+        return directory + "state-" + name
     }
 }
 

@@ -389,20 +389,6 @@ public enum DurationText {
     }
 }
 
-extension Duration {
-    /// Whole milliseconds (truncated).
-    public var milliseconds: Int64 {
-        let c = components
-        return c.seconds * 1000 + c.attoseconds / 1_000_000_000_000_000
-    }
-
-    /// Seconds as a floating-point number.
-    public var secondsDouble: Double {
-        let c = components
-        return Double(c.seconds) + Double(c.attoseconds) / 1e18
-    }
-}
-
 extension String {
     func trimmingSpaces() -> String {
         var s = Substring(self)

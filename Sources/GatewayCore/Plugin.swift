@@ -112,11 +112,15 @@ public protocol SinkPlugin: GatewayPlugin {
     /// Whether the sink submits commands to devices (its ``ComponentContext/commands``).
     /// Optional: the default submits none.
     static func submitsCommands(_ configuration: Configuration) -> Bool
+    /// Where the per-device state file goes when `settings.state.path` is not given: beside the
+    /// sink's durable queue file (``StateSettings/path(besideQueue:)``); nil for a sink without one.
+    static func stateStorePath(of configuration: Configuration) -> String?
 }
 
 extension SinkPlugin {
     public static func isDurable(_ configuration: Configuration) -> Bool { false }
     public static func submitsCommands(_ configuration: Configuration) -> Bool { false }
+    public static func stateStorePath(of configuration: Configuration) -> String? { nil }
 }
 
 /// A running component, as built from a configuration.
@@ -135,6 +139,8 @@ public struct PreparedComponent: Sendable {
     public let keepsState: Bool
     /// It carries (a source) or submits (a sink) commands to devices.
     public let usesCommands: Bool
+    /// For sinks: ``SinkPlugin/stateStorePath(of:)``.
+    public let stateStorePath: String?
     public let build: @Sendable (ComponentContext) throws -> BuiltComponent
     /// The plugin's configuration value as read, for tests that compare what an option's
     /// documented default does with what leaving the option out does.
@@ -145,7 +151,8 @@ public struct PreparedComponent: Sendable {
     /// The component's areas (``TransformPlugin/areas(of:)``); none for sources and sinks.
     public let areas: @Sendable () throws -> [Area]
 
-    public init(claims: [String] = [], durable: Bool = false, keepsState: Bool = false, usesCommands: Bool = false, configuration: (any Sendable)? = nil,
+    public init(claims: [String] = [], durable: Bool = false, keepsState: Bool = false, usesCommands: Bool = false, stateStorePath: String? = nil,
+                configuration: (any Sendable)? = nil,
                 checkEnvironment: @escaping @Sendable (EnvironmentContext) -> [EnvironmentFinding] = { _ in [] },
                 areas: @escaping @Sendable () throws -> [Area] = { [] },
                 build: @escaping @Sendable (ComponentContext) throws -> BuiltComponent) {
@@ -153,6 +160,7 @@ public struct PreparedComponent: Sendable {
         self.durable = durable
         self.keepsState = keepsState
         self.usesCommands = usesCommands
+        self.stateStorePath = stateStorePath
         self.configuration = configuration
         self.checkEnvironment = checkEnvironment
         self.areas = areas
@@ -203,7 +211,8 @@ public struct PluginRegistry: Sendable {
     public mutating func register<P: SinkPlugin>(sink plugin: P.Type) {
         add(P.info) { reader in
             let c = P.configure(&reader)
-            return PreparedComponent(claims: P.claims(of: c), durable: P.isDurable(c), usesCommands: P.submitsCommands(c), configuration: c,
+            return PreparedComponent(claims: P.claims(of: c), durable: P.isDurable(c), usesCommands: P.submitsCommands(c),
+                                     stateStorePath: P.stateStorePath(of: c), configuration: c,
                                      checkEnvironment: { P.checkEnvironment(c, context: $0) }) { ctx in .sink(try P.makeSink(c, context: ctx)) }
         }
     }

@@ -73,6 +73,13 @@ public struct ReceiverHealth: Sendable {
     /// Device ids in the order they were first seen, so checks (and their events) are deterministic.
     private var order: [String] = []
 
+    /// The tracker of the source `context` whose `health` option is `configuration`; nil when it
+    /// has none.
+    public init?(_ configuration: HealthConfiguration?, context: ComponentContext) {
+        guard let configuration else { return nil }
+        self.init(configuration: configuration, source: context.id, logger: context.logger, stats: context.stats)
+    }
+
     public init(configuration: HealthConfiguration, source: String, logger: Logger, stats: ComponentStats) {
         self.configuration = configuration
         self.source = source

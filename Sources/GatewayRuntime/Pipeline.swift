@@ -109,7 +109,7 @@ public final class Pipeline: Sendable {
     }
 
     /// Builds every component; throws the first component that cannot be built (exit 1).
-    public init(configuration: PipelineConfiguration, logHandler: any LogHandler, clock: any GatewayClock = SystemClock(),
+    public init(configuration: PipelineConfiguration, logHandler: any LogHandler, clock: any GatewayClock = .system,
                 drain: Drain = .off, observer: (any PipelineObserver)? = nil) throws {
         self.settings = Locked(configuration.settings)
         self.threads = PipelineThreads(count: configuration.settings.threads)

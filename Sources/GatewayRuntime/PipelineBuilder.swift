@@ -1,6 +1,6 @@
 import GatewayCore
-import DeliveryEngine
 import DeviceCommands
+import SQLiteState
 
 /// Turns configured components into running ones: everything `Pipeline.init` starts with, and
 /// what a reload adds or replaces.
@@ -44,7 +44,7 @@ struct PipelineBuilder: Sendable {
         for c in configuration.sinks {
             let ctx = context(c, commands: board)
             sinks[c.id] = try sink(c, ctx)
-            t.sinks[c.id] = Pipeline.SinkHandle(component: c, stats: ctx.stats, logger: ctx.logger)
+            t.sinks[c.id] = Pipeline.SinkHandle(component: c, context: ctx)
         }
         var transforms: [(PipelineConfiguration.Component, ComponentContext, any PositionTransform)] = []
         for c in configuration.transforms {

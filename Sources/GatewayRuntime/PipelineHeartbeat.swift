@@ -77,11 +77,11 @@ final class ActivityProbe: Sendable {
 
 /// Remembers since when each component has looked stuck with the same mark.
 struct StallTracker {
-    private var since: [ObjectIdentifier: (mark: UInt64, first: ContinuousClock.Instant)] = [:]
+    private var since: [ObjectIdentifier: (mark: UInt64, first: MonotonicInstant)] = [:]
 
     /// Records a sample; returns for how long `id` has been stuck with `mark`, or nil when it is
     /// not stuck (`mark` nil) or the mark changed (it moved since the last sample).
-    mutating func observe(_ id: ObjectIdentifier, stuckWith mark: UInt64?, now: ContinuousClock.Instant) -> Duration? {
+    mutating func observe(_ id: ObjectIdentifier, stuckWith mark: UInt64?, now: MonotonicInstant) -> Duration? {
         guard let mark else { since[id] = nil; return nil }
         if let s = since[id], s.mark == mark { return now - s.first }
         since[id] = (mark, now)
@@ -98,12 +98,12 @@ struct StallTracker {
 extension Pipeline {
     /// The heartbeat task: samples the components every `monitor.heartbeatInterval` and reports.
     func runHeartbeat(_ monitor: any PipelineMonitor) async {
-        let clock = ContinuousClock()
+        let clock = self.clock
         var tracker = StallTracker()
-        var lastEmitted: [String: (count: Int, at: ContinuousClock.Instant?)] = [:]
+        var lastEmitted: [String: (count: Int, at: MonotonicInstant?)] = [:]
         var reportedWedged: [String] = []
         func sample() -> PipelineHeartbeat {
-            let now = clock.now
+            let now = clock.monotonicNow()
             // Read afresh at every beat: a reload replaces components.
             let (sources, transforms, sinks) = heartbeatView()
             var wedged: [String] = []
@@ -142,7 +142,7 @@ extension Pipeline {
         }
         monitor.pipelineStarted(sample())
         while !Task.isCancelled {
-            do { try await Task.sleep(for: monitor.heartbeatInterval) } catch { return }
+            do { try await clock.sleep(for: monitor.heartbeatInterval) } catch { return }
             let beat = sample()
             // Logged on change only: the journal says why systemd is about to restart the service.
             let names = beat.wedged.map { String($0.prefix(while: { $0 != ":" })) }

@@ -100,12 +100,12 @@ extension Pipeline {
         let cancel = ShutdownTrigger()
         let ended = ShutdownTrigger()
 
-        init(component: PipelineConfiguration.Component, stats: ComponentStats, logger: Logger) {
+        init(component: PipelineConfiguration.Component, context: ComponentContext) {
             self.component = component
             self.buffer = SinkBuffer(capacity: component.buffer.maxPositions, policy: component.buffer.whenFull,
-                                     durable: component.prepared.durable, stats: stats)
-            self.stats = stats
-            self.logger = logger
+                                     durable: component.prepared.durable, stats: context.stats, clock: context.clock)
+            self.stats = context.stats
+            self.logger = context.logger
         }
     }
 

@@ -20,7 +20,7 @@ extension Pipeline {
 
     /// Runs on the supervisor: see ``reload(configuration:)``.
     func apply(_ new: PipelineConfiguration, in group: inout DiscardingTaskGroup) async -> ReloadOutcome {
-        let started = ContinuousClock.now
+        let started = clock.monotonicNow()
         let old = topology.withLock { $0 }
         let emittedBefore = old.sources.values.reduce(0) { $0 + $1.stats.emitted }
         var running = old.configuration
@@ -45,7 +45,7 @@ extension Pipeline {
             logger.warning(setting.warning)
         }
         if plan.keepsEveryComponent {
-            outcome.duration = ContinuousClock.now - started
+            outcome.duration = clock.monotonicNow() - started
             logger.info("reloaded: \(outcome.summary)\(plan.appliesSettings ? " (settings applied)" : "")")
             return outcome
         }
@@ -56,7 +56,7 @@ extension Pipeline {
             fresh = try buildReplacements(new, plan: plan, old: old)
         } catch {
             logger.error("reload failed, kept the running pipeline: \(error)")
-            return ReloadOutcome(status: .failed, problem: "\(error)", duration: ContinuousClock.now - started)
+            return ReloadOutcome(status: .failed, problem: "\(error)", duration: clock.monotonicNow() - started)
         }
 
         // 2. Stop replaced sources; what they emit until then goes along the old routes.
@@ -90,7 +90,7 @@ extension Pipeline {
                 outcome.problem = problem
             }
         }
-        outcome.duration = ContinuousClock.now - started
+        outcome.duration = clock.monotonicNow() - started
         // A restarted source of the same type shares its predecessor's counters: count each once.
         var counters: [ObjectIdentifier: ComponentStats] = [:]
         for h in topology.withLock({ Array($0.sources.values) }) + stoppingSources { counters[ObjectIdentifier(h.stats)] = h.stats }
@@ -124,7 +124,7 @@ extension Pipeline {
             // A sink that claims something a replaced sink holds (its queue, its file) is built
             // once that one closed it.
             let deferred = plan.buildsAfterOldSinksStop.contains(c.path)
-            fresh.sinks[c.id] = (SinkHandle(component: c, stats: ctx.stats, logger: ctx.logger), deferred ? nil : try builder.sink(c, ctx))
+            fresh.sinks[c.id] = (SinkHandle(component: c, context: ctx), deferred ? nil : try builder.sink(c, ctx))
         }
         return fresh
     }
@@ -158,8 +158,8 @@ extension Pipeline {
         let timeout = settings.withLock { $0.shutdownTimeout }
         await withTaskGroup(of: Void.self) { drain in
             drain.addTask { for h in stoppingSinks { await h.ended.wait() } }
-            drain.addTask { [logger] in
-                do { try await Task.sleep(for: timeout) } catch { return }
+            drain.addTask { [logger, clock] in
+                do { try await clock.sleep(for: timeout) } catch { return }
                 logger.warning("reload: replaced sinks did not drain within \(DurationText.format(timeout)); cancelling them")
                 for h in stoppingSinks { h.cancel.fire(reason: "deadline") }
             }

@@ -35,7 +35,7 @@ extension Pipeline {
                 guard !Task.isCancelled else { return }
                 logger.info("\(self.trigger.reason ?? "signal") while draining: sinks get \(DurationText.format(timeout)) to stop")
             }
-            do { try await Task.sleep(for: timeout) } catch { return }
+            do { try await self.clock.sleep(for: timeout) } catch { return }
             let late = sinks.filter { !$0.ended.isFired }
             guard !late.isEmpty else { return }
             logger.warning("shutdown deadline of \(DurationText.format(timeout)) passed; cancelling \(late.count) sink(s)")
@@ -195,7 +195,7 @@ extension Pipeline {
         group.addTask {
             await Pipeline.run(until: stop) {
                 while !Task.isCancelled {
-                    do { try await Task.sleep(for: interval) } catch { return }
+                    do { try await self.clock.sleep(for: interval) } catch { return }
                     self.logStats()
                 }
             }
@@ -211,7 +211,7 @@ extension Pipeline {
         }
         return await withTaskGroup(of: Bool.self) { group in
             group.addTask { await self.trigger.wait(); return true }
-            group.addTask { (try? await Task.sleep(for: limit)) != nil ? false : true }
+            group.addTask { (try? await self.clock.sleep(for: limit)) != nil ? false : true }
             let first = await group.next() ?? true
             group.cancelAll()
             return first
@@ -226,7 +226,7 @@ extension Pipeline {
     func reportSourceProgress() async {
         var last: [String: Int] = [:]
         while !Task.isCancelled {
-            do { try await Task.sleep(for: Pipeline.sourceProgressInterval) } catch { return }
+            do { try await clock.sleep(for: Pipeline.sourceProgressInterval) } catch { return }
             let sources = topology.withLock { t in t.configuration.sources.compactMap { t.sources[$0.id] } }
             for h in sources {
                 let emitted = h.stats.emitted

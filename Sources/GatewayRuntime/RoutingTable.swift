@@ -33,6 +33,9 @@ extension Pipeline {
             }
         }
 
+        /// True once the table was retired and every reader left (``retire()`` returns then).
+        var isDrained: Bool { drained.isFired }
+
         /// Waits until every reader left; call once the table was swapped out.
         func retire() async {
             retired.store(true, ordering: .sequentiallyConsistent)

@@ -50,12 +50,16 @@ public final class SinkBuffer: SinkInput, Sendable {
     public let policy: PipelineConfiguration.BufferSettings.WhenFull
     public let durable: Bool
     private let stats: ComponentStats
+    /// Ends ``next(timeout:)``'s waits.
+    private let clock: any GatewayClock
     private let state = Locked(State())
     /// Fired by the pipeline on a signal or a failure: see ``SinkInput/stopRequest``.
     public let stopNow = ShutdownTrigger()
     public var stopRequest: (any SinkStopRequest)? { stopNow }
 
-    public init(capacity: Int, policy: PipelineConfiguration.BufferSettings.WhenFull, durable: Bool, stats: ComponentStats) {
+    public init(capacity: Int, policy: PipelineConfiguration.BufferSettings.WhenFull, durable: Bool, stats: ComponentStats,
+                clock: any GatewayClock = .system) {
+        self.clock = clock
         self.capacity = max(1, capacity)
         self.policy = policy
         self.durable = durable
@@ -248,7 +252,7 @@ public final class SinkBuffer: SinkInput, Sendable {
         return await withTaskGroup(of: SinkEvent?.self) { group in
             group.addTask { await self.waitForData() }
             group.addTask {
-                try? await Task.sleep(for: timeout)
+                try? await self.clock.sleep(for: timeout)
                 return nil
             }
             var result: SinkEvent = .timeout

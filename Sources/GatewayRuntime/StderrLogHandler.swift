@@ -22,7 +22,7 @@ public final class StderrLogHandler: LogHandler, Sendable {
     private let clock: any GatewayClock
     private let lock = Locked(())
 
-    public init(minimumLevel: LogLevel, format: Format = .text, clock: any GatewayClock = SystemClock()) {
+    public init(minimumLevel: LogLevel, format: Format = .text, clock: any GatewayClock = .system) {
         self.minimumLevel = minimumLevel
         self.format = format
         self.clock = clock

@@ -1,6 +1,5 @@
 import GatewayCore
 import Locking
-import DeliveryEngine
 import Synchronization
 
 /// Restores one stateful transform's per-device state at build and saves what each batch changed
@@ -17,17 +16,20 @@ final class TransformStateKeeper: Sendable {
     private let store: any DeviceStateStore
     private let stats: ComponentStats
     private let logger: Logger
+    /// Paces the log lines of failed writes.
+    private let clock: any GatewayClock
     /// Orders every keeper's writes, across reloads (a replaced transform's last changes and its
     /// replacement's first write to the same rows).
     private static let sequence = Atomic<UInt64>(0)
     private let failures = Locked(LogRateLimit())
 
-    private init(transform: String, format: String, store: any DeviceStateStore, stats: ComponentStats, logger: Logger) {
+    private init(transform: String, format: String, store: any DeviceStateStore, context: ComponentContext) {
         self.transform = transform
         self.format = format
         self.store = store
-        self.stats = stats
-        self.logger = logger
+        self.stats = context.stats
+        self.logger = context.logger
+        self.clock = context.clock
     }
 
     /// Restores `built`'s state from `store` and starts recording its changes; nil (and `built`
@@ -61,7 +63,7 @@ final class TransformStateKeeper: Sendable {
         context.logger.info(note)
         stateful.recordStateChanges()
         built = stateful
-        let keeper = TransformStateKeeper(transform: id, format: format, store: store, stats: context.stats, logger: context.logger)
+        let keeper = TransformStateKeeper(transform: id, format: format, store: store, context: context)
         if store.totals(transform: id) != nil {
             context.stats.gauge("state.devices") { store.totals(transform: id)?.devices ?? 0 }
             context.stats.gauge("state.bytes") { store.totals(transform: id)?.bytes ?? 0 }
@@ -94,7 +96,7 @@ final class TransformStateKeeper: Sendable {
         if let conflict = error as? DeviceStateStoreError, conflict.isConflict {
             stats.count("state.conflicts", by: conflict.devices.count)
             stats.count("state.writes", by: count - conflict.devices.count)
-            let suppressed = failures.withLock { $0.allow("conflict", now: SystemClock().now().milliseconds) }
+            let suppressed = failures.withLock { $0.allow("conflict", now: clock.monotonicNow().sinceOrigin.milliseconds) }
             if let suppressed {
                 let devices = conflict.devices.prefix(5).joined(separator: ", ") + (conflict.devices.count > 5 ? ", …" : "")
                 logger.error("per-device state of \(devices) was written by another gateway since this one read it: not overwritten; two gateways read the same partition? (\(conflict.detail))\(LogRateLimit.suffix(suppressed))")
@@ -103,7 +105,7 @@ final class TransformStateKeeper: Sendable {
             return
         }
         stats.count("state.errors")
-        let suppressed = failures.withLock { $0.allow("write", now: SystemClock().now().milliseconds) }
+        let suppressed = failures.withLock { $0.allow("write", now: clock.monotonicNow().sinceOrigin.milliseconds) }
         if let suppressed { logger.error("cannot save per-device state: \(error)\(LogRateLimit.suffix(suppressed))") }
     }
 }

@@ -61,11 +61,11 @@ public enum Poll {
     /// Uses the real clock: this is the test waiting, not the code under test.
     public static func until(timeout: Duration = .seconds(20), interval: Duration = .milliseconds(10),
                              _ condition: @Sendable () async -> Bool) async -> Bool {
-        let clock = ContinuousClock()
-        let deadline = clock.now + timeout
+        let clock = SystemClock.system
+        let deadline = clock.monotonicNow() + timeout
         while true {
             if await condition() { return true }
-            if clock.now >= deadline { return false }
+            if clock.monotonicNow() >= deadline { return false }
             do { try await Task.sleep(for: interval) } catch { return await condition() }
         }
     }
@@ -73,11 +73,11 @@ public enum Poll {
     /// `until` for a synchronous condition that reads state the test owns (a process, a file).
     public static func until(timeout: Duration = .seconds(20), interval: Duration = .milliseconds(10),
                              _ condition: () -> Bool) async -> Bool {
-        let clock = ContinuousClock()
-        let deadline = clock.now + timeout
+        let clock = SystemClock.system
+        let deadline = clock.monotonicNow() + timeout
         while true {
             if condition() { return true }
-            if clock.now >= deadline { return false }
+            if clock.monotonicNow() >= deadline { return false }
             do { try await Task.sleep(for: interval) } catch { return condition() }
         }
     }

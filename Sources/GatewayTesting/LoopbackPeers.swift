@@ -148,7 +148,7 @@ public final class LoopbackUDPSender: Sendable {
     /// The next datagram received within `timeout`, or nil.
     public func receive(timeout: Duration = .seconds(10)) -> [UInt8]? {
         var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        let ms = Int32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        let ms = Int32(clamping: timeout.milliseconds)
         guard poll(&p, 1, ms) > 0 else { return nil }
         var buffer = [UInt8](repeating: 0, count: 65_536)
         let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
@@ -226,7 +226,7 @@ public final class LoopbackTCPClient: @unchecked Sendable {
     /// Whatever arrives within `timeout` (empty when nothing did); nil once the server closed.
     public func readSome(timeout: Duration, max: Int = 65_536) -> [UInt8]? {
         var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        let ms = Int32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        let ms = Int32(clamping: timeout.milliseconds)
         guard poll(&p, 1, ms) > 0 else { return [] }
         var buffer = [UInt8](repeating: 0, count: max)
         let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }

@@ -73,7 +73,7 @@ public final class NotifySocket: Sendable {
             guard poll(&p, 1, 50) > 0 else { continue }
             let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             guard n > 0 else { continue }
-            let datagram = Datagram(text: String(decoding: buffer[0..<n], as: UTF8.self), at: ContinuousClock().now)
+            let datagram = Datagram(text: String(decoding: buffer[0..<n], as: UTF8.self), at: ContinuousClock.now)
             received.withLock { $0.append(datagram) }
         }
     }

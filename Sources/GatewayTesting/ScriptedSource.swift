@@ -24,7 +24,7 @@ public struct ScriptedSource: PositionSource {
     let decodeBytes: (@Sendable ([UInt8]) -> [Position])?
 
     /// Creates a source that plays `steps`; `stats` receives `emitted` and bad-input counts.
-    public init(_ steps: [Step], holdOpen: Bool = false, clock: any GatewayClock = SystemClock(),
+    public init(_ steps: [Step], holdOpen: Bool = false, clock: any GatewayClock = .system,
                 stats: ComponentStats? = nil, decodeBytes: (@Sendable ([UInt8]) -> [Position])? = nil) {
         self.steps = steps
         self.holdOpen = holdOpen

@@ -34,7 +34,7 @@ public enum SinkConformance {
         delivered: @Sendable () async throws -> [String]
     ) async throws -> ComponentStats {
         let context = makeContext()
-        let buffer = SinkBuffer(capacity: 100_000, policy: .block, durable: false, stats: context.stats)
+        let buffer = SinkBuffer(capacity: 100_000, policy: .block, durable: false, stats: context.stats, clock: context.clock)
         let sink = try make(context)
         let running = AbandonableRun { try await sink.run(input: buffer) }
         defer { running.task.cancel() }
@@ -71,7 +71,7 @@ public enum SinkConformance {
         committed: @escaping @Sendable () -> Set<String>
     ) async throws {
         let context = makeContext()
-        let buffer = SinkBuffer(capacity: 100_000, policy: .block, durable: true, stats: context.stats)
+        let buffer = SinkBuffer(capacity: 100_000, policy: .block, durable: true, stats: context.stats, clock: context.clock)
         let input = CommitCheckingInput(buffer, committed: committed)
         let sink = try make(context)
         let running = AbandonableRun { try await sink.run(input: input) }
@@ -99,7 +99,7 @@ public enum SinkConformance {
         make: (ComponentContext) throws -> any PositionSink
     ) async throws {
         let context = makeContext()
-        let buffer = SinkBuffer(capacity: 100_000, policy: .block, durable: false, stats: context.stats)
+        let buffer = SinkBuffer(capacity: 100_000, policy: .block, durable: false, stats: context.stats, clock: context.clock)
         let sink = try make(context)
         let running = AbandonableRun { try await sink.run(input: buffer) }
         buffer.enqueueWithoutWaiting(positions)
@@ -120,7 +120,7 @@ public enum SinkConformance {
         make: (ComponentContext) throws -> any PositionSink
     ) async throws {
         let context = makeContext()
-        let buffer = SinkBuffer(capacity: 100_000, policy: .block, durable: true, stats: context.stats)
+        let buffer = SinkBuffer(capacity: 100_000, policy: .block, durable: true, stats: context.stats, clock: context.clock)
         let sink = try make(context)
         let running = AbandonableRun { try await sink.run(input: buffer) }
         defer { running.task.cancel() }

@@ -16,21 +16,22 @@ public struct SinkHarness<Plugin: SinkPlugin>: Sendable {
     /// Builds the sink `id` from a configuration. `capacity` is the buffer's; its durable mode is
     /// the plugin's for this configuration, as in a pipeline.
     public init(_ configuration: Plugin.Configuration, id: String = "up", logLevel: LogLevel = .debug,
-                capacity: Int = 100_000, commands: (any CommandCenter)? = nil) throws {
+                capacity: Int = 100_000, clock: any GatewayClock = .system, commands: (any CommandCenter)? = nil) throws {
         stats = ComponentStats(id: id)
         log = RecordingLogHandler(minimumLevel: logLevel)
-        context = ComponentContext(id: id, kind: .sink, logger: log.logger(label: "sinks.\(id)"), stats: stats, commands: commands)
+        context = ComponentContext(id: id, kind: .sink, logger: log.logger(label: "sinks.\(id)"), stats: stats, clock: clock,
+                                   commands: commands)
         sink = try Plugin.makeSink(configuration, context: context)
-        buffer = SinkBuffer(capacity: capacity, policy: .block, durable: Plugin.isDurable(configuration), stats: stats)
+        buffer = SinkBuffer(capacity: capacity, policy: .block, durable: Plugin.isDurable(configuration), stats: stats, clock: clock)
     }
 
     /// Builds the sink `id` from JSON options (``PluginOptions/valid(_:_:path:environment:baseDirectory:)``:
     /// any configuration problem throws); relative paths in them are read from `baseDirectory`.
     public init(_ json: String, id: String = "up", environment: [String: String] = [:], baseDirectory: String = ".",
-                logLevel: LogLevel = .debug, capacity: Int = 100_000, commands: (any CommandCenter)? = nil) throws {
+                logLevel: LogLevel = .debug, capacity: Int = 100_000, clock: any GatewayClock = .system, commands: (any CommandCenter)? = nil) throws {
         let configuration = try PluginOptions.valid(Plugin.self, json, path: "sinks.\(id)", environment: environment,
                                                     baseDirectory: baseDirectory)
-        try self.init(configuration, id: id, logLevel: logLevel, capacity: capacity, commands: commands)
+        try self.init(configuration, id: id, logLevel: logLevel, capacity: capacity, clock: clock, commands: commands)
     }
 
     /// Runs the sink while `feed` sends positions; closes the input after `feed` and waits for the sink to end.

@@ -16,7 +16,7 @@ public enum SourceConformance {
     }
 
     /// A context for a source under test: id `id`, a recording log handler, fresh stats.
-    public static func makeContext(id: String = "under_test", clock: any GatewayClock = SystemClock(),
+    public static func makeContext(id: String = "under_test", clock: any GatewayClock = .system,
                                    log: RecordingLogHandler = RecordingLogHandler()) -> ComponentContext {
         ComponentContext(id: id, kind: .source, logger: log.logger(label: "sources.\(id)"),
                          stats: ComponentStats(id: "sources.\(id)"), clock: clock)

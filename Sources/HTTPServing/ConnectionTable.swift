@@ -1,4 +1,5 @@
 import Dispatch
+import GatewayCore
 import Locking
 import Synchronization
 
@@ -99,7 +100,7 @@ final class Core: Sendable {
     func sweep() {
         guard !isStopping else { return }
         let now = HTTPServer.monotonicMilliseconds()
-        let deadline = HTTPServer.milliseconds(limits.requestDeadline)
+        let deadline = limits.requestDeadline.milliseconds
         let gone: [StreamExchange] = table.withLock { t in
             var streams: [StreamExchange] = []
             var fds: [Int32] = []

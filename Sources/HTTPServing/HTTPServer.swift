@@ -3,7 +3,9 @@
 import CMicroHTTPD
 import Dispatch
 import Foundation
+import GatewayCore
 import Synchronization
+import SystemIO
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -100,11 +102,13 @@ public final class HTTPServer: @unchecked Sendable {
             }
         }
         let fd: Int32
-        do throws(HTTPServerError) {
-            fd = try HTTPServer.listenSocket(host: host, port: port, backlog: Int32(min(limits.connections, 4096)))
+        // Made here rather than by libmicrohttpd so a port in use is reported with its errno, and
+        // a port of 0 can be read back.
+        do throws(SystemError) {
+            fd = try Socket.listeningDescriptor(host: host, port: port, backlog: Int32(min(limits.connections, 4096)))
         } catch {
             pem.forEach { free($0) }
-            throw error
+            throw HTTPServerError(description: "cannot \(error)")
         }
         let socketIdentity = HTTPServer.identity(of: fd)
         let core = Core(limits: limits, handler: handler)
@@ -157,7 +161,7 @@ public final class HTTPServer: @unchecked Sendable {
         self.port = HTTPServer.boundPort(fd) ?? port
         // A quarter of the deadline, so a late request is cut within 125% of it; at most a second,
         // which is also how soon a stream's departed client is noticed.
-        let interval = DispatchTimeInterval.milliseconds(Int(min(1000, max(50, HTTPServer.milliseconds(limits.requestDeadline) / 4))))
+        let interval = DispatchTimeInterval.milliseconds(Int(min(1000, max(50, limits.requestDeadline.milliseconds / 4))))
         sweepTimer = DispatchSource.makeTimerSource(queue: sweepQueue)
         sweepTimer.schedule(deadline: .now() + interval, repeating: interval, leeway: .milliseconds(10))
         sweepTimer.setEventHandler { [core] in core.sweep() }
@@ -193,7 +197,7 @@ public final class HTTPServer: @unchecked Sendable {
         for r in requests { r.serverStopping(drain: drained) }
         for s in streams { s.serverStopping(drain: drained) }
         // libmicrohttpd would close resumed connections without sending what they queued.
-        _ = drained.wait(timeout: .now() + .milliseconds(Int(HTTPServer.milliseconds(HTTPServer.drainTimeout))))
+        _ = drained.wait(timeout: .now() + .milliseconds(Int(HTTPServer.drainTimeout.milliseconds)))
         MHD_stop_daemon(daemon)
         if listening >= 0 { close(listening) }
     }

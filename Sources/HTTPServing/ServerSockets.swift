@@ -1,49 +1,10 @@
-// The socket calls of the server: its listening socket, and the connections' addresses and hang-ups.
+// The socket calls of the server: the connections' identities, addresses and hang-ups (the
+// listening socket is SystemIO's, Socket.listeningDescriptor).
 #if canImport(Glibc)
 import Glibc
 #endif
 
 extension HTTPServer {
-    /// Made here rather than by libmicrohttpd so a port in use is reported with its errno, and a
-    /// port of 0 can be read back.
-    static func listenSocket(host: String, port: Int, backlog: Int32) throws(HTTPServerError) -> Int32 {
-        var storage = sockaddr_storage()
-        let length: socklen_t
-        let family: Int32
-        if host.contains(":") {
-            family = AF_INET6
-            var a = sockaddr_in6()
-            a.sin6_family = sa_family_t(AF_INET6)
-            a.sin6_port = in_port_t(UInt16(truncatingIfNeeded: port).bigEndian)
-            guard inet_pton(AF_INET6, host, &a.sin6_addr) == 1 else { throw HTTPServerError(description: "\(host) is not an IPv6 address") }
-            withUnsafeBytes(of: a) { bytes in withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: bytes) } }
-            length = socklen_t(MemoryLayout<sockaddr_in6>.size)
-        } else {
-            family = AF_INET
-            var a = sockaddr_in()
-            a.sin_family = sa_family_t(AF_INET)
-            a.sin_port = in_port_t(UInt16(truncatingIfNeeded: port).bigEndian)
-            guard inet_pton(AF_INET, host, &a.sin_addr) == 1 else { throw HTTPServerError(description: "\(host) is not an IPv4 address") }
-            withUnsafeBytes(of: a) { bytes in withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: bytes) } }
-            length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        }
-        let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw HTTPServerError(description: "cannot open a socket: \(String(cString: strerror(errno)))") }
-        var one: Int32 = 1
-        var options = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        if family == AF_INET6 && options == 0 {
-            options = setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size))
-        }
-        let bound = withUnsafePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-        guard options == 0, bound == 0, listen(fd, backlog) == 0 else {
-            let reason = String(cString: strerror(errno))
-            close(fd)
-            let address = family == AF_INET6 ? "[\(host)]:\(port)" : "\(host):\(port)"
-            throw HTTPServerError(description: "cannot listen on \(address): \(reason)")
-        }
-        return fd
-    }
-
     /// The device and inode of an open descriptor (a socket's are unique while it is open).
     static func identity(of fd: Int32) -> [UInt64]? {
         var st = stat()

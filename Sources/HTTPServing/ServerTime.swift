@@ -1,3 +1,4 @@
+import GatewayCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,14 +13,8 @@ extension HTTPServer {
         return Int64(t.tv_sec) * 1000 + Int64(t.tv_nsec) / 1_000_000
     }
 
-    /// A duration in whole milliseconds, rounded down.
-    static func milliseconds(_ d: Duration) -> Int64 {
-        let (seconds, attoseconds) = d.components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
-    }
-
     /// libmicrohttpd's timeouts are whole seconds: rounded up, at least 1.
     static func wholeSeconds(_ d: Duration) -> UInt32 {
-        UInt32(clamping: max(1, (HTTPServer.milliseconds(d) + 999) / 1000))
+        UInt32(clamping: max(1, (d.milliseconds + 999) / 1000))
     }
 }

@@ -27,7 +27,7 @@ enum CommandCommand {
             LocgateCommand.fail("\(args[1]): has no api: the running gateway's commands are reached through its operator API", code: 1)
         }
         let token = given ?? ProcessInfo.processInfo.environment["LOCGATE_API_TOKEN"] ?? api.token
-        if api.tlsCertFile != nil {
+        if api.tls != nil {
             LocgateCommand.fail("the API is served over TLS, which this command does not speak; with curl: curl -H 'Authorization: Bearer …' https://\(api.listen)/…", code: 1)
         }
         let request: (method: String, path: String, body: String?)

@@ -1,7 +1,7 @@
 import Foundation
 import GatewayCore
 import Locking
-import DeliveryEngine
+import SQLiteState
 
 /// Runs every component's environment check for `locgate validate`.
 enum EnvironmentCheck {

@@ -1,6 +1,6 @@
 import Foundation
 import GatewayCore
-import DeliveryEngine
+import SQLiteState
 
 /// `locgate state list|show|forget`: the per-device state a pipeline keeps (`settings.state`).
 /// Reading works while the pipeline runs (the store is SQLite in WAL mode); `forget` needs it

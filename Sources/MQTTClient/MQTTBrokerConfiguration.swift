@@ -11,8 +11,6 @@ public struct MQTTBrokerConfiguration: Sendable, Equatable {
         "Longest wait between connection attempts (backoff from 200ms, doubling, ±20% jitter).")
     public static let cleanSessionOption = Option("clean_session", default: false,
         "Start a new session on every connect; false keeps it (MQTT 5: session expiry set to the maximum).")
-    public static let tlsVerifyOption = Option("tls.verify", default: true,
-        "Verify the broker's certificate and host name; false accepts any (testing only).")
     public static let keepaliveOption = Option("keepalive", default: Duration.seconds(60), minimum: .seconds(5),
         "MQTT keepalive: a dead connection is noticed within 1.5 times this.")
 
@@ -31,10 +29,8 @@ public struct MQTTBrokerConfiguration: Sendable, Equatable {
     public var protocolVersion = MQTTBrokerConfiguration.protocolOption().defaultValue
     public var username: String?
     public var password: String?
-    public var caFile: String?
-    public var certFile: String?
-    public var keyFile: String?
-    public var verify = MQTTBrokerConfiguration.tlsVerifyOption.defaultValue
+    /// Used with an mqtts:// url.
+    public var tls = ClientTLSOptions()
     public var keepalive = MQTTBrokerConfiguration.keepaliveOption.defaultValue
     public var reconnectMax = MQTTBrokerConfiguration.reconnectMaxOption.defaultValue
 
@@ -54,10 +50,7 @@ public struct MQTTBrokerConfiguration: Sendable, Equatable {
     public static let securitySpecs: [OptionSpec] = [
         OptionSpec("username", "string", default: "none", "User name; ${ENV} allowed."),
         OptionSpec("password", "string", default: "none", "Password; ${ENV} allowed."),
-        OptionSpec("tls.ca_file", "path", default: "system CAs", "PEM file of the CA(s) that signed the broker's certificate."),
-        OptionSpec("tls.cert_file", "path", default: "none", "PEM client certificate (with tls.key_file)."),
-        OptionSpec("tls.key_file", "path", default: "none", "PEM private key of tls.cert_file (unencrypted)."),
-        tlsVerifyOption.spec,
+    ] + ClientTLSOptions.specs(peer: "the broker") + [
         keepaliveOption.spec,
     ]
 
@@ -87,13 +80,7 @@ public struct MQTTBrokerConfiguration: Sendable, Equatable {
         password = options.secretString("password")
         if password != nil && username == nil { options.report("password", "given without username") }
         if var tls = options.object("tls") {
-            caFile = MQTTBrokerConfiguration.readableFile(&tls, "ca_file")
-            certFile = MQTTBrokerConfiguration.readableFile(&tls, "cert_file")
-            keyFile = MQTTBrokerConfiguration.readableFile(&tls, "key_file")
-            verify = tls.read(Self.tlsVerifyOption)
-            if tls.has("cert_file") != tls.has("key_file") {
-                tls.report(tls.has("cert_file") ? "key_file" : "cert_file", "tls.cert_file and tls.key_file go together")
-            }
+            self.tls = ClientTLSOptions.read(&tls, checkFiles: true)
             if !useTLS { tls.report("", "only used with an mqtts:// url") }
             tls.finish()
         }
@@ -120,7 +107,7 @@ public struct MQTTBrokerConfiguration: Sendable, Equatable {
         o.keepalive = Int(keepalive.milliseconds / 1000)
         o.username = username
         o.password = password
-        if useTLS { o.tls = .init(caFile: caFile, certFile: certFile, keyFile: keyFile, verify: verify) }
+        if useTLS { o.tls = tls }
         o.reconnectMax = reconnectMax
         o.displayURL = displayURL
         return o
@@ -151,15 +138,6 @@ public struct MQTTBrokerConfiguration: Sendable, Equatable {
         }
         guard !host.isEmpty, !host.contains(where: { $0 == "/" || $0 == "@" || $0 == " " || $0 == "?" }) else { return nil }
         return (tls, String(host), port)
-    }
-
-    /// A path that must name a readable file: checked now so `locgate validate` reports it.
-    private static func readableFile(_ reader: inout OptionReader, _ key: String) -> String? {
-        guard let path = reader.filePath(key) else { return nil }
-        if access(path, R_OK) != 0 {
-            reader.report(key, "cannot read \(path): \(String(cString: strerror(errno)))")
-        }
-        return path
     }
 
     /// `locgate-<host name>-<component id>`: the same on every start of this component on this machine.

@@ -1,19 +1,9 @@
+import GatewayCore
+
 /// Everything a connection needs, in Swift types only.
 public struct MQTTConnectionOptions: Sendable {
     public enum ProtocolVersion: Sendable { case v311, v5 }
-    public struct TLS: Sendable {
-        public var caFile: String?
-        public var certFile: String?
-        public var keyFile: String?
-        public var verify = true
-
-        public init(caFile: String? = nil, certFile: String? = nil, keyFile: String? = nil, verify: Bool = true) {
-            self.caFile = caFile
-            self.certFile = certFile
-            self.keyFile = keyFile
-            self.verify = verify
-        }
-    }
+    public typealias TLS = ClientTLSOptions
     /// A message the connection publishes itself (the status topic's online and offline messages).
     public struct Message: Sendable {
         public var topic: String

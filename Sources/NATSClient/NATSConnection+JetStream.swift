@@ -39,7 +39,7 @@ extension NATSConnection {
                         sc.Subjects = UnsafeMutablePointer(mutating: list.baseAddress)
                         sc.SubjectsLen = Int32(list.count)
                         sc.Replicas = Int64(config.replicas)
-                        sc.Duplicates = nanoseconds(config.duplicateWindow)
+                        sc.Duplicates = config.duplicateWindow.nanoseconds
                         sc.Storage = config.fileStorage ? js_FileStorage : js_MemoryStorage
                         var si: UnsafeMutablePointer<jsStreamInfo>?
                         var code = jsErrCode(0)
@@ -132,7 +132,7 @@ extension NATSConnection {
                     cc.Durable = durable
                     cc.FilterSubject = filter
                     cc.AckPolicy = js_AckExplicit
-                    cc.AckWait = nanoseconds(config.ackWait)
+                    cc.AckWait = config.ackWait.nanoseconds
                     cc.MaxAckPending = Int64(config.maxAckPending)
                     switch config.deliver {
                     case .all: cc.DeliverPolicy = js_DeliverAll

@@ -47,7 +47,7 @@ extension NATSConnection {
             kc.Bucket = bucket
             kc.History = 1
             kc.Replicas = Int32(config.replicas)
-            kc.TTL = nanoseconds(config.ttl)
+            kc.TTL = config.ttl.nanoseconds
             kc.StorageType = config.fileStorage ? js_FileStorage : js_MemoryStorage
             return js_CreateKeyValue(&kv, js, &kc)
         }

@@ -303,10 +303,6 @@ public final class NATSConnection: @unchecked Sendable {
     }
 }
 
-func nanoseconds(_ d: Duration) -> Int64 {
-    d.components.seconds * 1_000_000_000 + d.components.attoseconds / 1_000_000_000
-}
-
 func withOptionalCString<R>(_ s: String?, _ body: (UnsafePointer<CChar>?) throws -> R) rethrows -> R {
     guard let s else { return try body(nil) }
     return try s.withCString { try body($0) }

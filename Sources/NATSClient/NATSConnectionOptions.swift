@@ -6,8 +6,6 @@ import Glibc
 /// How to reach a NATS cluster: the options every NATS component (the `nats` sink, and the
 /// `nats` source of a later change) reads the same way, with the same names and defaults.
 public struct NATSConnectionOptions: Sendable, Hashable {
-    public static let tlsVerifyOption = Option("tls.verify", default: true,
-        "Check the server certificate; false accepts any (tests only).")
     public static let connectTimeoutOption = Option("connect_timeout", default: Duration.seconds(5), minimum: .milliseconds(10),
         "Timeout of one connection attempt to one server.")
     public static let reconnectInitialOption = Option("reconnect.initial", default: Duration.milliseconds(200), minimum: .milliseconds(1),
@@ -27,16 +25,7 @@ public struct NATSConnectionOptions: Sendable, Hashable {
     }
 
     /// TLS to the servers; with `verify` false the server certificate is not checked (tests only).
-    public struct TLS: Sendable, Hashable {
-        public var caFile: String?
-        public var certFile: String?
-        public var keyFile: String?
-        public var verify = NATSConnectionOptions.tlsVerifyOption.defaultValue
-
-        public init(caFile: String? = nil, certFile: String? = nil, keyFile: String? = nil, verify: Bool = true) {
-            self.caFile = caFile; self.certFile = certFile; self.keyFile = keyFile; self.verify = verify
-        }
-    }
+    public typealias TLS = ClientTLSOptions
 
     /// `nats://host:port` or `tls://host:port`; the client also learns the other cluster members from them.
     public var servers: [String] = []
@@ -61,10 +50,7 @@ public struct NATSConnectionOptions: Sendable, Hashable {
         OptionSpec("user", "string", default: "none", "User name; with password."),
         OptionSpec("password", "string", default: "none", "Password of user; ${ENV} allowed."),
         OptionSpec("tls", "object", default: "none", "TLS to the servers (implied by a tls:// URL): {\"ca_file\", \"cert_file\", \"key_file\", \"verify\"}."),
-        OptionSpec("tls.ca_file", "path", default: "system roots", "PEM file of the CA(s) that signed the server certificates."),
-        OptionSpec("tls.cert_file", "path", default: "none", "PEM client certificate (chain); needs tls.key_file."),
-        OptionSpec("tls.key_file", "path", default: "none", "PEM private key of tls.cert_file."),
-        tlsVerifyOption.spec,
+    ] + ClientTLSOptions.specs(peer: "the server") + [
         connectTimeoutOption.spec,
         reconnectInitialOption.spec,
         reconnectMaxOption.spec,
@@ -122,16 +108,8 @@ public struct NATSConnectionOptions: Sendable, Hashable {
         }
 
         if var tls = options.object("tls") {
-            var t = TLS()
-            t.caFile = readableFile(&tls, "ca_file")
-            t.certFile = readableFile(&tls, "cert_file")
-            t.keyFile = readableFile(&tls, "key_file")
-            t.verify = tls.read(tlsVerifyOption)
-            if tls.has("cert_file") != tls.has("key_file") {
-                tls.report(tls.has("cert_file") ? "key_file" : "cert_file", "cert_file and key_file go together")
-            }
+            c.tls = ClientTLSOptions.read(&tls, checkFiles: true)
             tls.finish()
-            c.tls = t
         } else if secureURL {
             c.tls = TLS()
         }

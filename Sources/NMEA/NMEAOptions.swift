@@ -1,3 +1,5 @@
+import GatewayCore
+
 /// Settings shared by every source that reads NMEA 0183.
 public struct NMEAOptions: Sendable {
     /// Reject sentences without a `*HH` checksum (`missingChecksum`); some old receivers send none.
@@ -20,4 +22,17 @@ public struct NMEAOptions: Sendable {
 
     /// Creates the default options.
     public init() {}
+
+    /// The options of a live source (one that reconnects or restarts): positions labelled
+    /// `source` and `device`, ids prefixed `idPrefix` (default `<source>-`), fixes without a time
+    /// numbered under a fresh ``RunToken``.
+    public static func live(source: String, device: String?, requireChecksum: Bool = true, idPrefix: String? = nil) -> NMEAOptions {
+        var options = NMEAOptions()
+        options.requireChecksum = requireChecksum
+        options.source = source
+        options.device = device
+        options.idPrefix = idPrefix ?? "\(source)-"
+        options.untimedToken = RunToken.next()
+        return options
+    }
 }

@@ -87,9 +87,9 @@ public final class OperatorAPI: Sendable {
     @discardableResult
     public func start(logger: Logger) throws(HTTPServerError) -> Int {
         var tls: (String, String)?
-        if let cert = settings.tlsCertFile, let key = settings.tlsKeyFile {
+        if let files = settings.tls {
             guard HTTPServer.supportsTLS else { throw HTTPServerError(description: "this libmicrohttpd was built without TLS; remove api.tls or install one with it") }
-            tls = (cert, key)
+            tls = (files.certFile, files.keyFile)
         }
         let s = try HTTPServer(host: settings.host, port: settings.port, tls: tls, limits: OperatorAPI.serverLimits(settings)) { [self] request, responder in
             responder.respond(handle(request))

@@ -74,7 +74,7 @@ public final class PipelineActivity: PipelineObserver {
     /// How many listeners there are, read without the lock: with none, appending costs nothing more.
     private let listenerCount = Atomic<Int>(0)
 
-    public init(clock: any GatewayClock = SystemClock(), tail: Int = 50) {
+    public init(clock: any GatewayClock = .system, tail: Int = 50) {
         self.clock = clock
         self.startedAt = clock.now()
         self.tail = max(1, tail)

@@ -14,6 +14,7 @@
 // closed on its loop's thread. Other threads reach the loop with `execute` (a queue drained on
 // the loop after `uv_async_send`) or `perform` (the same, awaited).
 import CUV
+import GatewayCore
 import Locking
 import Synchronization
 #if canImport(Glibc)
@@ -113,6 +114,14 @@ public final class EventLoop: @unchecked Sendable {
     /// True on the loop's own thread.
     public var inLoop: Bool { loopThread.load(ordering: .acquiring) == UInt(pthread_self()) }
 
+    /// Stops a debug build at once when called off the loop's thread: the entry points that must
+    /// run on the loop (they touch its handles or state without a lock) begin with it. Release
+    /// builds check nothing (`assert`).
+    @inline(__always)
+    public func assertOnLoop(_ function: StaticString = #function, file: StaticString = #fileID, line: UInt = #line) {
+        assert(inLoop, "\(function) must run on the loop thread (reach it with execute or perform)", file: file, line: line)
+    }
+
     /// Milliseconds of the loop's monotonic clock, as of the current iteration (loop thread).
     public var now: UInt64 { uv_now(loop) }
 
@@ -184,16 +193,24 @@ public final class EventLoop: @unchecked Sendable {
 
     // MARK: - Handles
 
-    func register(_ handle: LoopHandle) { handleObjects[ObjectIdentifier(handle)] = handle }
-    func unregister(_ handle: LoopHandle) { handleObjects[ObjectIdentifier(handle)] = nil }
+    func register(_ handle: LoopHandle) {
+        assertOnLoop()
+        handleObjects[ObjectIdentifier(handle)] = handle
+    }
+
+    func unregister(_ handle: LoopHandle) {
+        assertOnLoop()
+        handleObjects[ObjectIdentifier(handle)] = nil
+    }
 
     /// Handles open on this loop (loop thread).
     public var openHandles: Int { handleObjects.count }
 
     /// Starts a timer that calls `body` every `interval` on the loop thread until stopped.
     public func repeatingTimer(every interval: Duration, _ body: @escaping () -> Void) throws(SystemError) -> LoopTimer {
+        assertOnLoop()
         let timer = try LoopTimer(loop: self, body: body)
-        let ms = UInt64(max(1, interval.components.seconds * 1000 + interval.components.attoseconds / 1_000_000_000_000_000))
+        let ms = UInt64(max(1, interval.milliseconds))
         let rc = uv_timer_start(timer.timer, { handle in
             guard let handle, let data = handle.pointee.data else { return }
             Unmanaged<LoopTimer>.fromOpaque(data).takeUnretainedValue().fire()
@@ -209,6 +226,7 @@ public final class EventLoop: @unchecked Sendable {
     /// hands each accepted connection to `accepted`, which must start or close it.
     public func listenTCP(host: String, port: Int, backlog: Int32 = 1024,
                           accepted: @escaping (TCPConnection) -> Void) throws(SystemError) -> TCPListener {
+        assertOnLoop()
         var address = try SocketAddress(host: host, port: port)
         let listener = try TCPListener(loop: self, accepted: accepted)
         let flags: UInt32 = address.isIPv6 ? UV_TCP_IPV6ONLY.rawValue : 0
@@ -232,6 +250,7 @@ public final class EventLoop: @unchecked Sendable {
     /// datagram with its sender, on the loop thread, until the endpoint is closed.
     public func bindUDP(host: String, port: Int,
                         received: @escaping (UnsafeRawBufferPointer, SocketAddress, _ truncated: Bool) -> Void) throws(SystemError) -> UDPEndpoint {
+        assertOnLoop()
         var address = try SocketAddress(host: host, port: port)
         let endpoint = try UDPEndpoint(loop: self, received: received)
         let flags: UInt32 = address.isIPv6 ? UV_UDP_IPV6ONLY.rawValue : 0
@@ -309,6 +328,7 @@ public class LoopHandle: @unchecked Sendable {
 
     /// Closes the handle; ``closed()`` runs once libuv is done with it.
     func closeHandle() {
+        eventLoop.assertOnLoop()
         guard !isClosed else { return }
         isClosed = true
         // A handle that failed before its init has no loop: nothing for libuv to close.

@@ -1,5 +1,6 @@
 // The one file of the package that talks to the socket C API (socket, connect, bind, send, recv,
 // getaddrinfo, getnameinfo). Every failure becomes a `SystemError` with errno's text.
+import GatewayCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -13,9 +14,17 @@ public final class Socket: @unchecked Sendable {
     // @unchecked: the fd never changes, and a socket is used by one task at a time (its source's run loop).
     /// The descriptor, for ``Wakeup/wait(_:events:timeout:)`` next to other descriptors.
     public let fd: Int32
+    /// Handed over by ``detach()``: someone else closes it.
+    private var detached = false
 
     private init(fd: Int32) { self.fd = fd }
-    deinit { close(fd) }
+    deinit { if !detached { close(fd) } }
+
+    /// The descriptor, now the caller's to close.
+    private func detach() -> Int32 {
+        detached = true
+        return fd
+    }
 
     /// What a read returned.
     public enum ReadResult: Sendable, Equatable {
@@ -93,7 +102,7 @@ public final class Socket: @unchecked Sendable {
             var n: Int32 = 0
             repeat {
                 let left = ContinuousClock.now.duration(to: deadline)
-                n = poll(&p, 1, Int32(clamping: max(0, left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000)))
+                n = poll(&p, 1, Int32(clamping: max(0, left.milliseconds)))
             } while n < 0 && Glibc.errno == EINTR
             guard n > 0 else {
                 lastError = n == 0 ? .timedOut(what, after: timeout) : .errno(what)
@@ -139,32 +148,44 @@ public final class Socket: @unchecked Sendable {
         throw lastError
     }
 
-    /// Why `host`:`port` (numeric) cannot be listened on now, or nil: binds a socket (TCP with
-    /// SO_REUSEADDR, as a listener does) and closes it at once. For `validate`: a port another
-    /// program holds, an address not on this machine, a privileged port.
+    /// Why `host`:`port` (numeric) cannot be listened on now, or nil: binds a socket as
+    /// ``listeningDescriptor(host:port:backlog:)`` does and closes it at once. For `validate`: a
+    /// port another program holds, an address not on this machine, a privileged port.
     public static func listenProblem(host: String, port: Int, udp: Bool) -> SystemError? {
-        let kind: Kind = udp ? .datagram : .stream
+        do {
+            _ = try listening(host: host, port: port, kind: udp ? .datagram : .stream, backlog: 1)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// A TCP socket listening on the numeric `host`:`port`, handed over as its descriptor to a
+    /// library that serves it (libmicrohttpd), which closes it. Non-blocking and close-on-exec.
+    public static func listeningDescriptor(host: String, port: Int, backlog: Int32) throws(SystemError) -> Int32 {
+        try listening(host: host, port: port, kind: .stream, backlog: backlog).detach()
+    }
+
+    /// The one bind of a listening socket: SO_REUSEADDR for TCP (a restarted listener steps over
+    /// its old connections' TIME_WAIT; not for UDP, see ``bindUDP(host:port:)``), IPV6_V6ONLY on
+    /// an IPv6 address (`::` leaves the IPv4 port to others), then `listen` for TCP.
+    private static func listening(host: String, port: Int, kind: Kind, backlog: Int32) throws(SystemError) -> Socket {
         let what = "listen on \(endpoint(host, port))"
-        let addresses: [Address]
-        do {
-            addresses = try resolveNow(host, port: port, kind: kind, passive: true)
-        } catch {
-            return error
+        guard let address = try resolveNow(host, port: port, kind: kind, passive: true).first else {
+            throw SystemError(operation: what, message: "no address")
         }
-        guard let address = addresses.first else { return SystemError(operation: what, message: "no address") }
-        let s: Socket
-        do {
-            s = try open(family: address.family, kind: kind)
-        } catch {
-            return error
-        }
+        let s = try open(family: address.family, kind: kind)
         var one: Int32 = 1
-        if !udp { setsockopt(s.fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size)) }
-        if address.family == AF_INET6 { setsockopt(s.fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size)) }
+        if kind == .stream && setsockopt(s.fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size)) != 0 {
+            throw .errno(what)
+        }
+        if address.family == AF_INET6 && setsockopt(s.fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size)) != 0 {
+            throw .errno(what)
+        }
         let rc = address.bytes.withUnsafeBytes { Glibc.bind(s.fd, $0.baseAddress?.assumingMemoryBound(to: sockaddr.self), socklen_t($0.count)) }
-        guard rc == 0 else { return .errno(what) }
-        if !udp && Glibc.listen(s.fd, 1) != 0 { return .errno(what) }
-        return nil
+        guard rc == 0 else { throw .errno(what) }
+        if kind == .stream && Glibc.listen(s.fd, backlog) != 0 { throw .errno(what) }
+        return s
     }
 
     private static func open(family: Int32, kind: Kind) throws(SystemError) -> Socket {

@@ -104,6 +104,7 @@ public final class TCPConnection: LoopHandle, @unchecked Sendable {
 
     /// Starts (or resumes) delivering received bytes to the delegate.
     public func startReading() {
+        eventLoop.assertOnLoop()
         guard !isReading, !isClosed, !ending else { return }
         let rc = uv_read_start(stream, EventLoop.allocate) { stream, nread, buffer in
             guard let stream, let data = stream.pointee.data else { return }
@@ -118,6 +119,7 @@ public final class TCPConnection: LoopHandle, @unchecked Sendable {
 
     /// Stops reading: the kernel's buffers fill and TCP slows the peer down (back-pressure).
     public func stopReading() {
+        eventLoop.assertOnLoop()
         guard isReading, !isClosed else { return }
         uv_read_stop(stream)
         isReading = false
@@ -141,6 +143,7 @@ public final class TCPConnection: LoopHandle, @unchecked Sendable {
 
     /// Sends `bytes` after what was written before. Ignored once the connection is closing.
     public func write(_ bytes: [UInt8]) {
+        eventLoop.assertOnLoop()
         guard !bytes.isEmpty, !isClosed else { return }
         var offset = 0
         // The common case (a short answer, a socket with room) needs no request and no copy.
@@ -200,6 +203,7 @@ public final class TCPConnection: LoopHandle, @unchecked Sendable {
     /// Closes the connection; with `afterWrites`, once what was written so far has been sent
     /// (an answer that refuses a device, then the close).
     public func close(afterWrites: Bool = false) {
+        eventLoop.assertOnLoop()
         guard !isClosed else { return }
         stopReading()
         if afterWrites && pendingWrites > 0 {

@@ -33,6 +33,7 @@ public final class UDPEndpoint: LoopHandle, @unchecked Sendable {
 
     /// Sends one datagram to `peer`.
     public func send(_ bytes: [UInt8], to peer: SocketAddress) {
+        eventLoop.assertOnLoop()
         guard !isClosed, !bytes.isEmpty else { return }
         var target = peer
         let sent = bytes.withUnsafeBytes { raw -> Int32 in

@@ -1,5 +1,6 @@
 // Waiting on file descriptors: the wakeup pipe and `poll`. Sockets are in Socket.swift.
 import Dispatch
+import GatewayCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -95,7 +96,7 @@ public final class Wakeup: Sendable {
     /// another thread: the descriptors that are ready, and whether the wakeup had fired (it stays
     /// fired, so every later wait returns at once too).
     public func waitHere(_ fds: [Int32], events: Int16 = Int16(POLLIN), timeout: Duration) -> (ready: [Readiness], woken: Bool) {
-        let ms = Int32(clamping: max(0, timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000))
+        let ms = Int32(clamping: max(0, timeout.milliseconds))
         var pfds = fds.map { pollfd(fd: $0, events: events, revents: 0) }
         pfds.append(pollfd(fd: readFD, events: Int16(POLLIN), revents: 0))
         var n: Int32

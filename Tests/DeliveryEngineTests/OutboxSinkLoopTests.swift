@@ -227,7 +227,7 @@ struct OutboxSinkLoopTests {
 @Suite(.timeLimit(.minutes(1)))
 struct AckInboxTests {
     @Test func acceptancesWakeThePublisherInBatchesAndAtTheEndOfABurst() {
-        let signal = OutboxSignal()
+        let signal = OutboxSignal(clock: ManualClock())
         let inbox = AckInbox(signal: signal, wakeEvery: 3)
         for _ in 0..<5 { inbox.handedOver() }
         inbox.post(1, .accepted)
@@ -245,7 +245,7 @@ struct AckInboxTests {
     }
 
     @Test func aRetryOrARefusalWakesThePublisherAtOnce() {
-        let signal = OutboxSignal()
+        let signal = OutboxSignal(clock: ManualClock())
         let inbox = AckInbox(signal: signal, wakeEvery: 100)
         for _ in 0..<10 { inbox.handedOver() }
         inbox.post(1, .retry(reason: "lost"))
@@ -259,13 +259,19 @@ struct AckInboxTests {
 @Suite(.timeLimit(.minutes(1)))
 struct OutboxSignalTests {
     @Test func aTimedWaitEndsAtItsTimeoutWithNoFlags() async {
-        let signal = OutboxSignal()
-        let flags = await signal.wait(timeout: .milliseconds(10))
+        let clock = ManualClock()
+        let signal = OutboxSignal(clock: clock)
+        async let waited = signal.wait(timeout: .seconds(10))
+        #expect(await clock.waitForWaiters(1))
+        clock.advance(by: .seconds(9))
+        #expect(signal.isWaiting)
+        clock.advance(by: .seconds(1))
+        let flags = await waited
         #expect(!flags.ended && !flags.flushAll)
     }
 
     @Test func aTimedWaitEndsAtAPostWithItsFlags() async {
-        let signal = OutboxSignal()
+        let signal = OutboxSignal(clock: ManualClock())
         async let waited = signal.wait(timeout: .seconds(600))
         signal.post(ended: true)
         #expect(await waited.ended)

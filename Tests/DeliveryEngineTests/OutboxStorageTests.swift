@@ -3,6 +3,7 @@ import GatewayCore
 import GatewayTesting
 @testable import DeliveryEngine
 import Testing
+import SQLiteStorage
 
 func entries(_ range: Range<Int>, key: String = "", time: Int64? = nil) -> [OutboxEntry] {
     range.map { OutboxEntry(id: "p\($0)", key: key, payload: Array(#"{"class":"TPV","id":"p\#($0)","mode":1,"datum":"wgs84"}"#.utf8), time: time) }

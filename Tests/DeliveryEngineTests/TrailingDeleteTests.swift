@@ -6,12 +6,85 @@ import GatewayTesting
 import Locking
 import Testing
 
+/// The writes behind a batch sink's requests as a state machine (``TrailingDelete``): events in,
+/// writes out, no task or queue.
+@Suite struct TrailingDeleteTests {
+    typealias Write = TrailingDelete.Write
+
+    @Test func anIdleMachineStartsTheDeleteAndTheMarkBehindTheRequest() {
+        var m = TrailingDelete()
+        #expect(m.behind(accepted: 0, marking: nil, count: 10) == .nothing, "nothing delivered, no mark: no write")
+        #expect(m.phase == .idle)
+        #expect(m.behind(accepted: 10, marking: 20, count: 10) == .start(Write(deleting: 10, marking: 20, count: 10)))
+        #expect(m.phase == .running && m.through == 10)
+        #expect(m.writeEnded(failed: false) == nil)
+        #expect(m.phase == .idle && m.through == 10)
+        // Delivered no further: only the mark.
+        #expect(m.behind(accepted: 10, marking: 30, count: 10) == .start(Write(deleting: nil, marking: 30, count: 10)))
+    }
+
+    @Test func whileAWriteRunsOneMarkWaitsBehindItAndANewerOneReplacesItDeletingAsFarAsBoth() {
+        var m = TrailingDelete()
+        #expect(m.behind(accepted: 10, marking: 20, count: 10) == .start(Write(deleting: 10, marking: 20, count: 10)))
+        #expect(m.behind(accepted: 20, marking: 30, count: 10) == .nothing)
+        #expect(m.queued == Write(deleting: 20, marking: 30, count: 10))
+        #expect(m.behind(accepted: 30, marking: 40, count: 5) == .nothing)
+        #expect(m.queued == Write(deleting: 30, marking: 40, count: 5))
+        // Delivered no further than the queued write deletes: it keeps its delete, takes the new mark.
+        #expect(m.behind(accepted: 30, marking: 50, count: 7) == .nothing)
+        #expect(m.queued == Write(deleting: 30, marking: 50, count: 7))
+        #expect(m.through == 30)
+        #expect(m.writeEnded(failed: false) == Write(deleting: 30, marking: 50, count: 7))
+        #expect(m.phase == .running && m.queued == nil)
+        #expect(m.writeEnded(failed: false) == nil)
+        #expect(m.phase == .idle)
+    }
+
+    @Test func withoutAMarkNothingWaitsBehindTheRunningWrite() {
+        var m = TrailingDelete()
+        _ = m.behind(accepted: 10, marking: nil, count: 10)
+        #expect(m.behind(accepted: 20, marking: nil, count: 10) == .nothing)
+        #expect(m.queued == nil && m.through == 10, "a later write deletes what was delivered since")
+        #expect(m.writeEnded(failed: false) == nil)
+        #expect(m.behind(accepted: 20, marking: nil, count: 10) == .start(Write(deleting: 20, marking: nil, count: 10)))
+    }
+
+    @Test func aFailedWriteGivesItsRangeBackDropsTheWaitingOneAndFailsTheNextLook() throws {
+        var m = TrailingDelete()
+        _ = m.behind(accepted: 10, marking: nil, count: 10)
+        _ = m.writeEnded(failed: false)
+        _ = m.behind(accepted: 20, marking: 25, count: 5)
+        _ = m.behind(accepted: 30, marking: 40, count: 10)
+        #expect(m.through == 30)
+        #expect(m.writeEnded(failed: true) == nil)
+        #expect(m.phase == .failed && m.queued == nil)
+        #expect(m.through == 10, "the stop's cleanup deletes 11…30 again")
+        #expect(m.behind(accepted: 40, marking: 50, count: 10) == .fail)
+        #expect(m.phase == .idle)
+        // Seen by a write the request waits for as well.
+        _ = m.behind(accepted: 40, marking: nil, count: 10)
+        _ = m.writeEnded(failed: true)
+        #expect(throws: TrailingDelete.Failed.self) { try m.awaited(accepted: 40, marking: nil, count: 0, durably: false) }
+    }
+
+    @Test func anAwaitedWriteDeletesOnlyWhatIsNewAndCountsOnceDone() throws {
+        var m = TrailingDelete()
+        #expect(try m.awaited(accepted: 0, marking: nil, count: 0, durably: false) == nil)
+        #expect(try m.awaited(accepted: 10, marking: nil, count: 0, durably: false) == Write(deleting: 10, marking: nil, count: 0))
+        #expect(m.through == 0, "not deleted until it is written")
+        m.written(through: 10)
+        #expect(try m.awaited(accepted: 10, marking: nil, count: 0, durably: false) == nil)
+        #expect(try m.awaited(accepted: 10, marking: 15, count: 5, durably: true) == Write(deleting: nil, marking: 15, count: 5, durably: true))
+        #expect(try m.awaited(accepted: 15, marking: 19, count: 4, durably: true) == Write(deleting: 15, marking: 19, count: 4, durably: true))
+    }
+}
+
 /// A batch sink with a durable queue sends its next batch without waiting for the delete of the
-/// last (``TrailingDelete``). Here another process holds the queue file's write lock, as a slow
+/// last (``TrailingWrites``). Here another process holds the queue file's write lock, as a slow
 /// disk's fsync holds the queue's thread: every full batch goes while no delete can run, and the
 /// deletes run once the lock is released.
 @Suite(.serialized, .timeLimit(.minutes(1)))
-struct TrailingDeleteTests {
+struct TrailingWritesOnALockedQueueTests {
     final class Recorder: Sendable {
         let batches = Locked<[[String]]>([])
         var count: Int { batches.withLock { $0.count } }

@@ -1,9 +1,9 @@
-import DeliveryEngine
 import DeviceCommands
 import Foundation
 import GatewayCore
 import GatewayTesting
 import Locking
+import SQLiteState
 import Testing
 
 /// A device connection as the board sees it: records what it was asked to send.

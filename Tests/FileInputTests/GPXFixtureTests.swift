@@ -31,7 +31,7 @@ import Testing
     static func read(_ name: String) throws -> ([Position], RecordingLogHandler, ComponentStats) {
         let log = RecordingLogHandler()
         let stats = ComponentStats(id: "sources.gpx")
-        let context = ComponentContext(id: "gpx", kind: .source, logger: log.logger(label: "sources.gpx"), stats: stats, clock: SystemClock())
+        let context = ComponentContext(id: "gpx", kind: .source, logger: log.logger(label: "sources.gpx"), stats: stats, clock: .system)
         var reader = try PositionFileReader(configuration: FileReplayConfiguration(path: "\(directory)/\(name)"), context: context, idPrefix: "g-")
         defer { reader.close() }
         var all: [Position] = []
@@ -111,7 +111,7 @@ import Testing
             """
         try gpx.write(toFile: "\(dir)/sats.gpx", atomically: true, encoding: .utf8)
         let context = ComponentContext(id: "gpx", kind: .source, logger: RecordingLogHandler().logger(label: "sources.gpx"),
-                                       stats: ComponentStats(id: "sources.gpx"), clock: SystemClock())
+                                       stats: ComponentStats(id: "sources.gpx"), clock: .system)
         var reader = try PositionFileReader(configuration: FileReplayConfiguration(path: "\(dir)/sats.gpx"), context: context, idPrefix: "g-")
         defer { reader.close() }
         var all: [Position] = []

@@ -4,6 +4,7 @@ import SystemIO
 import GatewayCore
 import GatewayTesting
 import Testing
+import EnvironmentChecks
 
 /// What a replay writes to the log: progress of long replays without a terminal, and skipped
 /// lines of a binary file escaped and numbered once.

@@ -3,7 +3,7 @@ import GatewayCore
 @testable import GatewayRuntime
 import GatewayTesting
 import Locking
-import DeliveryEngine
+import SQLiteState
 import Testing
 
 /// The state a batch changed is saved once the batch is acknowledged end to end, and the

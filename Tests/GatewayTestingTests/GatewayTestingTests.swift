@@ -2,6 +2,7 @@ import Dispatch
 import GatewayCore
 import GatewayRuntime
 import GatewayTesting
+import Locking
 import Synchronization
 import Testing
 
@@ -62,6 +63,61 @@ enum Collect: SinkPlugin {
         }
         #expect(result)
         #expect(clock.sleeperCount == 0)
+    }
+
+    @Test func monotonicTimeMovesWithWallTime() {
+        let clock = ManualClock(start: Timestamp(milliseconds: 1000))
+        let start = clock.monotonicNow()
+        clock.advance(by: .milliseconds(1500))
+        #expect(clock.monotonicNow() - start == .milliseconds(1500))
+        #expect(clock.now().milliseconds == 2500)
+    }
+
+    @Test func timersFireAtTheirDeadlineInOrderUnlessCancelled() {
+        let clock = ManualClock()
+        let fired = Locked<[String]>([])
+        let now = clock.monotonicNow()
+        clock.wake(at: now + .seconds(2)) { fired.withLock { $0.append("two") } }
+        clock.wake(at: now + .seconds(1)) { fired.withLock { $0.append("one") } }
+        let cancelled = clock.wake(at: now + .seconds(1)) { fired.withLock { $0.append("cancelled") } }
+        cancelled.cancel()
+        #expect(clock.waiterCount == 2)
+        #expect(clock.nextDeadline == .seconds(1))
+        clock.advance(by: .milliseconds(999))
+        #expect(fired.withLock { $0 }.isEmpty)
+        clock.advance(by: .seconds(5))
+        #expect(fired.withLock { $0 } == ["one", "two"])
+        // A deadline already past fires at once.
+        clock.wake(at: now) { fired.withLock { $0.append("past") } }
+        #expect(fired.withLock { $0 }.last == "past")
+    }
+
+    @Test func fastForwardingRunsEveryWaitWithoutRealTime() async throws {
+        let clock = ManualClock()
+        let started = ContinuousClock.now
+        try await clock.fastForwarding {
+            for _ in 0..<10 { try await clock.sleep(for: .seconds(3600)) }
+        }
+        #expect(clock.monotonicNow().sinceOrigin == .seconds(36_000))
+        #expect(ContinuousClock.now - started < .seconds(10))
+    }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct SystemClockTests {
+    @Test func sleepUntilAndTimersFollowTheMonotonicTimeline() async throws {
+        let clock = SystemClock.system
+        let deadline = clock.monotonicNow() + .milliseconds(30)
+        try await clock.sleep(until: deadline)
+        #expect(clock.monotonicNow() >= deadline)
+        let fired = Locked<MonotonicInstant?>(nil)
+        let target = clock.monotonicNow() + .milliseconds(20)
+        clock.wake(at: target) { fired.withLock { $0 = clock.monotonicNow() } }
+        #expect(await Poll.until { fired.withLock { $0 } != nil })
+        #expect(try #require(fired.withLock { $0 }) >= target)
+        let cancelled = Locked(false)
+        clock.wake(at: clock.monotonicNow() + .milliseconds(10)) { cancelled.withLock { $0 = true } }.cancel()
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(!cancelled.withLock { $0 })
     }
 }
 

@@ -20,7 +20,7 @@ import Testing
         for line in GpsdChk.jsonLines(try TestSupport.chk(log)) { bytes += line + [13, 10] }
         var stream = GpsdStream(configuration: GpsdSourceConfiguration(), source: "gps")
         var out: [Position] = []
-        let now = ContinuousClock.now
+        let now = MonotonicInstant(sinceOrigin: .seconds(100))
         let size = chunk ?? bytes.count
         var i = 0
         while i < bytes.count {

@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -33,7 +34,12 @@ enum Peers {
 /// can signal the whole group (gpsfake and the gpsd it starts) and nothing else.
 final class ChildProcess {
     let pid: pid_t
-    private var exitStatus: Int32?
+    /// What the reaper thread learns: the exit status, and a group left once it is known.
+    private final class Exit: Sendable {
+        let status = Locked<Int32?>(nil)
+        let group = DispatchGroup()
+    }
+    private let exit = Exit()
 
     init(_ path: String, _ arguments: [String], environment: [String: String], stdout: String = "/dev/null", stderr: String = "/dev/null") throws {
         var actions = posix_spawn_file_actions_t()
@@ -54,30 +60,30 @@ final class ChildProcess {
         let rc = posix_spawn(&child, path, &actions, &attributes, argv, envp)
         guard rc == 0 else { throw CocoaError(.fileNoSuchFile, userInfo: [NSFilePathErrorKey: path]) }
         pid = child
+        // One thread blocks in waitpid for the child, so a wait is a wait on its exit, not a poll.
+        let exit = self.exit, spawned = child
+        exit.group.enter()
+        Thread.detachNewThread {
+            var raw: Int32 = 0
+            while waitpid(spawned, &raw, 0) < 0 && errno == EINTR {}
+            // WIFEXITED / WEXITSTATUS are macros; decode by hand.
+            exit.status.withLock { $0 = (raw & 0x7F) == 0 ? (raw >> 8) & 0xFF : 128 + (raw & 0x7F) }
+            exit.group.leave()
+        }
     }
 
-    var isRunning: Bool { reap(); return exitStatus == nil }
+    var isRunning: Bool { exit.status.withLock { $0 } == nil }
 
     /// Sends `signal` to the child's process group.
     func signalGroup(_ signal: Int32) { if isRunning { kill(-pid, signal) } }
 
     func signal(_ signal: Int32) { if isRunning { kill(pid, signal) } }
 
-    /// Waits for the child to exit (polling, up to `timeout`); its exit code, or nil.
+    /// Waits for the child to exit, up to `timeout`; its exit code, or nil.
     @discardableResult
     func wait(timeout: TimeInterval = 30) -> Int32? {
-        let deadline = Date().addingTimeInterval(timeout)
-        while isRunning && Date() < deadline { usleep(20_000) }
-        return exitStatus
-    }
-
-    private func reap() {
-        guard exitStatus == nil else { return }
-        var status: Int32 = 0
-        if waitpid(pid, &status, WNOHANG) == pid {
-            // WIFEXITED / WEXITSTATUS are macros; decode by hand.
-            exitStatus = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
-        }
+        _ = exit.group.wait(timeout: .now() + timeout)
+        return exit.status.withLock { $0 }
     }
 
     deinit {

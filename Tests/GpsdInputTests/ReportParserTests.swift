@@ -115,7 +115,7 @@ import Testing
     @Test func lastTPVOfAnEpochWinsAndIsEmittedWhenTheTimeChanges() {
         var m = GpsdEpochMerger(source: "g", defaultDevice: nil)
         var out: [Position] = []
-        let now = ContinuousClock.now
+        let now = MonotonicInstant(sinceOrigin: .seconds(100))
         m.add(Self.tpv(1000, lat: 1, mode: .twoD), now: now, into: &out)
         m.add(Self.tpv(1000, lat: 1.5), now: now, into: &out)
         #expect(out.isEmpty)
@@ -128,7 +128,7 @@ import Testing
     @Test func devicesAreMergedSeparately() {
         var m = GpsdEpochMerger(source: "g", defaultDevice: nil)
         var out: [Position] = []
-        let now = ContinuousClock.now
+        let now = MonotonicInstant(sinceOrigin: .seconds(100))
         m.add(Self.tpv(1000, device: "A"), now: now, into: &out)
         m.add(Self.tpv(1000, device: "B"), now: now, into: &out)
         m.add(Self.tpv(2000, device: "A"), now: now, into: &out)
@@ -140,7 +140,7 @@ import Testing
     @Test func idleFlushReleasesTheLastEpoch() {
         var m = GpsdEpochMerger(source: "g", defaultDevice: nil)
         var out: [Position] = []
-        let t0 = ContinuousClock.now
+        let t0 = MonotonicInstant(sinceOrigin: .seconds(100))
         m.add(Self.tpv(1000), now: t0, into: &out)
         m.flushIdle(now: t0 + .milliseconds(500), idle: .seconds(1), into: &out)
         #expect(out.isEmpty)
@@ -155,7 +155,7 @@ import Testing
     @Test func skyGoesToTheNextTPVOfItsDevice() {
         var m = GpsdEpochMerger(source: "g", defaultDevice: nil)
         var out: [Position] = []
-        let now = ContinuousClock.now
+        let now = MonotonicInstant(sinceOrigin: .seconds(100))
         m.add(GpsdSky(device: "A", satellitesUsed: 9, hdop: 0.8, vdop: 1.1, pdop: 1.4))
         m.add(GpsdSky(device: "B", satellitesUsed: 3, hdop: 9, vdop: 9, pdop: 9))
         m.add(Self.tpv(1000), now: now, into: &out)
@@ -169,7 +169,7 @@ import Testing
     @Test func aRepeatedEpochIsDroppedSoIdsStayUnique() {
         var m = GpsdEpochMerger(source: "g", defaultDevice: nil)
         var out: [Position] = []
-        let now = ContinuousClock.now
+        let now = MonotonicInstant(sinceOrigin: .seconds(100))
         for t: Int64 in [1000, 2000, 3000, 1000, 2000, 4000] { m.add(Self.tpv(t), now: now, into: &out) }
         m.flushAll(into: &out)
         #expect(out.map(\.id) == ["g-A-1000", "g-A-2000", "g-A-3000", "g-A-4000"])
@@ -179,7 +179,7 @@ import Testing
     @Test func tpvsWithoutTimeAreCountedNotEmitted() {
         var m = GpsdEpochMerger(source: "g", defaultDevice: nil)
         var out: [Position] = []
-        m.add(Self.tpv(nil), now: .now, into: &out)
+        m.add(Self.tpv(nil), now: MonotonicInstant(sinceOrigin: .zero), into: &out)
         m.flushAll(into: &out)
         #expect(out.isEmpty && m.untimed == 1)
     }

@@ -79,7 +79,7 @@ func withServer(_ json: String, output: SourceOutput, commands: (any CommandCent
     }
 
     @Test func anOwnTracksPhoneGetsItsCommandsInTheAnswerToItsNextLocation() async throws {
-        let board = try CommandBoard(store: MemoryCommandStore(), clock: SystemClock(), logger: Logger(label: "c", handler: SilentLogHandler()))
+        let board = try CommandBoard(store: MemoryCommandStore(), clock: .system, logger: Logger(label: "c", handler: SilentLogHandler()))
         defer { board.close() }
         let acks = HeldAcknowledgements()
         try await withServer(#"{ "listen": "127.0.0.1:PORT", "format": "owntracks", "devices": { "ana/phone": "ana" } }"#,

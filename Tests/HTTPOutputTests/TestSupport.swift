@@ -88,6 +88,13 @@ final class Receiver: @unchecked Sendable {
         _ = try await URLSession.shared.data(for: request)
     }
 
+    /// How many of the rules set by ``control(_:)`` are not used up yet (a rule is used as its
+    /// request arrives, before any delay or hold).
+    func rulesLeft() async throws -> Int {
+        let (data, _) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/_control")!)
+        return try JSONValue.parse(string: String(decoding: data, as: UTF8.self))["rules_left"]?.arrayValue?.count ?? -1
+    }
+
     /// Every request recorded so far.
     func requests() -> [RecordedRequest] {
         guard let text = try? String(contentsOfFile: recordPath, encoding: .utf8) else { return [] }

@@ -2,7 +2,6 @@ import Foundation
 import GatewayCore
 import GatewayTesting
 import LuaRuntime
-import LuaScripts
 import Testing
 import TrackerProtocols
 

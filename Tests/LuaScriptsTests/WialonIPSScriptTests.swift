@@ -1,7 +1,6 @@
 import Foundation
 import GatewayCore
 import LuaRuntime
-import LuaScripts
 import Testing
 import TrackerProtocols
 

@@ -22,7 +22,7 @@ import Testing
         #expect(c.broker.keepalive == .seconds(60))
         #expect(c.maxInflight == 100)
         #expect(c.broker.reconnectMax == .seconds(10))
-        #expect(c.broker.verify)
+        #expect(c.broker.tls.verify)
         #expect(!MQTTSinkPlugin.isDurable(c))
         let p = positions(0..<1)[0]
         #expect(c.topic.render(p) == "locgate/dev0")
@@ -45,7 +45,7 @@ import Testing
         #expect(c.retain == .last && c.format.isOwnTracks)
         #expect(c.status == .init(topic: "fleet/gw-7/status", online: "up", offline: "down"))
         #expect(c.broker.username == "u" && c.broker.password == "p")
-        #expect(c.broker.caFile == "\(dir)/ca.pem" && c.broker.certFile == "\(dir)/c.pem" && c.broker.keyFile == "\(dir)/k.pem" && !c.broker.verify)
+        #expect(c.broker.tls == ClientTLSOptions(caFile: "\(dir)/ca.pem", certFile: "\(dir)/c.pem", keyFile: "\(dir)/k.pem", verify: false))
         #expect(c.broker.keepalive == .seconds(30) && c.maxInflight == 500 && c.broker.reconnectMax == .seconds(2))
         #expect(MQTTSinkPlugin.isDurable(c))
         #expect(MQTTSinkPlugin.claims(of: c) == ["file \(dir)/q.sqlite"])
@@ -56,7 +56,7 @@ import Testing
         (#"{ "url": "mqtt://broker:99999", "queue": null }"#, "sinks.up.url", "mqtt://"),
         (#"{ "url": "mqtt://broker", "qos": 3, "queue": null }"#, "sinks.up.qos", "between 0 and 2"),
         (#"{ "url": "mqtts://broker", "tls": { "ca_file": "/nonexistent/ca.pem" }, "queue": null }"#, "sinks.up.tls.ca_file", "No such file"),
-        (#"{ "url": "mqtts://broker", "tls": { "cert_file": "/etc/hostname" }, "queue": null }"#, "sinks.up.tls.key_file", "go together"),
+        (#"{ "url": "mqtts://broker", "tls": { "cert_file": "/etc/hostname" }, "queue": null }"#, "sinks.up.tls.key_file", "required with cert_file"),
         (#"{ "url": "mqtt://broker", "tls": { "verify": false }, "queue": null }"#, "sinks.up.tls", "mqtts://"),
         (#"{ "url": "mqtt://broker", "topic": "fleet/+/{device}", "queue": null }"#, "sinks.up.topic", "wildcards"),
         (#"{ "url": "mqtt://broker", "topic": "fleet/{vehicle}", "queue": null }"#, "sinks.up.topic", "{vehicle}"),

@@ -17,7 +17,7 @@ import Testing
         c.bucket = bucket
         c.replicas = replicas
         c.timeout = timeout
-        return try NATSKeyValueStateStore(c, context: StateStoreContext(logger: log.logger(label: "state"), clock: SystemClock()))
+        return try NATSKeyValueStateStore(c, context: StateStoreContext(logger: log.logger(label: "state"), clock: .system))
     }
 
     static func record(_ device: String, _ value: Double, transform: String = "depot") -> DeviceStateRecord {
@@ -178,7 +178,7 @@ import Testing
     // MARK: - Writes that got no answer
 
     /// A store whose bucket is wrapped in an ``UnansweredWriteBucket``.
-    static func openHolding(_ cluster: NATSCluster, clock: any GatewayClock = SystemClock()) throws -> (store: NATSKeyValueStateStore, bucket: UnansweredWriteBucket) {
+    static func openHolding(_ cluster: NATSCluster, clock: any GatewayClock = .system) throws -> (store: NATSKeyValueStateStore, bucket: UnansweredWriteBucket) {
         var c = NATSStateConfiguration()
         c.connection.servers = cluster.urls
         c.bucket = "locgate-state"
@@ -197,7 +197,7 @@ import Testing
 
     /// A one-node cluster and a store on an ``UnansweredWriteBucket``, with `first` written
     /// (sequence 1) while every write is answered; `body` holds the writes after it.
-    static func withHoldingStore(first: [DeviceStateRecord] = [record("van-1", 1)], clock: any GatewayClock = SystemClock(),
+    static func withHoldingStore(first: [DeviceStateRecord] = [record("van-1", 1)], clock: any GatewayClock = .system,
                                  _ body: (NATSCluster, NATSKeyValueStateStore, UnansweredWriteBucket) async throws -> Void) async throws {
         let cluster = try NATSCluster(size: 1)
         defer { cluster.stop() }

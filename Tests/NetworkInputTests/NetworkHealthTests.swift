@@ -10,9 +10,11 @@ import Testing
         positions.indices.filter { positions[$0].event?.kind == kind && positions[$0].deviceKey == device }
     }
 
-    /// A tcp peer that pauses for a second between two runs of epochs.
+    /// A tcp peer that pauses for 1.6 s between two runs of epochs: long enough past the idle
+    /// flush (1 s) that the last epoch before the pause is out before data resumes, on a busy
+    /// machine too (a pause of 1.1 s left 0.1 s for it).
     @Test func aTCPPeerThatPausesIsReportedSilentThenResumed() async throws {
-        let server = LoopbackTCPServer { n in (10..<20).contains(n) ? [] : Array(NMEASamples.epoch(n).utf8) }
+        let server = LoopbackTCPServer { n in (10..<26).contains(n) ? [] : Array(NMEASamples.epoch(n).utf8) }
         try server.start()
         defer { server.stop() }
         let c = try configureTCP(#"{ "host": "127.0.0.1", "port": \#(server.port), "device": "rx", "health": { "data_timeout": "300ms" } }"#)
@@ -23,7 +25,7 @@ import Testing
             group.addTask { try await src.run(output: collector.output) }
             let resumed = await Poll.until(timeout: .seconds(20)) {
                 !Self.events(collector.positions, .dataResumed, device: "rx").isEmpty
-                    && collector.positions.contains { $0.time?.milliseconds ?? 0 > Self.epochTime(21) }
+                    && collector.positions.contains { $0.time?.milliseconds ?? 0 > Self.epochTime(27) }
             }
             try #require(resumed)
             group.cancelAll()
@@ -36,7 +38,7 @@ import Testing
         // Before the pause every fix precedes no_data; after it, data_resumed precedes every fix.
         let fixes = all.indices.filter { all[$0].event == nil }
         #expect(fixes.filter { $0 < silent }.allSatisfy { (all[$0].time?.milliseconds ?? 0) <= Self.epochTime(9) })
-        #expect(fixes.filter { $0 > back }.allSatisfy { (all[$0].time?.milliseconds ?? 0) >= Self.epochTime(20) })
+        #expect(fixes.filter { $0 > back }.allSatisfy { (all[$0].time?.milliseconds ?? 0) >= Self.epochTime(26) })
         #expect(ctx.stats.value("health.no_data") == 1)
     }
 

@@ -37,8 +37,8 @@ import Testing
           "health": { "source_stall": "2m", "max_queue_age": "1h" } }
         """, environment: ["TOKEN": "abc123"])
         #expect(problems.isEmpty)
-        #expect(api == PipelineConfiguration.API(host: "::1", port: 9500, token: "abc123", tlsCertFile: "/etc/locgate/api.pem",
-                                                 tlsKeyFile: "/keys/api.key", sourceStall: .seconds(120), maxQueueAge: .seconds(3600)))
+        #expect(api == PipelineConfiguration.API(host: "::1", port: 9500, token: "abc123", tls: ServerTLSOptions(certFile: "/etc/locgate/api.pem",
+                                                 keyFile: "/keys/api.key"), sourceStall: .seconds(120), maxQueueAge: .seconds(3600)))
         #expect(api?.isLoopback == true)
         #expect(api?.listen == "[::1]:9500")
     }

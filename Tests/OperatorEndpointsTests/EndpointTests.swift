@@ -80,6 +80,9 @@ import Testing
             #expect(await Poll.until { (try? h.get("/health"))?.status == 200 })
             let ok = try h.get("/health")
             #expect(ok.body == "{\"status\":\"ok\"}\n")
+            // The source delivered before its peer goes away (health is ok before the first
+            // position too, within source_stall of the start).
+            #expect(await Poll.until { (h.stats("sources.gps")?.emitted ?? 0) > 0 })
             peer.stop()
             #expect(await Poll.until(timeout: .seconds(15)) { h.status("/health") == 503 })
             let unhealthy = try h.get("/health")

@@ -27,7 +27,8 @@ struct SerialEndToEndTests {
             if i % 3 == 2 {
                 let cut = pending.count / 2
                 pty.write(Array(pending[..<cut]))
-                usleep(2000)
+                // A receiver's pause mid-sentence (pacing, not a wait for anything).
+                try await Task.sleep(for: .milliseconds(2))
                 pty.write(Array(pending[cut...]))
                 pending = []
             }

@@ -88,9 +88,18 @@ final class PtyPair {
         var offset = 0
         var waits = 0
         // Bounded: if nobody reads the other end the pty fills up, and a test must fail, not hang.
-        while offset < bytes.count && waits < 5000 {
+        while offset < bytes.count && waits < 500 {
             let n = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if n > 0 { offset += n } else if errno == EAGAIN || errno == EINTR { usleep(1000); waits += 1 } else { return }
+            if n > 0 {
+                offset += n
+            } else if errno == EAGAIN || errno == EINTR {
+                // Full: wait until the pty has room again.
+                var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                _ = poll(&p, 1, 10)
+                waits += 1
+            } else {
+                return
+            }
         }
     }
 

@@ -1,11 +1,29 @@
 #!/usr/bin/env python3
 """The module graph's rules, checked from `swift package dump-package` (run by `make test`):
 
-1. Edges run one way: no module in Sources/ depends on a plugin in Plugins/, except
-   PluginCatalog (BuiltinPlugins.registry, the registry of every plugin the binary carries) and the modules that
-   depend on it, and the known exceptions below, each to be removed (issue 32).
+1. Edges run down the layers, never up:
+
+       C wrappers → base → engines → runtime → plugins → catalog → CLI
+
+   - C wrappers: the system library targets (`CSQLite`, `CUV`, …), one per Debian C library;
+   - base: `Locking` and `GatewayCore` (the model, the plugin protocols, configuration);
+   - engines: every other module of Sources/ not named below (`NMEA`, `Geodesy`, `SystemIO`,
+     `EnvironmentChecks`, `SQLiteStorage`, `SQLiteState`, `DeliveryEngine`, `MQTTClient`,
+     `NATSClient`, `NATSState`, `HTTPServing`, `DeviceIntake`, `DeviceCommands`, `StreamSessions`,
+     `TrackerProtocols`…); engines may use each other;
+   - runtime: `GatewayRuntime`;
+   - plugins: the targets in Plugins/ (`CommandRules`, `Motion` and every source, transform and
+     sink; a plugin never depends on another plugin), and beside them the test support libraries
+     (`GatewayTesting`, `MQTTTesting`, `NATSTesting`), which plugins never use;
+   - catalog: `PluginCatalog`, the one module that names every plugin;
+   - CLI: the service and the command line (`OperatorEndpoints`, `MapRendering`'s users
+     `TrackMap`, `GatewayProcess`, `LocgateCLI`, the `locgate` executable).
+   A target depends only on targets of its own layer or below (tests: on anything).
 2. Every declared dependency of a Swift target is imported by at least one of its files
    (`import X`, `@testable import X`, `@_exported import X`, `package import X`).
+3. Every module of this package that a target's files import is a declared dependency of
+   that target: SwiftPM lets a file import a module its target reaches only through another
+   one, which then builds by accident and breaks when that other dependency goes.
 
 Usage: module_graph.py [DUMP.json]   (without an argument it runs `swift package dump-package`)
 Exits 1 and prints every violation.
@@ -47,6 +65,44 @@ for name, t in targets.items():
         if d in plugins and (name, d) not in KNOWN:
             problems.append(f"{name} ({p}) depends on the plugin {d}: Sources must not depend on Plugins")
 
+# Rule 1: the layers, lowest first.
+LAYERS = ["C wrappers", "base", "engines", "runtime", "plugins", "catalog", "CLI"]
+NAMED = {
+    "base": {"Locking", "GatewayCore"},
+    "runtime": {"GatewayRuntime"},
+    "plugins": {"GatewayTesting", "MQTTTesting", "NATSTesting"},
+    "catalog": {"PluginCatalog"},
+    "CLI": {"OperatorEndpoints", "TrackMap", "GatewayProcess", "LocgateCLI", "locgate"},
+}
+def layer(name):
+    t = targets[name]
+    if t["type"] == "test":
+        return None
+    if t["type"] == "system":
+        return "C wrappers"
+    for l, names in NAMED.items():
+        if name in names:
+            return l
+    p = path_of(t)
+    if p.startswith("Plugins/"):
+        return "plugins"
+    if p.startswith("Sources/"):
+        return "engines"
+    return None   # benchmarks and fuzz targets (only in their own builds)
+
+for name, t in targets.items():
+    mine = layer(name)
+    if mine is None:
+        continue
+    for d in deps(t):
+        theirs = layer(d) if d in targets else None
+        if theirs is None:
+            continue
+        if LAYERS.index(theirs) > LAYERS.index(mine):
+            problems.append(f"{name} ({mine}) depends on {d} ({theirs}): edges run down the layers ({' → '.join(LAYERS)})")
+        elif mine == "plugins" and name in plugins and d in plugins:
+            problems.append(f"the plugin {name} depends on the plugin {d}: plugins share code through an engine module")
+
 import_re = re.compile(r"^\s*(?:@testable\s+|@_exported\s+|package\s+|public\s+|internal\s+)*import\s+(?:struct\s+|class\s+|enum\s+|func\s+)?([A-Za-z_][A-Za-z0-9_]*)", re.M)
 for name, t in targets.items():
     if t["type"] in ("system", "binary", "plugin", "macro"):
@@ -63,6 +119,10 @@ for name, t in targets.items():
     for d in deps(t):
         if d not in imported:
             problems.append(f"{name} declares a dependency on {d} and never imports it")
+    # Rule 3: a module of this package imported without being declared.
+    for m in sorted(imported):
+        if m in targets and m != name and m not in deps(t):
+            problems.append(f"{name} imports {m} without declaring it as a dependency (Package.swift)")
 
 for (a, b) in sorted(KNOWN):
     if a in targets and b not in deps(targets[a]):
@@ -109,4 +169,4 @@ if problems:
     for line in problems:
         print("  " + line)
     sys.exit(1)
-print(f"module graph: {len(targets)} targets, no Sources → Plugins edge beyond the {len(KNOWN)} known, every dependency imported")
+print(f"module graph: {len(targets)} targets, edges down the layers ({' → '.join(LAYERS)}), every dependency imported and every import declared")

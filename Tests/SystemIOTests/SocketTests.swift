@@ -161,14 +161,17 @@ private let hasIPv6Loopback: Bool = (try? TestListener(ipv6: true)) != nil
         // The shutdown ends the reader's recv, also when the test fails early.
         defer { shutdown(server, Int32(SHUT_RDWR)); close(server) }
         let payload = (0..<(8 << 20)).map { UInt8(truncatingIfNeeded: $0 % 251) }
+        // A small send buffer fills at once, whatever the reader's pace: the sender waits for
+        // room over and over.
+        var small: Int32 = 16 * 1024
+        #expect(setsockopt(client.fd, SOL_SOCKET, SO_SNDBUF, &small, socklen_t(MemoryLayout<Int32>.size)) == 0)
         let received = Locked<[UInt8]>([])
         let reader = Thread {
-            var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+            var chunk = [UInt8](repeating: 0, count: 4 * 1024)
             while true {
                 let n = chunk.withUnsafeMutableBytes { recv(server, $0.baseAddress, $0.count, 0) }
                 if n <= 0 { return }
                 received.withLock { $0 += chunk[0..<n] }
-                usleep(500)
             }
         }
         reader.start()

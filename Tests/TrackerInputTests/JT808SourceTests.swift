@@ -287,7 +287,7 @@ func withJT808(_ json: String, store: (any DeviceStateStore)? = MemoryStateStore
     }
 
     @Test func aCommandWaitsForTheTerminalGoesWhenItAuthenticatesAndIsDoneWhenItAnswers() async throws {
-        let board = try CommandBoard(store: MemoryCommandStore(), clock: SystemClock(), logger: Logger(label: "commands", handler: SilentLogHandler()))
+        let board = try CommandBoard(store: MemoryCommandStore(), clock: .system, logger: Logger(label: "commands", handler: SilentLogHandler()))
         defer { board.close() }
         let acks = HeldAcknowledgements()
         try await withJT808(Self.strict, commands: board, output: acks.output) { port, context in

@@ -149,7 +149,7 @@ func withSource<P: SourcePlugin>(_ plugin: P.Type, _ json: String, id: String = 
     }
 
     @Test func anEngineStopGoesAsTheVectorsBytesAndTheDevicesStringIsItsResult() async throws {
-        let board = try CommandBoard(store: MemoryCommandStore(), clock: SystemClock(), logger: Logger(label: "c", handler: SilentLogHandler()))
+        let board = try CommandBoard(store: MemoryCommandStore(), clock: .system, logger: Logger(label: "c", handler: SilentLogHandler()))
         defer { board.close() }
         let acks = HeldAcknowledgements()
         try await withSource(GT06SourcePlugin.self, #"{ "type": "gt06", "listen": "127.0.0.1:PORT", "devices": { "864717003283581": "bike" } }"#,

@@ -1,9 +1,11 @@
 import Dispatch
 import GatewayCore
 import Locking
+import SQLiteStorage
 import SystemIO
 #if canImport(Glibc)
 import Glibc
+import EnvironmentChecks
 #endif
 
 /// Per-device state of stateful transforms in an SQLite file (`settings.state`), written on a
@@ -65,48 +67,31 @@ public final class SQLiteStateStore: DeviceStateStore {
     // Only touched on `queue` (and in init/close before/after it runs); nil once closed.
     nonisolated(unsafe) private var connection: SQLiteConnection?
     nonisolated(unsafe) private var lastExpiry: Int64 = 0
-    private let lockDescriptor: Int32
+    /// The file's lock, released on close.
+    private let fileLock: SQLiteFileLock
     private let faults: @Sendable (String) -> Void
     private let clock: any GatewayClock
 
     /// Opens (or creates) the store, locks it and forgets state older than `maxAge`.
     /// `faults` hears problems the store waits out (a full disk).
-    public init(path: String, interval: Duration = .zero, maxAge: Duration = StateSettings.defaultMaxAge, clock: any GatewayClock = SystemClock(),
-                faults: @escaping @Sendable (String) -> Void = { _ in }) throws(OutboxError) {
+    public init(path: String, interval: Duration = .zero, maxAge: Duration = StateSettings.defaultMaxAge, clock: any GatewayClock = .system,
+                faults: @escaping @Sendable (String) -> Void = { _ in }) throws(StateFileError) {
         self.path = path
         self.clock = clock
         self.interval = interval
         self.maxAge = maxAge
         self.faults = faults
         let absolute = FileCheck.absolute(path)
-        let dir = FileCheck.directory(of: path)
-        if let problem = FileCheck.directoryProblem(dir) { throw OutboxError(path: absolute, message: problem) }
-        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw OutboxError(path: absolute, message: "cannot open: \(FileCheck.reason(errno))") }
-        // flock and SQLite's POSIX locks do not interact on Linux. This descriptor stays open
-        // until close: closing another descriptor of the file would drop SQLite's locks.
-        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            Glibc.close(fd)
-            throw OutboxError(path: absolute, message: "in use by another locgate (the state store is locked while a pipeline runs)")
-        }
-        lockDescriptor = fd
+        let c: SQLiteConnection
+        do { (c, fileLock) = try SQLiteFileLock.open(path: path, holder: "state store") } catch { throw StateFileError(path: absolute, message: error.message) }
+        connection = c
         do {
-            let c = try SQLiteConnection(path: path)
-            try c.execute("PRAGMA journal_mode=WAL")
-            // What is acknowledged upstream must have its state saved as durably as the queue's commits.
-            try c.execute("PRAGMA synchronous=FULL")
             try SQLiteStateStore.createSchema(c)
-            connection = c
-        } catch {
-            flock(fd, LOCK_UN)
-            Glibc.close(fd)
-            throw OutboxError(path: absolute, message: "\(error)")
-        }
-        do {
             try expire(now: clock.now().milliseconds)
         } catch {
+            // Closing also unlocks; the deinit that follows a throw finds the store closed.
             close()
-            throw OutboxError(path: absolute, message: "\(error)")
+            throw StateFileError(path: absolute, message: "\(error)")
         }
     }
 
@@ -314,8 +299,7 @@ public final class SQLiteStateStore: DeviceStateStore {
             return state.withLock { s in defer { s.pending = [] }; return s.pending }
         }
         for p in left { p.completion(SQLiteError.misuse("the state store closed before this state could be written")) }
-        flock(lockDescriptor, LOCK_UN)
-        Glibc.close(lockDescriptor)
+        fileLock.release()
     }
 }
 
@@ -326,23 +310,23 @@ extension SQLiteStateStore {
     }
     /// Every record in the store at `path`, read without taking the lock (a running gateway's
     /// store can be read): for `locgate state list|show`.
-    public static func read(path: String) throws(OutboxError) -> [DeviceStateRecord] {
+    public static func read(path: String) throws(StateFileError) -> [DeviceStateRecord] {
         let absolute = FileCheck.absolute(path)
-        guard access(path, F_OK) == 0 else { throw OutboxError(path: absolute, message: "no state store here") }
+        guard access(path, F_OK) == 0 else { throw StateFileError(path: absolute, message: "no state store here") }
         do {
             let c = try SQLiteConnection(path: path, readOnly: true)
             defer { c.close() }
             return try rows(c, transform: nil).map(\.record)
         } catch {
-            throw OutboxError(path: absolute, message: "\(error)")
+            throw StateFileError(path: absolute, message: "\(error)")
         }
     }
 
     /// Deletes every transform's state of `device`; refused while a gateway holds the store.
     /// Returns the rows deleted.
-    public static func forget(device: String, path: String) throws(OutboxError) -> Int {
+    public static func forget(device: String, path: String) throws(StateFileError) -> Int {
         let absolute = FileCheck.absolute(path)
-        guard access(path, F_OK) == 0 else { throw OutboxError(path: absolute, message: "no state store here") }
+        guard access(path, F_OK) == 0 else { throw StateFileError(path: absolute, message: "no state store here") }
         let store = try SQLiteStateStore(path: path, maxAge: .seconds(Int64.max / 2_000))
         defer { store.close() }
         do {
@@ -354,7 +338,20 @@ extension SQLiteStateStore {
                 return c.changes
             }
         } catch {
-            throw OutboxError(path: absolute, message: "\(error)")
+            throw StateFileError(path: absolute, message: "\(error)")
         }
     }
+}
+
+/// A state file that cannot be opened, read or changed: its absolute path and the reason.
+public struct StateFileError: Error, CustomStringConvertible {
+    public var path: String
+    public var message: String
+
+    public init(path: String, message: String) {
+        self.path = path
+        self.message = message
+    }
+
+    public var description: String { "state store \(path): \(message)" }
 }

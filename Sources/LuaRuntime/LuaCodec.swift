@@ -1,5 +1,4 @@
 import GatewayCore
-import LuaRuntime
 import TrackerProtocols
 
 /// A device protocol written in Lua: the script frames the bytes and decodes each frame; this

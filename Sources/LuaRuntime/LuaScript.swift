@@ -1,7 +1,6 @@
+import EnvironmentChecks
 import Foundation
 import GatewayCore
-import LuaRuntime
-import SystemIO
 
 /// A script file compiled into its own sandboxed state (``LuaState``), with the functions a
 /// component calls. Loading it runs its top-level code under the same limits as a call.
@@ -9,9 +8,9 @@ public final class LuaScript: @unchecked Sendable {
     // Unchecked Sendable: a script is used by one component on one thread at a time (a
     // transform on its task, a source's codecs on the I/O loop).
     public let path: String
-    let state: LuaState
+    public let state: LuaState
     /// The file as it was read, to see when it changes.
-    let signature: FileSignature
+    public let signature: FileSignature
     private let functions: [String: LuaReference]
 
     /// Reads and compiles `path`; every name in `required` must be a global function the
@@ -41,7 +40,7 @@ public final class LuaScript: @unchecked Sendable {
         commandTypes = found["encode_command"] == nil ? [] : try Self.commandTypes(state, path: path)
     }
 
-    func function(_ name: String) -> LuaReference? { functions[name] }
+    public func function(_ name: String) -> LuaReference? { functions[name] }
 
     /// The command types a device protocol's `encode_command` carries: its `command_types` list.
     public let commandTypes: Set<CommandType>
@@ -66,29 +65,31 @@ public final class LuaScript: @unchecked Sendable {
     }
 
     /// Failures in a row suspend the script for a while (shared by every user of the script).
-    var breaker = LuaBreaker()
+    public var breaker = LuaBreaker()
 }
 
 /// Keeps a failing script from costing its budget on every call: after ``threshold`` failures
 /// in a row the script is not run for a while (1 s, doubling up to a minute while it keeps
 /// failing), so a script that loops or allocates without end costs a few budgets a second, not
 /// one per position, and the pipeline keeps its rate.
-struct LuaBreaker: Sendable {
-    static let threshold = 5
+public struct LuaBreaker: Sendable {
+    public static let threshold = 5
     private var failures = 0
     private var backoff: Int64 = 1_000
     /// Until when (ms, the component's clock) the script is not run.
-    private(set) var suspendedUntil: Int64 = 0
+    public private(set) var suspendedUntil: Int64 = 0
 
-    func allows(now: Int64) -> Bool { now >= suspendedUntil }
+    public init() {}
 
-    mutating func succeeded() {
+    public func allows(now: Int64) -> Bool { now >= suspendedUntil }
+
+    public mutating func succeeded() {
         failures = 0
         backoff = 1_000
     }
 
     /// Counts a failure; true when it suspends the script (then `suspendedUntil` says until when).
-    mutating func failed(now: Int64) -> Bool {
+    public mutating func failed(now: Int64) -> Bool {
         failures += 1
         guard failures >= Self.threshold else { return false }
         failures = 0
@@ -101,11 +102,11 @@ struct LuaBreaker: Sendable {
 /// A script that does not load: what is wrong, with `<file>:<line>:` where Lua gives one.
 public struct LuaScriptError: Error, Sendable, CustomStringConvertible {
     public var description: String
-    init(_ description: String) { self.description = description }
+    public init(_ description: String) { self.description = description }
 }
 
 /// What a component does when its script fails on a position.
-enum LuaErrorAction: String, Sendable, Hashable, CaseIterable {
+public enum LuaErrorAction: String, Sendable, Hashable, CaseIterable {
     /// The position goes on unchanged.
     case pass
     /// The position is dropped (`dropped.script_error`).
@@ -113,18 +114,6 @@ enum LuaErrorAction: String, Sendable, Hashable, CaseIterable {
     /// The script is not run again until its file changes: every position is dropped
     /// (`dropped.stopped`) so nothing half-processed goes on.
     case stop
-}
-
-/// Modification time and size of a file: a change reloads a script.
-struct FileSignature: Equatable, Sendable {
-    var modified: Date?
-    var size: Int?
-
-    init(path: String) {
-        let attributes = try? FileManager.default.attributesOfItem(atPath: path)
-        modified = attributes?[.modificationDate] as? Date
-        size = (attributes?[.size] as? NSNumber)?.intValue
-    }
 }
 
 /// The options every Lua component has.

@@ -1,7 +1,7 @@
 import Foundation
 import GatewayCore
 import GatewayTesting
-@testable import DeliveryEngine
+@testable import SQLiteState
 import Locking
 import Testing
 

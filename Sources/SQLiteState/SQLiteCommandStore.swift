@@ -1,9 +1,7 @@
+import EnvironmentChecks
 import GatewayCore
 import Locking
-import SystemIO
-#if canImport(Glibc)
-import Glibc
-#endif
+import SQLiteStorage
 
 /// A gateway's commands to devices in an SQLite file (`settings.commands.path`): one row per
 /// command (its JSON, as the API shows it) and one per device seen connected, with its source.
@@ -18,26 +16,19 @@ public final class SQLiteCommandStore: CommandStore {
     /// Used under `lock` only; nil once closed.
     nonisolated(unsafe) private var connection: SQLiteConnection?
     private let lock = Locked(())
-    private let lockDescriptor: Int32
+    /// The file's lock, released on close.
+    private let fileLock: SQLiteFileLock
     private let clock: any GatewayClock
 
     /// Opens (or creates) the file and locks it.
-    public init(path: String, clock: any GatewayClock) throws(OutboxError) {
+    public init(path: String, clock: any GatewayClock) throws(CommandFileError) {
         self.path = path
         self.clock = clock
-        let absolute = FileCheck.absolute(path)
-        if let problem = FileCheck.directoryProblem(FileCheck.directory(of: path)) { throw OutboxError(path: absolute, message: problem) }
-        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw OutboxError(path: absolute, message: "cannot open: \(FileCheck.reason(errno))") }
-        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            Glibc.close(fd)
-            throw OutboxError(path: absolute, message: "in use by another locgate (the command store is locked while a pipeline runs)")
+        let c: SQLiteConnection
+        do { (c, fileLock) = try SQLiteFileLock.open(path: path, holder: "command store") } catch {
+            throw CommandFileError(path: FileCheck.absolute(path), message: error.message)
         }
-        lockDescriptor = fd
         do {
-            let c = try SQLiteConnection(path: path)
-            try c.execute("PRAGMA journal_mode=WAL")
-            try c.execute("PRAGMA synchronous=FULL")
             try c.execute("""
                 CREATE TABLE IF NOT EXISTS commands (
                     id TEXT PRIMARY KEY, device TEXT NOT NULL, status TEXT NOT NULL,
@@ -50,9 +41,9 @@ public final class SQLiteCommandStore: CommandStore {
                 """)
             connection = c
         } catch {
-            flock(fd, LOCK_UN)
-            Glibc.close(fd)
-            throw OutboxError(path: absolute, message: "\(error)")
+            c.close()
+            fileLock.release()
+            throw CommandFileError(path: FileCheck.absolute(path), message: "\(error)")
         }
     }
 
@@ -65,10 +56,7 @@ public final class SQLiteCommandStore: CommandStore {
             connection = nil
             return true
         }
-        if closed {
-            flock(lockDescriptor, LOCK_UN)
-            Glibc.close(lockDescriptor)
-        }
+        if closed { fileLock.release() }
     }
 
     private func with<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
@@ -139,4 +127,17 @@ public final class SQLiteCommandStore: CommandStore {
             try s.stepDone()
         }
     }
+}
+
+/// A command file that cannot be opened: its absolute path and the reason.
+public struct CommandFileError: Error, CustomStringConvertible {
+    public var path: String
+    public var message: String
+
+    public init(path: String, message: String) {
+        self.path = path
+        self.message = message
+    }
+
+    public var description: String { "command store \(path): \(message)" }
 }

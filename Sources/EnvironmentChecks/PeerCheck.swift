@@ -1,3 +1,4 @@
+import SystemIO
 
 /// Whether a peer (gpsd, an NMEA server, an HTTP server, a broker) accepts a TCP connection,
 /// for `locgate validate`: a warning only, since a peer that is down now may be up at run time.
