@@ -7,7 +7,7 @@ import GatewayCore
 import GpsdInput
 
 /// The merger's clock starts here; the input moves it, never the wall clock.
-let start = ContinuousClock.now
+let start = MonotonicInstant(sinceOrigin: .zero)
 
 @_cdecl("LLVMFuzzerTestOneInput")
 func testOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

@@ -11,14 +11,21 @@ public struct DiscardingLogHandler: LogHandler {
     }
 }
 
-/// The clock of every fuzz target: a fixed instant, so an input replays the same way.
+/// The clock of every fuzz target: a fixed instant, so an input replays the same way. Time never
+/// moves, and every wait ends at once (nothing under fuzzing may wait on a clock that stands).
 public struct FixedClock: GatewayClock {
     /// 2025-06-15T12:00:00Z.
     public static let instant = Timestamp(milliseconds: 1_749_988_800_000)
 
     public init() {}
     public func now() -> Timestamp { Self.instant }
-    public func sleep(for duration: Duration) async throws {}
+    public func monotonicNow() -> MonotonicInstant { MonotonicInstant(sinceOrigin: .zero) }
+    public func sleep(until deadline: MonotonicInstant) async throws { try Task.checkCancellation() }
+    @discardableResult
+    public func wake(at deadline: MonotonicInstant, _ action: @escaping @Sendable () -> Void) -> ClockTimer {
+        action()
+        return ClockTimer()
+    }
 }
 
 extension ComponentContext {
