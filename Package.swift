@@ -40,6 +40,12 @@ let package = Package(
 
         // Engines: protocol and geometry code the plugins share, each testable on its own.
         .target(name: "NMEA", dependencies: ["GatewayCore"], swiftSettings: settings),
+        // Receivers that speak binary: UBX frames and messages (u-blox), RTCM 3 framing and
+        // CRC-24Q, the stream decoder that splits NMEA, UBX and RTCM on one port, and the NTRIP
+        // client that brings corrections to it.
+        .target(name: "RTCM", swiftSettings: settings),
+        .target(name: "UBX", dependencies: ["GatewayCore"], swiftSettings: settings),
+        .target(name: "ReceiverStream", dependencies: ["GatewayCore", "NMEA", "RTCM", "UBX"], swiftSettings: settings),
         .target(name: "Geodesy", swiftSettings: settings),
         .target(name: "PositionEncoding", dependencies: ["GatewayCore", "Locking"], swiftSettings: settings),
         // The sinks' queues (SQLite and memory) and the delivery loops every network sink shares.
@@ -158,6 +164,7 @@ let package = Package(
         .testTarget(name: "NATSInputTests", dependencies: ["NATSInput", "NATSClient", "NATSTesting", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "PostgresOutputTests", dependencies: ["PostgresOutput", "DeliveryEngine", "Geodesy", "GatewayCore", "GatewayRuntime", "GatewayTesting", "PluginCatalog"], swiftSettings: settings),
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
+        .testTarget(name: "ReceiverStreamTests", dependencies: ["ReceiverStream", "UBX", "RTCM", "NMEA", "GatewayCore", "GatewayTesting"], exclude: ["Fixtures"], swiftSettings: settings),
         .testTarget(name: "NetworkInputTests", dependencies: ["NetworkInput", "GatewayTesting", "GatewayCore"], swiftSettings: settings),
         .testTarget(name: "OperatorEndpointsTests", dependencies: ["OperatorEndpoints", "HTTPServing", "GatewayCore", "GatewayRuntime", "GatewayTesting", "PluginCatalog", "Geodesy", "MapRendering", "Locking"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "DeliveryEngineTests", dependencies: ["DeliveryEngine", "SQLiteStorage", "GatewayCore", "GatewayRuntime", "GatewayTesting", "Locking"], swiftSettings: settings),
