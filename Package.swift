@@ -242,5 +242,8 @@ if Context.environment["LOCGATE_FUZZ"] == "1" {
         fuzzTarget("GeoJSONFences", ["Geofence", "Geodesy", "GatewayCore"]),
         fuzzTarget("HTTPRequests", ["HTTPInput", "HTTPServing", "PositionEncoding", "GatewayCore"]),
         fuzzTarget("StateSnapshots", ["Filters", "Geofence", "GatewayCore"]),
+        fuzzTarget("ReceiverStream", ["ReceiverStream", "UBX", "NMEA", "GatewayCore"]),
+        fuzzTarget("UBX", ["ReceiverStream", "UBX", "NMEA", "GatewayCore"]),
+        fuzzTarget("RTCM", ["RTCM"]),
     ]
 }

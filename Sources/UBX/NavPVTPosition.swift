@@ -13,8 +13,11 @@ import GatewayCore
 ///   itself calls invalid must not move a geofence or a distance filter.
 /// - **invalidLlh = 1**: latitude, longitude and heights are not valid (u-blox sends zeros):
 ///   no coordinates, mode 1. gpsd reports them at 0°, 0°.
+/// - A latitude beyond ±90° or a longitude beyond ±180° (no receiver sends one; a frame damaged
+///   in a way its 16-bit checksum misses can): no coordinates, mode 1, like invalidLlh.
 /// - Time: the UTC date and time plus `nano` (which may be negative), rounded to the
-///   millisecond, only when validDate and validTime are both set; otherwise no time.
+///   millisecond, only when validDate and validTime are both set and the year is 1980–2099;
+///   otherwise no time.
 /// - Fields: `hAcc` → horizontalError (eph), `vAcc` → verticalError (epv), `gSpeed` → speed,
 ///   `headMot` → course (track), `headVeh` → heading when headVehValid, `pDOP`, `numSV`;
 ///   attributes (gpsd's TPV names): `altHAE` (m), `eps` (speed accuracy, m/s), `epd` (heading
@@ -51,9 +54,14 @@ public enum NavPVTPosition {
         return (mode, quality)
     }
 
-    /// The UTC time in milliseconds since 1970, or nil unless date and time are valid.
+    /// Years a NAV-PVT time is taken from: GPS time starts in 1980 and u-blox documents the
+    /// year field up to 2099. Beyond about 2262 the time in nanoseconds overflows an Int64 (the
+    /// UBX fuzz target's first find trapped here on year 31073).
+    static let years: ClosedRange<UInt16> = 1980...2099
+
+    /// The UTC time in milliseconds since 1970, or nil unless date and time are valid and in range.
     public static func milliseconds(_ pvt: NavPVT) -> Int64? {
-        guard pvt.validDate && pvt.validTime, pvt.month >= 1, pvt.month <= 12, pvt.day >= 1, pvt.day <= 31,
+        guard pvt.validDate && pvt.validTime, years.contains(pvt.year), pvt.month >= 1, pvt.month <= 12, pvt.day >= 1, pvt.day <= 31,
               pvt.hour < 24, pvt.minute < 60, pvt.second <= 60 else { return nil }
         let days = Int64(Timestamp.daysFromCivil(year: Int(pvt.year), month: Int(pvt.month), day: Int(pvt.day)))
         let seconds = ((days * 24 + Int64(pvt.hour)) * 60 + Int64(pvt.minute)) * 60 + Int64(pvt.second)
@@ -66,7 +74,8 @@ public enum NavPVTPosition {
     /// Fills `p` (a blank with the source's origin) from `pvt`; the caller gives it its id.
     public static func fill(_ p: inout Position, from pvt: NavPVT) {
         let (mode, quality) = modeAndQuality(pvt)
-        let valid = mode != .noFix && (pvt.gnssFixOK || pvt.fixType == 5) && !pvt.invalidLlh
+        let onEarth = (-900_000_000...900_000_000).contains(pvt.lat) && (-1_800_000_000...1_800_000_000).contains(pvt.lon)
+        let valid = mode != .noFix && (pvt.gnssFixOK || pvt.fixType == 5) && !pvt.invalidLlh && onEarth
         p.mode = valid ? mode : .noFix
         p.quality = valid ? quality : .unknown
         p.time = milliseconds(pvt).map(Timestamp.init(milliseconds:))
