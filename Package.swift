@@ -46,6 +46,9 @@ let package = Package(
         .target(name: "RTCM", swiftSettings: settings),
         .target(name: "UBX", dependencies: ["GatewayCore"], swiftSettings: settings),
         .target(name: "ReceiverStream", dependencies: ["GatewayCore", "NMEA", "RTCM", "UBX"], swiftSettings: settings),
+        // Receiver configuration writes: CFG-VALSET by key name or raw UBX from a source's `init`,
+        // sent one at a time at open and after every reconnect, each ACK-ACK/ACK-NAK/timeout reported.
+        .target(name: "ReceiverSetup", dependencies: ["GatewayCore", "UBX", "ReceiverStream"], swiftSettings: settings),
         .target(name: "Geodesy", swiftSettings: settings),
         .target(name: "PositionEncoding", dependencies: ["GatewayCore", "Locking"], swiftSettings: settings),
         // The sinks' queues (SQLite and memory) and the delivery loops every network sink shares.
@@ -164,6 +167,7 @@ let package = Package(
         .testTarget(name: "NATSInputTests", dependencies: ["NATSInput", "NATSClient", "NATSTesting", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "PostgresOutputTests", dependencies: ["PostgresOutput", "DeliveryEngine", "Geodesy", "GatewayCore", "GatewayRuntime", "GatewayTesting", "PluginCatalog"], swiftSettings: settings),
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
+        .testTarget(name: "ReceiverSetupTests", dependencies: ["ReceiverSetup", "ReceiverStream", "UBX", "NMEA", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "ReceiverStreamTests", dependencies: ["ReceiverStream", "UBX", "RTCM", "NMEA", "GatewayCore", "GatewayTesting"], exclude: ["Fixtures"], swiftSettings: settings),
         .testTarget(name: "NetworkInputTests", dependencies: ["NetworkInput", "GatewayTesting", "GatewayCore"], swiftSettings: settings),
         .testTarget(name: "OperatorEndpointsTests", dependencies: ["OperatorEndpoints", "HTTPServing", "GatewayCore", "GatewayRuntime", "GatewayTesting", "PluginCatalog", "Geodesy", "MapRendering", "Locking"], exclude: ["Support"], swiftSettings: settings),
