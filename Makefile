@@ -12,10 +12,11 @@ RUN_PACKAGES := pkg-config libserialport-dev libsqlite3-dev libproj-dev proj-dat
 # promtool/prometheus, systemd-analyze, headless chromium for the map pages, gcc for the
 # replay benchmark's C checksum scan, and PostgreSQL 15 with PostGIS 3 (the postgres sink's tests
 # and benchmark run their own server with initdb/pg_ctl in a temporary directory on a free port;
-# the package's own cluster is left alone).
+# the package's own cluster is left alone), and RTKLIB's str2str as the NTRIP 1 caster of the
+# NTRIP client's tests.
 TEST_PACKAGES := proj-bin openssl gpsd gpsd-clients socat python3 procps bc util-linux sqlite3 \
                  nats-server mosquitto mosquitto-clients prometheus curl systemd \
-                 chromium gcc postgresql-15 postgresql-client-15 postgresql-15-postgis-3
+                 chromium gcc postgresql-15 postgresql-client-15 postgresql-15-postgis-3 rtklib
 # Everything `make test` installs (CI runs it on a fresh Debian 12).
 APT_PACKAGES := $(RUN_PACKAGES) $(TEST_PACKAGES)
 SWIFT_FLAGS ?=

@@ -48,6 +48,9 @@ let package = Package(
         .target(name: "ReceiverStream", dependencies: ["GatewayCore", "NMEA", "RTCM", "UBX"], swiftSettings: settings),
         // Receiver configuration writes: CFG-VALSET by key name or raw UBX from a source's `init`,
         // sent one at a time at open and after every reconnect, each ACK-ACK/ACK-NAK/timeout reported.
+        // The NTRIP client: caster connections (NTRIP 1 and 2, chunked), the sourcetable, GGA
+        // upstream, back-off; RTCM frames checked and handed to a writer (the serial source's port).
+        .target(name: "NTRIP", dependencies: ["GatewayCore", "NMEA", "RTCM", "SystemIO", "Locking"], swiftSettings: settings),
         .target(name: "ReceiverSetup", dependencies: ["GatewayCore", "UBX", "ReceiverStream"], swiftSettings: settings),
         .target(name: "Geodesy", swiftSettings: settings),
         .target(name: "PositionEncoding", dependencies: ["GatewayCore", "Locking"], swiftSettings: settings),
@@ -167,6 +170,7 @@ let package = Package(
         .testTarget(name: "NATSInputTests", dependencies: ["NATSInput", "NATSClient", "NATSTesting", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "PostgresOutputTests", dependencies: ["PostgresOutput", "DeliveryEngine", "Geodesy", "GatewayCore", "GatewayRuntime", "GatewayTesting", "PluginCatalog"], swiftSettings: settings),
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
+        .testTarget(name: "NTRIPTests", dependencies: ["NTRIP", "RTCM", "NMEA", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "ReceiverSetupTests", dependencies: ["ReceiverSetup", "ReceiverStream", "UBX", "NMEA", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "ReceiverStreamTests", dependencies: ["ReceiverStream", "UBX", "RTCM", "NMEA", "GatewayCore", "GatewayTesting"], exclude: ["Fixtures"], swiftSettings: settings),
         .testTarget(name: "NetworkInputTests", dependencies: ["NetworkInput", "GatewayTesting", "GatewayCore"], swiftSettings: settings),
