@@ -170,7 +170,7 @@ let package = Package(
         .testTarget(name: "NATSInputTests", dependencies: ["NATSInput", "NATSClient", "NATSTesting", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "PostgresOutputTests", dependencies: ["PostgresOutput", "DeliveryEngine", "Geodesy", "GatewayCore", "GatewayRuntime", "GatewayTesting", "PluginCatalog"], swiftSettings: settings),
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
-        .testTarget(name: "NTRIPTests", dependencies: ["NTRIP", "RTCM", "NMEA", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
+        .testTarget(name: "NTRIPTests", dependencies: ["NTRIP", "RTCM", "NMEA", "SystemIO", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "ReceiverSetupTests", dependencies: ["ReceiverSetup", "ReceiverStream", "UBX", "NMEA", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "ReceiverStreamTests", dependencies: ["ReceiverStream", "UBX", "RTCM", "NMEA", "GatewayCore", "GatewayTesting"], exclude: ["Fixtures"], swiftSettings: settings),
         .testTarget(name: "NetworkInputTests", dependencies: ["NetworkInput", "GatewayTesting", "GatewayCore"], swiftSettings: settings),

@@ -167,15 +167,19 @@ public final class NTRIPClient: Sendable {
         while head == nil {
             let left = headDeadline - clock.now().milliseconds
             guard left > 0 else { throw Ending.failed("no answer from the caster within \(DurationText.format(c.stallTimeout))") }
+            var atEnd = false
             switch try await socket.read(into: &buffer, timeout: .milliseconds(min(left, tick.milliseconds)), wakeup: wakeup) {
             case .bytes(let n): received += buffer[0..<n]
             case .nothing: continue
-            case .end: throw Ending.failed(received.isEmpty ? "the caster closed the connection without an answer" : "the caster closed the connection during its answer")
+            case .end: atEnd = true
             }
             do {
-                if let (h, length) = try NTRIPResponseHead.parse(received) { head = h; bodyStart = length }
+                if let (h, length) = try NTRIPResponseHead.parse(received, atEnd: atEnd) { head = h; bodyStart = length }
             } catch {
                 throw Ending.failed("not an NTRIP answer: \(error)")
+            }
+            if atEnd && head == nil {
+                throw Ending.failed(received.isEmpty ? "the caster closed the connection without an answer" : "the caster closed the connection during its answer")
             }
         }
         guard let head else { return }

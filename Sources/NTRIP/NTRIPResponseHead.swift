@@ -38,8 +38,9 @@ public struct NTRIPResponseHead: Sendable, Equatable {
     }
 
     /// Reads a head from the start of `bytes`: nil while more bytes are needed, else the head and
-    /// how many bytes it took (what follows is body).
-    public static func parse(_ bytes: [UInt8]) throws(Failure) -> (head: NTRIPResponseHead, length: Int)? {
+    /// how many bytes it took (what follows is body). `atEnd`: the caster closed the connection,
+    /// so a head without its blank line is complete (str2str's `HTTP/1.0 401 Unauthorized\r\n`).
+    public static func parse(_ bytes: [UInt8], atEnd: Bool = false) throws(Failure) -> (head: NTRIPResponseHead, length: Int)? {
         guard let firstEnd = bytes.firstIndex(of: 0x0A) else {
             if bytes.count > maximumLength { throw .tooLong }
             // A first line that cannot become a status line fails at once, not after 16 KB.
@@ -53,21 +54,23 @@ public struct NTRIPResponseHead: Sendable, Equatable {
         let parts = status.split(separator: " ", maxSplits: 2).map(String.init)
         if status.hasPrefix("ICY ") {
             guard parts.count >= 2, parts[1] == "200" else { throw .notNTRIP(status) }
-            // Headers only if a header-like line or a blank line follows; else the data starts here.
+            // Headers only if a header-like line or a blank line came with the status line; else
+            // the data starts here. A caster that sends nothing more until it has data (str2str)
+            // must not be waited on: headers that come later are text, which the RTCM framer
+            // drops as junk (no header byte is 0xD3).
             let afterStatus = firstEnd + 1
-            guard afterStatus < bytes.count else { return nil }
-            if bytes[afterStatus] == 0x0D || bytes[afterStatus] == 0x0A || looksLikeHeader(bytes[afterStatus...]) {
-                guard let (headers, end) = try headerBlock(bytes, from: afterStatus) else { return nil }
+            if afterStatus < bytes.count && (bytes[afterStatus] == 0x0D || bytes[afterStatus] == 0x0A || looksLikeHeader(bytes[afterStatus...])),
+               let (headers, end) = try headerBlock(bytes, from: afterStatus, atEnd: true) {
                 return (NTRIPResponseHead(kind: .data, statusLine: status, headers: headers), end)
             }
             return (NTRIPResponseHead(kind: .data, statusLine: status, headers: [:]), afterStatus)
         }
         if status.hasPrefix("SOURCETABLE ") {
-            guard let (headers, end) = try headerBlock(bytes, from: firstEnd + 1) else { return nil }
+            guard let (headers, end) = try headerBlock(bytes, from: firstEnd + 1, atEnd: atEnd) else { return nil }
             return (NTRIPResponseHead(kind: .sourcetable, statusLine: status, headers: headers), end)
         }
         guard status.hasPrefix("HTTP/"), parts.count >= 2, let code = Int(parts[1]) else { throw .notNTRIP(status) }
-        guard let (headers, end) = try headerBlock(bytes, from: firstEnd + 1) else { return nil }
+        guard let (headers, end) = try headerBlock(bytes, from: firstEnd + 1, atEnd: atEnd) else { return nil }
         let kind: Kind
         switch code {
         case 200:
@@ -78,14 +81,15 @@ public struct NTRIPResponseHead: Sendable, Equatable {
         return (NTRIPResponseHead(kind: kind, statusLine: status, headers: headers), end)
     }
 
-    /// Header lines from `start` to the blank line: nil while it has not arrived.
-    static func headerBlock(_ bytes: [UInt8], from start: Int) throws(Failure) -> ([String: String], Int)? {
+    /// Header lines from `start` to the blank line: nil while it has not arrived (at the end of
+    /// the input: the lines there are).
+    static func headerBlock(_ bytes: [UInt8], from start: Int, atEnd: Bool) throws(Failure) -> ([String: String], Int)? {
         var headers: [String: String] = [:]
         var i = start
         while true {
-            guard let end = bytes[i...].firstIndex(of: 0x0A) else {
+            guard i < bytes.count, let end = bytes[i...].firstIndex(of: 0x0A) else {
                 if bytes.count > maximumLength { throw .tooLong }
-                return nil
+                return atEnd ? (headers, i) : nil
             }
             let line = text(bytes[i..<end])
             i = end + 1

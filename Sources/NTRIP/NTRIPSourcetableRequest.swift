@@ -29,7 +29,7 @@ public enum NTRIPSourcetableRequest {
             }
             guard received.count <= maximumLength else { throw Failure(description: "the sourcetable is larger than 8 MB") }
             // Done at ENDSOURCETABLE (casters that keep the connection open) or when the caster closes.
-            if let (head, start) = try? NTRIPResponseHead.parse(received) {
+            if let (head, start) = try? NTRIPResponseHead.parse(received, atEnd: closed) {
                 if head.kind == .unauthorized { throw Failure(description: "401 Unauthorized: the sourcetable needs a user and password") }
                 if case .refused(let code, let reason) = head.kind { throw Failure(description: "the caster answered \(code) \(reason)") }
                 if head.kind == .data { throw Failure(description: "the caster sent data, not its sourcetable") }

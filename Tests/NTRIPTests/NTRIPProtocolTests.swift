@@ -57,8 +57,12 @@ import Testing
         // Others: headers and a blank line first.
         let icyHeaders = try #require(try parse("ICY 200 OK\r\nServer: caster\r\nDate: x\r\n\r\n", rtcm))
         #expect(icyHeaders.0.headers["server"] == "caster" && icyHeaders.1 == 39)
-        // The status line alone: wait for what follows.
-        #expect(try parse("ICY 200 OK\r\n") == nil)
+        // The status line alone (str2str before it has data): the data starts after it.
+        #expect(try parse("ICY 200 OK\r\n")?.1 == 12)
+        #expect(try parse("ICY 200") == nil)
+        // A head cut by the end of the connection: what is there.
+        #expect(try NTRIPResponseHead.parse(Array("HTTP/1.0 401 Unauthorized\r\n".utf8), atEnd: true)?.0.kind == .unauthorized)
+        #expect(try NTRIPResponseHead.parse(Array("HTTP/1.0 401 Unauthorized\r\n".utf8)) == nil)
         let v2 = try #require(try parse("HTTP/1.1 200 OK\r\nNtrip-Version: Ntrip/2.0\r\nContent-Type: gnss/data\r\nTransfer-Encoding: chunked\r\n\r\n", rtcm))
         #expect(v2.0.kind == .data && v2.0.chunked)
         #expect(try parse("HTTP/1.1 200 OK\r\nContent-Type: gnss/sourcetable\r\n\r\n")?.0.kind == .sourcetable)
