@@ -51,6 +51,7 @@ final class TestCaster: @unchecked Sendable {
         var lines: [Line] = []
         var connections = 0
         var stopped = false
+        var listenerClosed = false
         var fds: [Int32] = []
     }
 
@@ -59,8 +60,6 @@ final class TestCaster: @unchecked Sendable {
     private let clock: any GatewayClock
     private let script: @Sendable (Connection) -> Void
     let state = Locked(State())
-    /// Released by ``stop()``: a script that must hold a connection open waits on it.
-    let released = DispatchSemaphore(value: 0)
 
     init(clock: any GatewayClock, script: @escaping @Sendable (Connection) -> Void) throws {
         self.clock = clock
@@ -86,12 +85,26 @@ final class TestCaster: @unchecked Sendable {
         return self
     }
 
+    // Descriptors are closed only by the thread that serves them, once its script and its line
+    // reader are both done, and the listener only by the accept thread: a number closed while
+    // another thread may still call accept/send/recv on it can be reused by the next test's
+    // sockets (a caster was seen taking another test's connection).
     private func acceptLoop() {
         while true {
             let fd = accept(listenFD, nil, nil)
-            guard fd >= 0 else { return }
+            guard fd >= 0 else {
+                state.withLock { s in
+                    s.listenerClosed = true
+                    Glibc.close(listenFD)
+                }
+                return
+            }
             let index = state.withLock { s -> Int in s.connections += 1; s.fds.append(fd); return s.connections }
-            Thread.detachNewThread { [self] in serve(fd, index: index) }
+            Thread.detachNewThread { [self] in
+                serve(fd, index: index)
+                state.withLock { $0.fds.removeAll { $0 == fd } }
+                Glibc.close(fd)
+            }
         }
     }
 
@@ -100,13 +113,14 @@ final class TestCaster: @unchecked Sendable {
         var head: [UInt8] = []
         var byte: UInt8 = 0
         while !(head.count >= 4 && head.suffix(4) == [13, 10, 13, 10]) {
-            guard recv(fd, &byte, 1, 0) == 1 else { Glibc.close(fd); return }
+            guard recv(fd, &byte, 1, 0) == 1 else { return }
             head.append(byte)
         }
         let request = String(decoding: head, as: UTF8.self)
         state.withLock { $0.requests.append(request) }
         let connection = Connection(fd: fd, index: index, request: request)
-        // What the client sends from now on, line by line.
+        // What the client sends from now on, line by line, until it closes (or stop()).
+        let readerDone = DispatchSemaphore(value: 0)
         Thread.detachNewThread { [self] in
             var line: [UInt8] = []
             var b: UInt8 = 0
@@ -119,8 +133,10 @@ final class TestCaster: @unchecked Sendable {
                     line.removeAll()
                 }
             }
+            readerDone.signal()
         }
         script(connection)
+        readerDone.wait()
     }
 
     var requests: [String] { state.withLock { $0.requests } }
@@ -128,15 +144,14 @@ final class TestCaster: @unchecked Sendable {
     var connections: Int { state.withLock { $0.connections } }
 
     func stop() {
-        let fds = state.withLock { s -> [Int32] in
-            guard !s.stopped else { return [] }
+        // Under the lock: a serving thread removes its descriptor before closing it, so every
+        // number shut down here is still this caster's.
+        state.withLock { s in
+            guard !s.stopped else { return }
             s.stopped = true
-            return s.fds
+            if !s.listenerClosed { shutdown(listenFD, Int32(SHUT_RDWR)) }
+            for fd in s.fds { shutdown(fd, Int32(SHUT_RDWR)) }
         }
-        shutdown(listenFD, Int32(SHUT_RDWR))
-        Glibc.close(listenFD)
-        for fd in fds { shutdown(fd, Int32(SHUT_RDWR)) }
-        for _ in 0..<64 { released.signal() }
     }
 
     deinit { stop() }
