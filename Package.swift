@@ -134,7 +134,7 @@ let package = Package(
         .target(name: "TrackMap", dependencies: ["GatewayCore", "Geodesy", "Locking", "MapRendering"], swiftSettings: settings),
         // A pipeline run as a service: signals, reload from its file, the operator API, systemd.
         .target(name: "GatewayProcess", dependencies: ["GatewayCore", "GatewayRuntime", "OperatorEndpoints", "CSystemd", "Locking"], swiftSettings: settings),
-        .target(name: "LocgateCLI", dependencies: ["GatewayCore", "GatewayRuntime", "GatewayProcess", "SQLiteState", "SerialPorts", "SystemIO", "TrackMap", "Locking"],
+        .target(name: "LocgateCLI", dependencies: ["GatewayCore", "GatewayRuntime", "GatewayProcess", "SQLiteState", "SerialPorts", "SystemIO", "TrackMap", "Locking", "NTRIP"],
                 resources: [.embedInCode("Resources/demo-bundg_zeus_9.nmea")], swiftSettings: settings),
         .executableTarget(name: "locgate", dependencies: ["LocgateCLI", "PluginCatalog"], swiftSettings: settings),
 
@@ -172,7 +172,7 @@ let package = Package(
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
         .testTarget(name: "NTRIPTests", dependencies: ["NTRIP", "RTCM", "NMEA", "SystemIO", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "ReceiverSetupTests", dependencies: ["ReceiverSetup", "ReceiverStream", "UBX", "NMEA", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
-        .testTarget(name: "ReceiverStreamTests", dependencies: ["ReceiverStream", "UBX", "RTCM", "NMEA", "GatewayCore", "GatewayTesting"], exclude: ["Fixtures"], swiftSettings: settings),
+        .testTarget(name: "ReceiverStreamTests", dependencies: ["ReceiverStream", "UBX", "NMEA", "GatewayCore", "GatewayTesting"], exclude: ["Fixtures"], swiftSettings: settings),
         .testTarget(name: "NetworkInputTests", dependencies: ["NetworkInput", "GatewayTesting", "GatewayCore"], swiftSettings: settings),
         .testTarget(name: "OperatorEndpointsTests", dependencies: ["OperatorEndpoints", "HTTPServing", "GatewayCore", "GatewayRuntime", "GatewayTesting", "PluginCatalog", "Geodesy", "MapRendering", "Locking"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "DeliveryEngineTests", dependencies: ["DeliveryEngine", "SQLiteStorage", "GatewayCore", "GatewayRuntime", "GatewayTesting", "Locking"], swiftSettings: settings),

@@ -42,11 +42,14 @@ public struct NTRIPSourcetable: Sendable, Equatable {
     public var otherRecords: [String] = []
     /// Whether the table ended with `ENDSOURCETABLE` (a table cut short does not).
     public var complete = false
+    /// The text as the caster sent it.
+    public var text = ""
 
     public init() {}
 
     /// Parses the table's text (lines ending in CRLF or LF; the response head already removed).
     public init(text: String) {
+        self.text = text
         for raw in text.split(omittingEmptySubsequences: true, whereSeparator: { $0 == "\n" || $0 == "\r\n" }) {
             let line = raw.hasSuffix("\r") ? raw.dropLast() : raw[...]
             if line.hasPrefix("ENDSOURCETABLE") { complete = true; break }
