@@ -123,6 +123,7 @@ bench: deps
 	bash Benchmarks/trackers.sh
 	bash Benchmarks/lua.sh
 	bash Benchmarks/http_serving.sh
+	sh Benchmarks/receiver_stream.sh
 
 bench-nmea: deps
 	bash Benchmarks/nmea_replay.sh

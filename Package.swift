@@ -209,6 +209,7 @@ if Context.environment["LOCGATE_BENCH"] == "1" {
         benchmark("CoordinatesBenchmark", ["Coordinates", "GatewayCore", "Geodesy"]),
         benchmark("NATSBenchmark", ["GatewayCore", "NATSClient"]),
         benchmark("HTTPServingBenchmark", ["HTTPServing"]),
+        benchmark("ReceiverStreamBenchmark", ["GatewayCore", "Locking", "NMEA", "NTRIP", "ReceiverStream", "RTCM", "UBX"]),
     ]
 }
 

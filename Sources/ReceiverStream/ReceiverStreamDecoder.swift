@@ -283,16 +283,18 @@ public struct ReceiverStreamDecoder: Sendable {
 
     /// The position of a NAV-PVT, numbered like the NMEA epochs (source id and fix time).
     private mutating func emit(_ pvt: NavPVT, into out: inout [Position]) {
-        var p = blank
-        NavPVTPosition.fill(&p, from: pvt)
+        // Filled in place in `out`: a position built aside and appended is copied once more.
+        out.append(blank)
+        let k = out.count - 1
+        NavPVTPosition.fill(&out[k], from: pvt)
         correctionAge = pvt.diffSoln ? NavPVTPosition.correctionAge(code: pvt.lastCorrectionAge) : nil
         positions += 1
-        if let t = p.time?.milliseconds {
+        if let t = out[k].time?.milliseconds {
             if t == lastTime {
                 repeats += 1
-                p.id = "\(PositionID(prefix: idPrefix, number: t))-\(repeats)"
+                out[k].id = "\(PositionID(prefix: idPrefix, number: t))-\(repeats)"
             } else {
-                p.identifier = PositionID(prefix: idPrefix, number: t)
+                out[k].identifier = PositionID(prefix: idPrefix, number: t)
                 lastTime = t
                 repeats = 0
             }
@@ -300,11 +302,10 @@ public struct ReceiverStreamDecoder: Sendable {
             recentEpochs.append(t)
         } else {
             untimed += 1
-            p.identifier = PositionID(prefix: untimedPrefix, number: Int64(untimed))
+            out[k].identifier = PositionID(prefix: untimedPrefix, number: Int64(untimed))
         }
         // NMEA epochs already out stay as they are; from now on they are matched against NAV-PVT.
         sawNavPVT = true
-        out.append(p)
     }
 
     private static func worst(_ statuses: [AntennaStatus]) -> AntennaStatus? {

@@ -91,13 +91,18 @@ public enum NavPVTPosition {
         p.pdop = Double(pvt.pDOP) / 100
         p.horizontalError = Double(pvt.hAcc) / 1000
         p.verticalError = Double(pvt.vAcc) / 1000
-        var attributes: [String: String] = [:]
-        attributes.reserveCapacity(4)
-        if valid && mode == .threeD { attributes["altHAE"] = Decimals.text(Int64(pvt.height), places: 3) }
-        attributes["eps"] = Decimals.text(Int64(pvt.sAcc), places: 3)
-        attributes["epd"] = Decimals.text(Int64(pvt.headAcc), places: 5)
-        if pvt.diffSoln, let age = correctionAge(code: pvt.lastCorrectionAge) { attributes["dgpsAge"] = String(age) }
-        p.attributes = attributes
+        // One literal per shape: a dictionary built whole, not grown key by key (half of a
+        // NAV-PVT's decoding went to growing and rehashing it).
+        let eps = Decimals.text(Int64(pvt.sAcc), places: 3)
+        let epd = Decimals.text(Int64(pvt.headAcc), places: 5)
+        let altHAE = valid && mode == .threeD ? Decimals.text(Int64(pvt.height), places: 3) : nil
+        let age = pvt.diffSoln ? correctionAge(code: pvt.lastCorrectionAge).map(String.init) : nil
+        switch (altHAE, age) {
+        case (let h?, let a?): p.attributes = ["altHAE": h, "eps": eps, "epd": epd, "dgpsAge": a]
+        case (let h?, nil): p.attributes = ["altHAE": h, "eps": eps, "epd": epd]
+        case (nil, let a?): p.attributes = ["eps": eps, "epd": epd, "dgpsAge": a]
+        case (nil, nil): p.attributes = ["eps": eps, "epd": epd]
+        }
     }
 }
 
@@ -105,17 +110,28 @@ public enum NavPVTPosition {
 /// no binary floating point between the receiver's integer and the text.
 enum Decimals {
     static func text(_ value: Int64, places: Int) -> String {
-        var digits: [UInt8] = []
-        digits.reserveCapacity(24)
-        var v = value.magnitude
-        var n = 0
-        repeat {
-            digits.append(UInt8(ascii: "0") + UInt8(v % 10))
-            v /= 10
-            n += 1
-            if n == places { digits.append(UInt8(ascii: ".")) }
-        } while v > 0 || n <= places
-        if value < 0 { digits.append(UInt8(ascii: "-")) }
-        return String(decoding: digits.reversed(), as: UTF8.self)
+        // Written from the end of a stack buffer, then made a String of the digits alone: at
+        // most 15 bytes (every field here) is a small string, with no allocation. A temporary
+        // array reversed into a String cost a third of a NAV-PVT's decoding.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { buffer in
+            var i = 24
+            var v = value.magnitude
+            var n = 0
+            repeat {
+                i -= 1
+                buffer[i] = UInt8(ascii: "0") + UInt8(v % 10)
+                v /= 10
+                n += 1
+                if n == places {
+                    i -= 1
+                    buffer[i] = UInt8(ascii: ".")
+                }
+            } while v > 0 || n <= places
+            if value < 0 {
+                i -= 1
+                buffer[i] = UInt8(ascii: "-")
+            }
+            return String(decoding: UnsafeBufferPointer(rebasing: buffer[i..<24]), as: UTF8.self)
+        }
     }
 }
