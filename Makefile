@@ -137,7 +137,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_MERGE ?= 0
 FUZZ_TARGETS ?= TeltonikaTCP TeltonikaUDP GT06 H02 JT808 GPS103 Watch GL200 Meitrack Suntech LuaProtocol NMEA JSON Configuration GpsdReports GPX JSONLines \
                 OwnTracks MQTTMessages NATSMessages GeoJSONFences HTTPRequests StateSnapshots \
-                ReceiverStream UBX RTCM
+                ReceiverStream UBX RTCM NTRIP
 
 fuzz-build: deps-run
 	bash Fuzz/run.sh build $(FUZZ_TARGETS)

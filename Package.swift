@@ -254,5 +254,6 @@ if Context.environment["LOCGATE_FUZZ"] == "1" {
         fuzzTarget("ReceiverStream", ["ReceiverStream", "UBX", "NMEA", "GatewayCore"]),
         fuzzTarget("UBX", ["ReceiverStream", "UBX", "NMEA", "GatewayCore"]),
         fuzzTarget("RTCM", ["RTCM"]),
+        fuzzTarget("NTRIP", ["NTRIP", "RTCM"]),
     ]
 }

@@ -276,7 +276,7 @@ def receiver_streams():
     """ReceiverStream: the u-blox logs (after gpsd's header) in pieces, the broken and synthetic
     streams whole. UBX: the payloads of the messages it decodes, behind their selector byte.
     RTCM: the RTCM 3 logs in pieces, and their frames' payloads as pieces to frame (options 01)."""
-    for target in ["ReceiverStream", "UBX", "RTCM"]:
+    for target in ["ReceiverStream", "UBX", "RTCM", "NTRIP"]:
         clear(target)
     manifest = json.loads((RECEIVER / "ubx" / "MANIFEST.json").read_text())
     for log in sorted((RECEIVER / "ubx").glob("*.log")):
@@ -309,6 +309,23 @@ def receiver_streams():
             pieces_ += bytes([len(payload) >> 8, len(payload) & 0xFF]) + payload
         write("RTCM", f"built-{log.stem}", WHOLE + b"\x01" + pieces_)
         write("RTCM", f"built-stray-{log.stem}", WHOLE + b"\x03" + pieces_)
+        # NTRIP: the caster's answers around the same frames: NTRIP 1 (str2str's bare ICY, and
+        # with headers) and NTRIP 2 chunked in pieces that cut frames.
+        good = b"".join(log.read_bytes()[f["offset"]:f["offset"] + f["length"]] for f in frames if f.get("crc_ok"))[:3000]
+        write("NTRIP", f"icy-{log.stem}", WHOLE + b"ICY 200 OK\r\n" + good)
+        write("NTRIP", f"icy-headers-{log.stem}", WHOLE + b"ICY 200 OK\r\nServer: caster\r\n\r\n" + good)
+        body, i, k = b"", 0, 0
+        while i < len(good):
+            n = [1, 17, 97, 400, 3][k % 5]
+            body += b"%x;ext=1\r\n" % len(good[i:i + n]) + good[i:i + n] + b"\r\n"
+            i, k = i + n, k + 1
+        write("NTRIP", f"chunked-{log.stem}", WHOLE + b"HTTP/1.1 200 OK\r\nNtrip-Version: Ntrip/2.0\r\nContent-Type: gnss/data\r\nTransfer-Encoding: chunked\r\n\r\n" + body + b"0\r\n\r\n")
+    table = (b"STR;VRS;Network RTK;RTCM 3.2;1004(1),1005(10);2;GPS+GLO;NET;AUT;48.21;16.37;1;1;sNTRIP;none;B;N;9600;misc\r\n"
+             b"STR;MOUNT;srctbl\r\nCAS;caster;2101;X;Y;0;AUT;48;16;0.0.0.0;0;http://x\r\nENDSOURCETABLE\r\n")
+    write("NTRIP", "sourcetable-v1", WHOLE + b"SOURCETABLE 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n" % len(table) + table)
+    write("NTRIP", "sourcetable-v2", WHOLE + b"HTTP/1.1 200 OK\r\nContent-Type: gnss/sourcetable\r\nTransfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % len(table) + table + b"\r\n0\r\n\r\n")
+    write("NTRIP", "unauthorized", WHOLE + b"HTTP/1.0 401 Unauthorized\r\n")
+    write("NTRIP", "not-found", WHOLE + b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
 
 
 if __name__ == "__main__":
