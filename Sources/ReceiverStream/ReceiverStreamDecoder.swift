@@ -103,6 +103,7 @@ public struct ReceiverStreamDecoder: Sendable {
     public mutating func flushIdle(into out: inout [Position]) {
         guard !sawNavPVT else { return }
         nmea.flushIdle(into: &out)
+        antennaReports += nmea.takeAntennaReports()
     }
 
     /// Ends the input: a frame still waiting for bytes is counted truncated and its bytes after
@@ -120,6 +121,7 @@ public struct ReceiverStreamDecoder: Sendable {
         } else {
             nmea.flush(into: &out)
         }
+        antennaReports += nmea.takeAntennaReports()
     }
 
     // MARK: - What the caller takes
@@ -135,10 +137,9 @@ public struct ReceiverStreamDecoder: Sendable {
     /// Antenna statuses reported since the last call (u-blox `TXT ANTSTATUS=`, MediaTek
     /// `PGTOP,11`, UBX MON-RF and MON-HW), oldest first.
     public mutating func takeAntennaReports() -> [AntennaStatus] {
-        let text = nmea.takeAntennaReports()
-        guard !antennaReports.isEmpty else { return text }
+        guard !antennaReports.isEmpty else { return [] }
         defer { antennaReports.removeAll(keepingCapacity: true) }
-        return text + antennaReports
+        return antennaReports
     }
 
     /// Jamming and spoofing states reported since the last call (UBX MON-RF, MON-HW, NAV-STATUS).
@@ -227,6 +228,10 @@ public struct ReceiverStreamDecoder: Sendable {
         } else {
             nmea.decode(text, into: &out)
         }
+        // In stream order with MON-RF's and MON-HW's: taken whenever text is decoded, not
+        // appended at the end of a read, so `TXT ANTSTATUS=OPEN` then a MON-RF saying OK ends
+        // OK whatever the read boundaries (found by Fuzz/ReceiverStream).
+        antennaReports += nmea.takeAntennaReports()
     }
 
     /// Moves the NMEA epochs just completed to `out`, less those a NAV-PVT described.

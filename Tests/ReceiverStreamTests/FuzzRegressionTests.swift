@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import NMEA
 import ReceiverStream
 import Testing
 import UBX
@@ -41,5 +42,27 @@ import UBX
         let d = decodeStream(UBXFrame.encode(.navPVT, payload: payload))
         #expect(d.positions.count == 1)
         #expect((d.positions.first?.time != nil) == timed, "year \(year)")
+    }
+
+    /// ReceiverStream `crash-fd8c0727` (a 5-minute run; its input is
+    /// `Fuzz/corpus/ReceiverStream/regression-fd8c0727…`): a u-blox stream with `TXT ANTSTATUS`
+    /// sentences and MON-RF frames gave its antenna reports in another order when read in other
+    /// pieces — text reports were put before the binary ones of the same read — so the last
+    /// antenna state could be OK when the receiver last said OPEN. They now come in stream order.
+    @Test func antennaReportsFromTextAndMonRFComeInStreamOrderWhateverTheReads() {
+        func monRF(antenna: UInt8) -> [UInt8] {
+            var block = [UInt8](repeating: 0, count: 24)
+            block[1] = 1  // jamming ok
+            block[2] = antenna
+            block[3] = 1
+            return UBXFrame.encode(.monRF, payload: [0, 1, 0, 0] + block)
+        }
+        let open = Array(NMEAChecksum.sentence(body: "GPTXT,01,01,02,ANTSTATUS=OPEN").utf8)
+        let ok = Array(NMEAChecksum.sentence(body: "GPTXT,01,01,02,ANTSTATUS=OK").utf8)
+        let stream = monRF(antenna: 2) + open + monRF(antenna: 2) + ok + monRF(antenna: 4)
+        for chunks in [[], [1], [7], [40, 3], [stream.count - 10]] {
+            let d = decodeStream(stream, chunks: chunks)
+            #expect(d.antenna == [.ok, .open, .ok, .ok, .open], "reads of \(chunks)")
+        }
     }
 }
