@@ -2,10 +2,10 @@
 // HTTP status and headers), then the body — chunked or not — cut into RTCM 3 frames, or read
 // as a sourcetable.
 //
-// Input: [plan][bytes]. The plan byte cuts the bytes into reads (ChunkPlan); the head is parsed
-// as the client does, on what has arrived so far after each read.
+// Input: [plan][bytes]. The plan byte cuts the bytes into reads (ChunkPlan); the head is read
+// as the client reads it (NTRIPResponseHead.Reader, one feed per read).
 //
-// Checks: the head is found at the same place whatever the split (it never needs bytes past
+// Checks: the reader agrees with a parse of everything received; the head is found at the same place whatever the split (it never needs bytes past
 // its blank line, and never changes its mind once found); the chunked decoder gives the same
 // body (or the same error) whatever the split; the RTCM frames of the body are the same
 // whatever the split and each checks whole; a sourcetable body parses (no trap, and every
@@ -25,7 +25,7 @@ struct Outcome: Equatable {
 
 func read(_ stream: [UInt8], reads: [Range<Int>]) -> Outcome {
     var out = Outcome()
-    var received: [UInt8] = []
+    var reader = NTRIPResponseHead.Reader()
     var chunked: HTTPChunkedDecoder?
     var framer = RTCMStreamFramer()
     func body(_ bytes: UnsafeRawBufferPointer) {
@@ -35,13 +35,12 @@ func read(_ stream: [UInt8], reads: [Range<Int>]) -> Outcome {
     for r in reads {
         let piece = Array(stream[r])
         if out.head == nil && !out.headError {
-            received += piece
             do {
-                guard let (h, length) = try NTRIPResponseHead.parse(received) else { continue }
+                guard let (h, length) = try reader.feed(piece[...]) else { continue }
                 out.head = h
                 out.headLength = length
                 if h.chunked { chunked = HTTPChunkedDecoder() }
-                let rest = Array(received[length...])
+                let rest = Array(reader.received[length...])
                 if chunked != nil {
                     do { try rest.withUnsafeBytes { raw in try chunked?.feed(raw, body: body) } } catch { out.chunkError = error as? HTTPChunkedDecoder.Failure; chunked = nil }
                 } else {
@@ -67,6 +66,11 @@ func testOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let (plan, rest) = ChunkPlan.split(fuzzInput(data, size))
     let stream = Array(rest)
     let chunked = read(stream, reads: plan.ranges(count: stream.count))
+    if let head = chunked.head {
+        // What the reader found is what a parse of the same bytes finds.
+        let parsed = try? NTRIPResponseHead.parse(Array(stream.prefix(chunked.headLength)), atEnd: true)
+        fuzzCheck(parsed?.head == head || head.statusLine.hasPrefix("ICY"), "ntrip: the reader's head \(head) is not the parse's \(String(describing: parsed))")
+    }
     for f in chunked.frames {
         f.withUnsafeBytes { fuzzCheck(RTCMFrame.check($0) == .frame(length: f.count), "ntrip: a frame handed out does not check") }
     }

@@ -160,7 +160,7 @@ public final class NTRIPClient: Sendable {
 
         // The head, within the stall timeout.
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-        var received: [UInt8] = []
+        var reader = NTRIPResponseHead.Reader()
         let headDeadline = clock.now().milliseconds + c.stallTimeout.milliseconds
         var head: NTRIPResponseHead?
         var bodyStart = 0
@@ -168,18 +168,19 @@ public final class NTRIPClient: Sendable {
             let left = headDeadline - clock.now().milliseconds
             guard left > 0 else { throw Ending.failed("no answer from the caster within \(DurationText.format(c.stallTimeout))") }
             var atEnd = false
+            var count = 0
             switch try await socket.read(into: &buffer, timeout: .milliseconds(min(left, tick.milliseconds)), wakeup: wakeup) {
-            case .bytes(let n): received += buffer[0..<n]
+            case .bytes(let n): count = n
             case .nothing: continue
             case .end: atEnd = true
             }
             do {
-                if let (h, length) = try NTRIPResponseHead.parse(received, atEnd: atEnd) { head = h; bodyStart = length }
+                if let (h, length) = try reader.feed(buffer[0..<count], atEnd: atEnd) { head = h; bodyStart = length }
             } catch {
                 throw Ending.failed("not an NTRIP answer: \(error)")
             }
             if atEnd && head == nil {
-                throw Ending.failed(received.isEmpty ? "the caster closed the connection without an answer" : "the caster closed the connection during its answer")
+                throw Ending.failed(reader.received.isEmpty ? "the caster closed the connection without an answer" : "the caster closed the connection during its answer")
             }
         }
         guard let head else { return }
@@ -203,7 +204,7 @@ public final class NTRIPClient: Sendable {
         var chunked: HTTPChunkedDecoder? = head.chunked ? HTTPChunkedDecoder() : nil
         var timer = NTRIPSessionTimer(start: connectedAt, stallTimeout: c.stallTimeout, ggaInterval: c.ggaInterval, sendsGGA: sendsGGA)
         var frames: [[UInt8]] = []
-        var pending = Array(received[bodyStart...])
+        var pending = Array(reader.received[bodyStart...])
         defer { delivered = .milliseconds(clock.now().milliseconds - connectedAt.milliseconds) }
 
         while true {

@@ -143,3 +143,32 @@ import Testing
         #expect(Redaction.redact("password s3cret") != "password s3cret")
     }
 }
+
+/// Inputs the NTRIP fuzz target stopped on (Fuzz/README.md).
+@Suite struct NTRIPFuzzRegressionTests {
+    /// NTRIP `timeout-e0120ad6` (a 5-minute run; `Fuzz/corpus/NTRIP/regression-e0120ad6…`): a
+    /// `SOURCETABLE 200` head with a long header line that never ends, sent a byte at a time,
+    /// took 3.5 s: each read parsed everything received again. The reader now parses only when
+    /// what arrived can end the head; fed byte by byte it finds what one parse finds.
+    @Test func aHeadFedAByteAtATimeIsReadAsOneParseReadsIt() throws {
+        let heads = [
+            "SOURCETABLE 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 289\r" + String(repeating: "x", count: 3000),
+            "HTTP/1.1 200 OK\r\nContent-Type: gnss/data\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabcde",
+            "HTTP/1.0 401 Unauthorized\r\n",
+            // (ICY with headers sent a byte at a time is data from the status line on, by design:
+            // NTRIPResponseHead says why; the headers then reach the RTCM framer as junk.)
+            "ICY 200 OK\r\n\u{D3}\u{0}",
+            "SOURCETABLE 200 OK\n\nSTR;A\n",
+        ]
+        for text in heads {
+            let bytes = Array(text.utf8)
+            var reader = NTRIPResponseHead.Reader()
+            var found: (NTRIPResponseHead, Int)?
+            for (i, b) in bytes.enumerated() where found == nil {
+                found = try reader.feed([b][...], atEnd: i == bytes.count - 1)
+            }
+            let whole = try NTRIPResponseHead.parse(bytes, atEnd: true)
+            #expect(found?.0 == whole?.head && found?.1 == whole?.length, "\(text.prefix(30))")
+        }
+    }
+}
