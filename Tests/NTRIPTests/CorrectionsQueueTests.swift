@@ -1,3 +1,4 @@
+import GatewayCore
 import Locking
 import NTRIP
 import RTCM
@@ -29,5 +30,27 @@ import Testing
         try await q.write(Self.frame(1))
         q.discard()
         #expect(q.take().isEmpty && q.counters.framesDropped == 4)
+    }
+}
+
+/// The feed a source adds for corrections: the last fix it keeps for GGA.
+@Suite struct CorrectionsFeedTests {
+    @Test func theLastRealFixIsKeptForGGA() {
+        let feed = CorrectionsFeed(configuration: NTRIPConfiguration(host: "127.0.0.1", mountpoint: "M"), clock: SystemClock(),
+                                   logger: Logger(label: "t", handler: SilentLogHandler())) {}
+        var fix = Position(datum: .wgs84, source: "gnss")
+        fix.mode = .threeD
+        fix.latitude = 48.2
+        fix.longitude = 16.4
+        var noFix = Position(datum: .wgs84, source: "gnss")
+        noFix.mode = .noFix
+        var event = fix
+        event.latitude = 1
+        event.event = PositionEvent(kind: .rtkLost, status: "gps")
+        #expect(feed.fix == nil)
+        feed.note([fix, noFix, event])
+        #expect(feed.fix?.latitude == 48.2)
+        feed.note([noFix])
+        #expect(feed.fix?.latitude == 48.2, "a fix lost keeps the last one for GGA")
     }
 }
