@@ -82,11 +82,17 @@ public final class NTRIPClient: Sendable {
         var sendsGGA: Bool? = configuration.gga == .always ? true : configuration.gga == .never ? false : nil
         var unauthorizedReported = false
         while !Task.isCancelled {
-            if sendsGGA == nil { sendsGGA = await lookUpNMEAFlag(wakeup: wakeup) }
+            // auto: the sourcetable decides; unread (caster down), GGA is sent this time and the
+            // table asked for again before the next attempt.
+            var ggaThisTime = sendsGGA ?? true
+            if sendsGGA == nil, let wanted = await lookUpNMEAFlag(wakeup: wakeup) {
+                sendsGGA = wanted
+                ggaThisTime = wanted
+            }
             var delivered: Duration = .zero
             let ending: Ending
             do {
-                try await session(wakeup: wakeup, sendsGGA: sendsGGA ?? true, delivered: &delivered)
+                try await session(wakeup: wakeup, sendsGGA: ggaThisTime, delivered: &delivered)
                 ending = .closed
             } catch let e as Ending {
                 ending = e
@@ -127,8 +133,9 @@ public final class NTRIPClient: Sendable {
         }
     }
 
-    /// Reads the sourcetable for the mountpoint's `nmea` flag (auto GGA). Unknown: send GGA.
-    private func lookUpNMEAFlag(wakeup: Wakeup) async -> Bool {
+    /// Reads the sourcetable for the mountpoint's `nmea` flag (auto GGA): true when it is not in
+    /// the table (a virtual reference station needs GGA), nil when the table could not be read.
+    private func lookUpNMEAFlag(wakeup: Wakeup) async -> Bool? {
         do {
             let table = try await NTRIPSourcetableRequest.fetch(configuration, wakeup: wakeup, timeout: configuration.connectTimeout + configuration.stallTimeout)
             if let stream = table.stream(configuration.mountpoint) {
@@ -136,11 +143,13 @@ public final class NTRIPClient: Sendable {
                 return stream.wantsNMEA
             }
             logger.info("ntrip \(configuration.display): the mountpoint is not in the sourcetable; sending GGA (a virtual reference station needs it)")
+            return true
         } catch is CancellationError {
+            return nil
         } catch {
-            logger.info("ntrip \(configuration.display): sourcetable not read (\(error)); sending GGA")
+            logger.info("ntrip \(configuration.display): sourcetable not read (\(error)); sending GGA until it is")
+            return nil
         }
-        return true
     }
 
     /// One connection: returns when the caster closes a delivering stream; throws ``Ending``.

@@ -153,6 +153,35 @@ import Testing
         }
     }
 
+    @Test func autoGGAFollowsTheMountpointsNMEAFlagInTheSourcetable() async throws {
+        let frame = RTCMFrame.encode(payload: [0x3E, 0xD0, 0x00, 0x03])
+        let caster = try TestCaster(clock: SystemClock()) { connection in
+            if connection.request.hasPrefix("GET / ") {
+                connection.send("SOURCETABLE 200 OK\r\nContent-Type: text/plain\r\n\r\n")
+                connection.send("STR;MOUNT;VRS;RTCM 3.2;1005(10);2;GPS;NET;AUT;48.20;16.40;1;1;test;none;B;N;2400;\r\nENDSOURCETABLE\r\n")
+                connection.close()
+                return
+            }
+            connection.send("ICY 200 OK\r\n")
+            connection.send(frame)
+        }.start()
+        defer { caster.stop() }
+        var c = Self.configuration(port: caster.port, version: 1)
+        c.gga = .auto
+        let client = ClientUnderTest(c, clock: SystemClock())
+        var p = Position(datum: .wgs84, source: "gnss")
+        p.mode = .threeD
+        p.latitude = 48.2
+        p.longitude = 16.4
+        client.fix.value = p
+        client.start()
+        try await client.until("a GGA") { $0.ggaSent >= 1 }
+        #expect(await Poll.until(timeout: .seconds(10)) { caster.lines.contains { $0.text.hasPrefix("$GPGGA,") } })
+        await client.stop()
+        #expect(caster.requests.first?.hasPrefix("GET / HTTP/1.0") == true, "the sourcetable is read first")
+        #expect(client.log.entries.contains { $0.message.contains("nmea=1: sending GGA") })
+    }
+
     /// `$BODY*HH\r\n` with HH the XOR of BODY.
     static func checksumIsValid(_ line: String) -> Bool {
         let bytes = Array(line.utf8)
