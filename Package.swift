@@ -105,7 +105,7 @@ let package = Package(
 
         // Plugins: one folder under Plugins/ each, registered in PluginCatalog (BuiltinPlugins.registry).
         plugin("FileInput", dependencies: ["EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA"]),
-        plugin("SerialInput", dependencies: ["StreamSessions", "EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA", "CSerialPort", "SerialPorts"]),
+        plugin("SerialInput", dependencies: ["StreamSessions", "EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA", "CSerialPort", "SerialPorts", "ReceiverStream", "ReceiverSetup", "NTRIP", "UBX"]),
         plugin("GpsdInput", dependencies: ["StreamSessions", "EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA"]),
         plugin("NetworkInput", dependencies: ["StreamSessions", "EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA", "DeviceIntake", "TrackerProtocols", "Locking"]),
         plugin("HTTPInput", dependencies: ["EnvironmentChecks", "GatewayCore", "DeviceIntake", "HTTPServing", "PositionEncoding", "SystemIO", "Locking"]),
