@@ -179,7 +179,7 @@ let package = Package(
         .testTarget(name: "SQLiteStateTests", dependencies: ["SQLiteState", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         // Model-based and power-cut proofs of the outbox (`make proof` runs them larger).
         .testTarget(name: "OutboxProofTests", dependencies: ["DeliveryEngine", "CSQLite", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
-        .testTarget(name: "SerialInputTests", dependencies: ["SerialInput", "SerialPorts", "GatewayCore", "GatewayTesting", "NMEA"], exclude: ["Support"], swiftSettings: settings),
+        .testTarget(name: "SerialInputTests", dependencies: ["SerialInput", "SerialPorts", "GatewayCore", "GatewayTesting", "NMEA", "UBX", "RTCM"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "HTTPInputTests", dependencies: ["HTTPInput", "PositionEncoding", "GatewayCore", "GatewayTesting", "DeviceCommands"], swiftSettings: settings),
         .testTarget(name: "CommandRulesTests", dependencies: ["CommandRules", "DeviceCommands", "GatewayCore", "GatewayRuntime", "PluginCatalog", "GatewayTesting", "Locking"], swiftSettings: settings),
