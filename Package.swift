@@ -104,13 +104,13 @@ let package = Package(
         .systemLibrary(name: "CLua", path: "Sources/CLua", pkgConfig: "lua5.4", providers: [.apt(["liblua5.4-dev"])]),
 
         // Plugins: one folder under Plugins/ each, registered in PluginCatalog (BuiltinPlugins.registry).
-        plugin("FileInput", dependencies: ["EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA"]),
-        plugin("SerialInput", dependencies: ["StreamSessions", "EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA", "CSerialPort", "SerialPorts", "ReceiverStream", "ReceiverSetup", "NTRIP", "UBX"]),
+        plugin("FileInput", dependencies: ["EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA", "ReceiverStream"]),
+        plugin("SerialInput", dependencies: ["StreamSessions", "EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA", "CSerialPort", "SerialPorts", "ReceiverStream", "ReceiverSetup", "NTRIP"]),
         plugin("GpsdInput", dependencies: ["StreamSessions", "EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA"]),
-        plugin("NetworkInput", dependencies: ["StreamSessions", "EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA", "DeviceIntake", "TrackerProtocols", "Locking"]),
+        plugin("NetworkInput", dependencies: ["StreamSessions", "EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA", "DeviceIntake", "TrackerProtocols", "Locking", "ReceiverStream"]),
         plugin("HTTPInput", dependencies: ["EnvironmentChecks", "GatewayCore", "DeviceIntake", "HTTPServing", "PositionEncoding", "SystemIO", "Locking"]),
         plugin("TrackerInput", dependencies: ["GatewayCore", "DeviceIntake", "TrackerProtocols", "SystemIO", "LuaRuntime", "Locking"]),
-        plugin("ExecInput", dependencies: ["StreamSessions", "GatewayCore", "NMEA", "SystemIO", "Locking"]),
+        plugin("ExecInput", dependencies: ["StreamSessions", "GatewayCore", "NMEA", "SystemIO", "Locking", "ReceiverStream"]),
         plugin("NATSInput", dependencies: ["EnvironmentChecks", "GatewayCore", "SystemIO", "NATSClient", "Locking"]),
         plugin("MQTTInput", dependencies: ["EnvironmentChecks", "GatewayCore", "SystemIO", "MQTTClient", "PositionEncoding", "Locking"]),
         plugin("Coordinates", dependencies: ["GatewayCore", "Geodesy", "CProj"]),
