@@ -12,10 +12,11 @@ RUN_PACKAGES := pkg-config libserialport-dev libsqlite3-dev libproj-dev proj-dat
 # promtool/prometheus, systemd-analyze, headless chromium for the map pages, gcc for the
 # replay benchmark's C checksum scan, and PostgreSQL 15 with PostGIS 3 (the postgres sink's tests
 # and benchmark run their own server with initdb/pg_ctl in a temporary directory on a free port;
-# the package's own cluster is left alone).
+# the package's own cluster is left alone), and RTKLIB's str2str as the NTRIP 1 caster of the
+# NTRIP client's tests.
 TEST_PACKAGES := proj-bin openssl gpsd gpsd-clients socat python3 procps bc util-linux sqlite3 \
                  nats-server mosquitto mosquitto-clients prometheus curl systemd \
-                 chromium gcc postgresql-15 postgresql-client-15 postgresql-15-postgis-3
+                 chromium gcc postgresql-15 postgresql-client-15 postgresql-15-postgis-3 rtklib
 # Everything `make test` installs (CI runs it on a fresh Debian 12).
 APT_PACKAGES := $(RUN_PACKAGES) $(TEST_PACKAGES)
 SWIFT_FLAGS ?=
@@ -122,6 +123,7 @@ bench: deps
 	bash Benchmarks/trackers.sh
 	bash Benchmarks/lua.sh
 	bash Benchmarks/http_serving.sh
+	sh Benchmarks/receiver_stream.sh
 
 bench-nmea: deps
 	bash Benchmarks/nmea_replay.sh
@@ -134,7 +136,8 @@ bench-nmea: deps
 FUZZ_SECONDS ?= 60
 FUZZ_MERGE ?= 0
 FUZZ_TARGETS ?= TeltonikaTCP TeltonikaUDP GT06 H02 JT808 GPS103 Watch GL200 Meitrack Suntech LuaProtocol NMEA JSON Configuration GpsdReports GPX JSONLines \
-                OwnTracks MQTTMessages NATSMessages GeoJSONFences HTTPRequests StateSnapshots
+                OwnTracks MQTTMessages NATSMessages GeoJSONFences HTTPRequests StateSnapshots \
+                ReceiverStream UBX RTCM NTRIP
 
 fuzz-build: deps-run
 	bash Fuzz/run.sh build $(FUZZ_TARGETS)

@@ -40,6 +40,18 @@ let package = Package(
 
         // Engines: protocol and geometry code the plugins share, each testable on its own.
         .target(name: "NMEA", dependencies: ["GatewayCore"], swiftSettings: settings),
+        // Receivers that speak binary: UBX frames and messages (u-blox), RTCM 3 framing and
+        // CRC-24Q, the stream decoder that splits NMEA, UBX and RTCM on one port, and the NTRIP
+        // client that brings corrections to it.
+        .target(name: "RTCM", swiftSettings: settings),
+        .target(name: "UBX", dependencies: ["GatewayCore"], swiftSettings: settings),
+        .target(name: "ReceiverStream", dependencies: ["GatewayCore", "NMEA", "RTCM", "UBX"], swiftSettings: settings),
+        // Receiver configuration writes: CFG-VALSET by key name or raw UBX from a source's `init`,
+        // sent one at a time at open and after every reconnect, each ACK-ACK/ACK-NAK/timeout reported.
+        // The NTRIP client: caster connections (NTRIP 1 and 2, chunked), the sourcetable, GGA
+        // upstream, back-off; RTCM frames checked and handed to a writer (the serial source's port).
+        .target(name: "NTRIP", dependencies: ["GatewayCore", "NMEA", "RTCM", "SystemIO", "Locking"], swiftSettings: settings),
+        .target(name: "ReceiverSetup", dependencies: ["GatewayCore", "UBX", "ReceiverStream"], swiftSettings: settings),
         .target(name: "Geodesy", swiftSettings: settings),
         .target(name: "PositionEncoding", dependencies: ["GatewayCore", "Locking"], swiftSettings: settings),
         // The sinks' queues (SQLite and memory) and the delivery loops every network sink shares.
@@ -92,13 +104,13 @@ let package = Package(
         .systemLibrary(name: "CLua", path: "Sources/CLua", pkgConfig: "lua5.4", providers: [.apt(["liblua5.4-dev"])]),
 
         // Plugins: one folder under Plugins/ each, registered in PluginCatalog (BuiltinPlugins.registry).
-        plugin("FileInput", dependencies: ["EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA"]),
-        plugin("SerialInput", dependencies: ["StreamSessions", "EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA", "CSerialPort", "SerialPorts"]),
+        plugin("FileInput", dependencies: ["EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA", "ReceiverStream"]),
+        plugin("SerialInput", dependencies: ["StreamSessions", "EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA", "CSerialPort", "SerialPorts", "ReceiverStream", "ReceiverSetup", "NTRIP"]),
         plugin("GpsdInput", dependencies: ["StreamSessions", "EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA"]),
-        plugin("NetworkInput", dependencies: ["StreamSessions", "EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA", "DeviceIntake", "TrackerProtocols", "Locking"]),
+        plugin("NetworkInput", dependencies: ["StreamSessions", "EnvironmentChecks", "GatewayCore", "SystemIO", "NMEA", "DeviceIntake", "TrackerProtocols", "Locking", "ReceiverStream"]),
         plugin("HTTPInput", dependencies: ["EnvironmentChecks", "GatewayCore", "DeviceIntake", "HTTPServing", "PositionEncoding", "SystemIO", "Locking"]),
         plugin("TrackerInput", dependencies: ["GatewayCore", "DeviceIntake", "TrackerProtocols", "SystemIO", "LuaRuntime", "Locking"]),
-        plugin("ExecInput", dependencies: ["StreamSessions", "GatewayCore", "NMEA", "SystemIO", "Locking"]),
+        plugin("ExecInput", dependencies: ["StreamSessions", "GatewayCore", "NMEA", "SystemIO", "Locking", "ReceiverStream"]),
         plugin("NATSInput", dependencies: ["EnvironmentChecks", "GatewayCore", "SystemIO", "NATSClient", "Locking"]),
         plugin("MQTTInput", dependencies: ["EnvironmentChecks", "GatewayCore", "SystemIO", "MQTTClient", "PositionEncoding", "Locking"]),
         plugin("Coordinates", dependencies: ["GatewayCore", "Geodesy", "CProj"]),
@@ -122,7 +134,7 @@ let package = Package(
         .target(name: "TrackMap", dependencies: ["GatewayCore", "Geodesy", "Locking", "MapRendering"], swiftSettings: settings),
         // A pipeline run as a service: signals, reload from its file, the operator API, systemd.
         .target(name: "GatewayProcess", dependencies: ["GatewayCore", "GatewayRuntime", "OperatorEndpoints", "CSystemd", "Locking"], swiftSettings: settings),
-        .target(name: "LocgateCLI", dependencies: ["GatewayCore", "GatewayRuntime", "GatewayProcess", "SQLiteState", "SerialPorts", "SystemIO", "TrackMap", "Locking"],
+        .target(name: "LocgateCLI", dependencies: ["GatewayCore", "GatewayRuntime", "GatewayProcess", "SQLiteState", "SerialPorts", "SystemIO", "TrackMap", "Locking", "NTRIP"],
                 resources: [.embedInCode("Resources/demo-bundg_zeus_9.nmea")], swiftSettings: settings),
         .executableTarget(name: "locgate", dependencies: ["LocgateCLI", "PluginCatalog"], swiftSettings: settings),
 
@@ -158,13 +170,16 @@ let package = Package(
         .testTarget(name: "NATSInputTests", dependencies: ["NATSInput", "NATSClient", "NATSTesting", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "PostgresOutputTests", dependencies: ["PostgresOutput", "DeliveryEngine", "Geodesy", "GatewayCore", "GatewayRuntime", "GatewayTesting", "PluginCatalog"], swiftSettings: settings),
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "GatewayCore", "GatewayTesting"], resources: [.copy("Fixtures")], swiftSettings: settings),
+        .testTarget(name: "NTRIPTests", dependencies: ["NTRIP", "RTCM", "NMEA", "SystemIO", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
+        .testTarget(name: "ReceiverSetupTests", dependencies: ["ReceiverSetup", "ReceiverStream", "UBX", "NMEA", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
+        .testTarget(name: "ReceiverStreamTests", dependencies: ["ReceiverStream", "UBX", "NMEA", "GatewayCore", "GatewayTesting"], exclude: ["Fixtures"], swiftSettings: settings),
         .testTarget(name: "NetworkInputTests", dependencies: ["NetworkInput", "GatewayTesting", "GatewayCore"], swiftSettings: settings),
         .testTarget(name: "OperatorEndpointsTests", dependencies: ["OperatorEndpoints", "HTTPServing", "GatewayCore", "GatewayRuntime", "GatewayTesting", "PluginCatalog", "Geodesy", "MapRendering", "Locking"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "DeliveryEngineTests", dependencies: ["DeliveryEngine", "SQLiteStorage", "GatewayCore", "GatewayRuntime", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "SQLiteStateTests", dependencies: ["SQLiteState", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
         // Model-based and power-cut proofs of the outbox (`make proof` runs them larger).
         .testTarget(name: "OutboxProofTests", dependencies: ["DeliveryEngine", "CSQLite", "GatewayCore", "GatewayTesting", "Locking"], swiftSettings: settings),
-        .testTarget(name: "SerialInputTests", dependencies: ["SerialInput", "SerialPorts", "GatewayCore", "GatewayTesting", "NMEA"], exclude: ["Support"], swiftSettings: settings),
+        .testTarget(name: "SerialInputTests", dependencies: ["SerialInput", "SerialPorts", "GatewayCore", "GatewayTesting", "NMEA", "UBX", "RTCM"], exclude: ["Support"], swiftSettings: settings),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO", "GatewayTesting", "Locking"], swiftSettings: settings),
         .testTarget(name: "HTTPInputTests", dependencies: ["HTTPInput", "PositionEncoding", "GatewayCore", "GatewayTesting", "DeviceCommands"], swiftSettings: settings),
         .testTarget(name: "CommandRulesTests", dependencies: ["CommandRules", "DeviceCommands", "GatewayCore", "GatewayRuntime", "PluginCatalog", "GatewayTesting", "Locking"], swiftSettings: settings),
@@ -194,6 +209,7 @@ if Context.environment["LOCGATE_BENCH"] == "1" {
         benchmark("CoordinatesBenchmark", ["Coordinates", "GatewayCore", "Geodesy"]),
         benchmark("NATSBenchmark", ["GatewayCore", "NATSClient"]),
         benchmark("HTTPServingBenchmark", ["HTTPServing"]),
+        benchmark("ReceiverStreamBenchmark", ["GatewayCore", "Locking", "NMEA", "NTRIP", "ReceiverStream", "RTCM", "UBX"]),
     ]
 }
 
@@ -235,5 +251,9 @@ if Context.environment["LOCGATE_FUZZ"] == "1" {
         fuzzTarget("GeoJSONFences", ["Geofence", "Geodesy", "GatewayCore"]),
         fuzzTarget("HTTPRequests", ["HTTPInput", "HTTPServing", "PositionEncoding", "GatewayCore"]),
         fuzzTarget("StateSnapshots", ["Filters", "Geofence", "GatewayCore"]),
+        fuzzTarget("ReceiverStream", ["ReceiverStream", "UBX", "NMEA", "GatewayCore"]),
+        fuzzTarget("UBX", ["ReceiverStream", "UBX", "NMEA", "GatewayCore"]),
+        fuzzTarget("RTCM", ["RTCM"]),
+        fuzzTarget("NTRIP", ["NTRIP", "RTCM"]),
     ]
 }

@@ -21,7 +21,7 @@ SWIFT_FUZZ_FLAGS=(-c debug --scratch-path "$SCRATCH" -Xswiftc -sanitize=fuzzer,a
 # whose constants libFuzzer finds by watching comparisons.
 dictionary() {
     case "$1" in
-        NMEA) echo Fuzz/dictionaries/nmea.dict ;;
+        NMEA | ReceiverStream) echo Fuzz/dictionaries/nmea.dict ;;
         GPX) echo Fuzz/dictionaries/gpx.dict ;;
         H02) echo Fuzz/dictionaries/h02.dict ;;
         GPS103 | Watch | GL200 | Meitrack | Suntech | LuaProtocol) echo Fuzz/dictionaries/text-trackers.dict ;;

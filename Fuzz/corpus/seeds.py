@@ -19,6 +19,7 @@ TRACKERS = ROOT / "Tests" / "TrackerProtocolsTests" / "Fixtures"
 GPSD = ROOT / "Tests" / "NMEATests" / "Fixtures" / "gpsd"
 GPX = ROOT / "Tests" / "FileInputTests" / "Fixtures" / "gpx"
 DOCS = ROOT / "Docs" / "examples"
+RECEIVER = ROOT / "Tests" / "ReceiverStreamTests" / "Fixtures"
 
 # A seed bigger than this slows every execution for little new coverage: logs are cut into pieces.
 PIECE = 2048
@@ -248,6 +249,85 @@ def json_documents():
             write("Configuration", f"sample-{kind}-{kind_type}", json.dumps(document, indent=1).encode())
 
 
+UBX_MESSAGES = [(0x01, 0x07), (0x01, 0x03), (0x01, 0x35), (0x0A, 0x38), (0x0A, 0x09), (0x05, 0x01), (0x05, 0x00)]
+
+
+def ubx_frames(data):
+    """(class, id, payload) of every UBX frame with a good checksum in `data`."""
+    out, i = [], 0
+    while True:
+        i = data.find(b"\xb5\x62", i)
+        if i < 0 or i + 8 > len(data):
+            return out
+        length = data[i + 4] | data[i + 5] << 8
+        end = i + 8 + length
+        a = b = 0
+        for x in data[i + 2:end - 2]:
+            a = (a + x) & 0xFF
+            b = (b + a) & 0xFF
+        if end <= len(data) and data[end - 2] == a and data[end - 1] == b:
+            out.append((data[i + 2], data[i + 3], data[i + 6:end - 2]))
+            i = end
+        else:
+            i += 1
+
+
+def receiver_streams():
+    """ReceiverStream: the u-blox logs (after gpsd's header) in pieces, the broken and synthetic
+    streams whole. UBX: the payloads of the messages it decodes, behind their selector byte.
+    RTCM: the RTCM 3 logs in pieces, and their frames' payloads as pieces to frame (options 01)."""
+    for target in ["ReceiverStream", "UBX", "RTCM", "NTRIP"]:
+        clear(target)
+    manifest = json.loads((RECEIVER / "ubx" / "MANIFEST.json").read_text())
+    for log in sorted((RECEIVER / "ubx").glob("*.log")):
+        data = log.read_bytes()[manifest[log.stem]["header_bytes"]:]
+        for i in range(0, min(len(data), 3 * PIECE), PIECE):
+            write("ReceiverStream", f"gpsd-{log.stem}-{i // PIECE}", WHOLE + b"\x00" + data[i:i + PIECE])
+        kept = {}
+        for cls, mid, payload in ubx_frames(data):
+            if (cls, mid) in UBX_MESSAGES and kept.get((cls, mid), 0) < 3:
+                kept[(cls, mid)] = kept.get((cls, mid), 0) + 1
+                selector = UBX_MESSAGES.index((cls, mid))
+                write("UBX", f"gpsd-{log.stem}-{cls:02x}{mid:02x}-{kept[(cls, mid)]}", bytes([selector]) + payload)
+    for path in sorted((RECEIVER / "bad").glob("*.log")):
+        write("ReceiverStream", f"pyubx2-{path.stem}", WHOLE + b"\x00" + path.read_bytes())
+    synthetic = (RECEIVER / "synthetic" / "synthetic-rtk.ubx").read_bytes()
+    write("ReceiverStream", "synthetic-rtk", WHOLE + b"\x00" + synthetic)
+    for i, (cls, mid, payload) in enumerate(ubx_frames(synthetic)):
+        if (cls, mid) in [(0x0A, 0x38), (0x01, 0x07)]:
+            write("UBX", f"synthetic-{i}", bytes([UBX_MESSAGES.index((cls, mid))]) + payload)
+    for log in sorted((RECEIVER / "rtcm").glob("*.log")):
+        data = log.read_bytes()
+        data = data[data.find(b"\xd3"):] if data.startswith(b"#") else data
+        for i in range(0, min(len(data), 3 * PIECE), PIECE):
+            write("RTCM", f"gpsd-{log.stem}-{i // PIECE}", WHOLE + b"\x00" + data[i:i + PIECE])
+        frames = [json.loads(line) for line in log.with_name(log.stem + ".rtcm.jsonl").read_text().splitlines()]
+        pieces_ = b""
+        for f in [f for f in frames if f.get("crc_ok")][:12]:
+            raw = log.read_bytes()[f["offset"]:f["offset"] + f["length"]]
+            payload = raw[3:-3]
+            pieces_ += bytes([len(payload) >> 8, len(payload) & 0xFF]) + payload
+        write("RTCM", f"built-{log.stem}", WHOLE + b"\x01" + pieces_)
+        write("RTCM", f"built-stray-{log.stem}", WHOLE + b"\x03" + pieces_)
+        # NTRIP: the caster's answers around the same frames: NTRIP 1 (str2str's bare ICY, and
+        # with headers) and NTRIP 2 chunked in pieces that cut frames.
+        good = b"".join(log.read_bytes()[f["offset"]:f["offset"] + f["length"]] for f in frames if f.get("crc_ok"))[:3000]
+        write("NTRIP", f"icy-{log.stem}", WHOLE + b"ICY 200 OK\r\n" + good)
+        write("NTRIP", f"icy-headers-{log.stem}", WHOLE + b"ICY 200 OK\r\nServer: caster\r\n\r\n" + good)
+        body, i, k = b"", 0, 0
+        while i < len(good):
+            n = [1, 17, 97, 400, 3][k % 5]
+            body += b"%x;ext=1\r\n" % len(good[i:i + n]) + good[i:i + n] + b"\r\n"
+            i, k = i + n, k + 1
+        write("NTRIP", f"chunked-{log.stem}", WHOLE + b"HTTP/1.1 200 OK\r\nNtrip-Version: Ntrip/2.0\r\nContent-Type: gnss/data\r\nTransfer-Encoding: chunked\r\n\r\n" + body + b"0\r\n\r\n")
+    table = (b"STR;VRS;Network RTK;RTCM 3.2;1004(1),1005(10);2;GPS+GLO;NET;AUT;48.21;16.37;1;1;sNTRIP;none;B;N;9600;misc\r\n"
+             b"STR;MOUNT;srctbl\r\nCAS;caster;2101;X;Y;0;AUT;48;16;0.0.0.0;0;http://x\r\nENDSOURCETABLE\r\n")
+    write("NTRIP", "sourcetable-v1", WHOLE + b"SOURCETABLE 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n" % len(table) + table)
+    write("NTRIP", "sourcetable-v2", WHOLE + b"HTTP/1.1 200 OK\r\nContent-Type: gnss/sourcetable\r\nTransfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % len(table) + table + b"\r\n0\r\n\r\n")
+    write("NTRIP", "unauthorized", WHOLE + b"HTTP/1.0 401 Unauthorized\r\n")
+    write("NTRIP", "not-found", WHOLE + b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+
+
 if __name__ == "__main__":
     trackers()
     text_trackers()
@@ -255,6 +335,7 @@ if __name__ == "__main__":
     nmea_and_gpsd()
     gpx()
     json_documents()
+    receiver_streams()
     total = sum(p.stat().st_size for p in CORPUS.rglob("seed-*"))
     count = sum(1 for _ in CORPUS.rglob("seed-*"))
     print(f"{count} seeds, {total} bytes")

@@ -1,5 +1,6 @@
 import GatewayCore
 import NMEA
+import ReceiverStream
 import StreamSessions
 import SystemIO
 
@@ -70,9 +71,9 @@ public struct ExecPositionSource: PositionSource {
 
     /// Reads the child's stdout and stderr until stdout closes, it stalls, or the task is cancelled.
     private func pump(_ child: ChildProcess, run: Int, wakeup: Wakeup, output: SourceOutput, nmeaTotals: inout NMEAStatistics) async -> Ending {
-        var nmea: NMEADecoder?
+        var nmea: ReceiverStreamDecoder?
         if configuration.format == .nmea {
-            nmea = NMEADecoder(options: .live(source: context.id, device: configuration.device, requireChecksum: configuration.requireChecksum))
+            nmea = ReceiverStreamDecoder(options: .live(source: context.id, device: configuration.device, requireChecksum: configuration.requireChecksum))
         }
         let base = nmeaTotals
         defer {

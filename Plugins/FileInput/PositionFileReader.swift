@@ -1,5 +1,6 @@
 import GatewayCore
 import NMEA
+import ReceiverStream
 
 /// Reads the positions of an NMEA log, a JSON Lines file or a GPX track, one batch at a time.
 ///
@@ -28,7 +29,7 @@ public struct PositionFileReader {
     private var lastBatchCount = 0
 
     private enum State {
-        case nmea(NMEADecoder)
+        case nmea(ReceiverStreamDecoder)
         case jsonl(LineFramer, lineNumber: Int, bad: Int)
         case gpx(points: [GPXReader.Point]?, next: Int)
         case finished
@@ -56,7 +57,7 @@ public struct PositionFileReader {
             options.source = context.id
             options.device = configuration.device
             options.idPrefix = idPrefix
-            state = .nmea(NMEADecoder(options: options))
+            state = .nmea(ReceiverStreamDecoder(options: options))
         case .jsonl:
             state = .jsonl(LineFramer(maxLineLength: Self.maxJSONLine), lineNumber: 0, bad: 0)
         case .gpx:

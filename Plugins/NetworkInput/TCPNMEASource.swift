@@ -1,5 +1,6 @@
 import GatewayCore
 import NMEA
+import ReceiverStream
 import StreamSessions
 import SystemIO
 
@@ -44,7 +45,7 @@ public struct TCPNMEASource: PositionSource {
     /// Reads one connection until it ends, stalls or fails; true when any byte arrived.
     private func read(_ socket: Socket, wakeup: Wakeup, output: SourceOutput, totals: inout NMEAStatistics,
                       health: inout ReceiverHealth?) async throws -> Bool {
-        var decoder = NMEADecoder(options: .live(source: context.id, device: configuration.device, requireChecksum: configuration.requireChecksum))
+        var decoder = ReceiverStreamDecoder(options: .live(source: context.id, device: configuration.device, requireChecksum: configuration.requireChecksum))
         let base = totals
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         var positions: [Position] = []
@@ -100,8 +101,15 @@ public struct TCPNMEASource: PositionSource {
                     for status in decoder.takeAntennaReports() {
                         health?.antenna(status, device: configuration.device, at: wall, into: &events)
                     }
+                    for report in decoder.takeReceiverReports() {
+                        health?.report(report, device: configuration.device, at: wall, into: &events)
+                    }
                     await output.emit(events)
+                } else {
+                    _ = decoder.takeAntennaReports()
+                    _ = decoder.takeReceiverReports()
                 }
+                _ = decoder.takeAcknowledgements()
                 await emit(&positions, health: &health, output: output)
                 base.adding(decoder.statistics).publish(to: context.stats)
             }

@@ -101,15 +101,16 @@ enum PostgresRows {
     }
 
     /// The id of the position an event belongs to: geofence events are that position's id plus
-    /// `-<type>-<fence>`, `fix_regained` and motion events plus `-<type>`; timer events (no_data,
-    /// fix_lost, data_resumed, antenna) belong to none.
+    /// `-<type>-<fence>`, `fix_regained`, `rtk_*` and motion events plus `-<type>`; timer and receiver reports (no_data,
+    /// fix_lost, data_resumed, antenna, jamming, spoofing) belong to none.
     static func triggeringID(_ p: Position, _ e: PositionEvent) -> String? {
         let suffix: String
         switch e.kind {
         case .enter, .exit, .dwell: suffix = "-\(e.kind.rawValue)-\(e.fenceId ?? "")"
-        case .fixRegained, .tripStart, .tripEnd, .stopStart, .stopEnd, .ignitionOn, .ignitionOff, .overspeed, .idle:
+        case .fixRegained, .tripStart, .tripEnd, .stopStart, .stopEnd, .ignitionOn, .ignitionOff, .overspeed, .idle,
+             .rtkFixed, .rtkFloat, .rtkLost:
             suffix = "-\(e.kind.rawValue)"
-        case .fixLost, .noData, .dataResumed, .antenna, .command: return nil
+        case .fixLost, .noData, .dataResumed, .antenna, .jamming, .spoofing, .command: return nil
         }
         let id = p.id
         guard id.hasSuffix(suffix), id.utf8.count > suffix.utf8.count else { return nil }

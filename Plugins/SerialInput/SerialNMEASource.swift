@@ -1,10 +1,14 @@
 import GatewayCore
 import NMEA
+import NTRIP
+import ReceiverSetup
+import ReceiverStream
 import StreamSessions
 import SerialPorts
 import SystemIO
 
-/// Reads NMEA from a serial port until cancelled, reconnecting after every fault.
+/// Reads a receiver on a serial port until cancelled — NMEA, u-blox UBX and RTCM 3 on one stream
+/// (``ReceiverStreamDecoder``) — reconnecting after every fault.
 ///
 /// One session = open (resolving `match` anew), configure, detect the baud rate if asked, write
 /// the init lines, then read until a fault: the device hangs up (unplug), no bytes for
@@ -16,6 +20,11 @@ import SystemIO
 /// and then take what is there without blocking; the calls that block inside libserialport (open,
 /// configure, write) run through ``BlockingWork``. Neither holds a cooperative thread: on a small
 /// machine with a few receivers that would stall the sinks.
+///
+/// With `corrections`, an NTRIP client runs beside the sessions (a child task); its RTCM frames
+/// wait in a queue that wakes the read loop, which writes them to the port between its reads:
+/// this task alone touches the port, so a frame is never cut by another write. UBX messages of
+/// `init` are sent after the text lines at every open, one at a time, each awaiting its ACK.
 public struct SerialNMEASource: PositionSource {
     let configuration: SerialSourceConfiguration
     let context: ComponentContext
@@ -59,9 +68,21 @@ public struct SerialNMEASource: PositionSource {
     }
 
     public func run(output: SourceOutput) async throws {
-        // Positions get their device when they go out (the port's, found when it opens).
-        var decoder = NMEADecoder(options: .live(source: context.id, device: nil, requireChecksum: configuration.requireChecksum))
         let wakeup = try Wakeup()
+        guard let ntrip = configuration.corrections else { return try await run(output: output, wakeup: wakeup, corrections: nil) }
+        let feed = CorrectionsFeed(configuration: ntrip, clock: context.clock, logger: context.logger, stats: context.stats,
+                                   wake: { wakeup.signal() })
+        // The client lives as long as the source, across port sessions; ending the source ends it.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await feed.run() }
+            try await run(output: output, wakeup: wakeup, corrections: feed)
+            group.cancelAll()
+        }
+    }
+
+    private func run(output: SourceOutput, wakeup: Wakeup, corrections: CorrectionsFeed?) async throws {
+        // Positions get their device when they go out (the port's, found when it opens).
+        var decoder = ReceiverStreamDecoder(options: .live(source: context.id, device: nil, requireChecksum: configuration.requireChecksum))
         var watch = Watch()
         watch.health = ReceiverHealth(configuration.health, context: context)
         watch.selector = configuration.dutyCycle.map { DutyWindowSelector(configuration: $0) }
@@ -90,7 +111,8 @@ public struct SerialNMEASource: PositionSource {
                 sessions += 1
                 if sessions > 1 && configuration.dutyCycle?.method != .close { context.stats.count("serial.reconnects") }
                 lastFault = ""
-                try await read(&session, wakeup: wakeup, decoder: &decoder, watch: &watch, output: output, delivered: &delivered)
+                try await read(&session, wakeup: wakeup, decoder: &decoder, watch: &watch, output: output, delivered: &delivered,
+                               corrections: corrections)
             } catch is WindowEnded {
                 await flush(&decoder, device: device, watch: &watch, output: output)
                 return .reopen
@@ -193,7 +215,8 @@ public struct SerialNMEASource: PositionSource {
         options.requireChecksum = true
         for rate in rates {
             try await BlockingWork.run { () throws(SerialPortError) in try port.setBaud(rate) }
-            var probe = NMEADecoder(options: options)
+            // NMEA or UBX: a receiver set to UBX only is found too.
+            var probe = ReceiverStreamDecoder(options: options)
             var seen: [UInt8] = []
             var scratch: [Position] = []
             let deadline = context.clock.monotonicNow() + SerialNMEASource.probeWindow
@@ -204,23 +227,36 @@ public struct SerialNMEASource: PositionSource {
                 seen += bytes
                 bytes.withUnsafeBytes { probe.decode($0, into: &scratch) }
                 let s = probe.statistics
-                if s.accepted + s.unknown + s.proprietary > 0 {
-                    context.logger.info("baud auto: \(rate) yields NMEA")
+                // Two UBX frames, not one: a 16-bit checksum matches line noise once in 65,536 tries.
+                if s.accepted + s.unknown + s.proprietary > 0 || s.ubxFrames >= 2 {
+                    context.logger.info("baud auto: \(rate) yields \(s.ubxFrames >= 2 ? "UBX" : "NMEA")")
                     return (rate, seen)
                 }
             }
             context.logger.debug("baud auto: nothing valid at \(rate)")
         }
         throw SerialPortError(kind: .failed, operation: "detect the baud rate",
-                              detail: "no NMEA at any of \(rates.map(String.init).joined(separator: ", ")) baud (is the receiver sending? set baud explicitly)")
+                              detail: "no NMEA or UBX at any of \(rates.map(String.init).joined(separator: ", ")) baud (is the receiver sending? set baud explicitly)")
     }
 
     // MARK: - Reading
 
-    private func read(_ session: inout Session, wakeup: Wakeup, decoder: inout NMEADecoder, watch: inout Watch,
-                      output: SourceOutput, delivered: inout Bool) async throws {
+    private func read(_ session: inout Session, wakeup: Wakeup, decoder: inout ReceiverStreamDecoder, watch: inout Watch,
+                      output: SourceOutput, delivered: inout Bool, corrections: CorrectionsFeed?) async throws {
         var positions: [Position] = []
         let clock = context.clock
+        // Corrections queued while the port was closed are stale: the receiver gets fresh ones.
+        corrections?.queue.discard()
+        if !configuration.ubxInit.isEmpty {
+            // At every open, after the text lines; the receiver's output meanwhile is decoded as usual.
+            let link = SerialReceiverLink(port: session.port, wakeup: wakeup, source: self)
+            let outcomes = try await ReceiverConfigurator.run(configuration.ubxInit, link: link, decoder: &decoder, positions: &positions,
+                                                              clock: clock, logger: context.logger, stats: context.stats)
+            if outcomes.contains(.notWritten) { throw SerialPortError(kind: .failed, operation: "write the UBX init messages", detail: "the port failed") }
+            if !positions.isEmpty { delivered = true }
+            corrections?.note(positions)
+            await deliver(&positions, device: session.device, watch: &watch, output: output)
+        }
         // Health and duty-cycle timers are looked at every tick; without them a wait lasts until
         // the idle flush or the stall is due.
         var timers = QuietTimers(idleFlush: SerialNMEASource.idleFlush, stallTimeout: configuration.stallTimeout,
@@ -257,6 +293,7 @@ public struct SerialNMEASource: PositionSource {
                 timeout = min(timeout, .milliseconds(untilBoundary))
             }
             let bytes = try await readChunk(session.port, wakeup: wakeup, timeout: timeout)
+            if let corrections { try await writeCorrections(corrections, to: session.port, wakeup: wakeup) }
             let now = clock.monotonicNow()
             if bytes.isEmpty {
                 if timers.takeIdleFlush(at: now) { decoder.flushIdle(into: &positions) }
@@ -276,8 +313,18 @@ public struct SerialNMEASource: PositionSource {
                     for status in decoder.takeAntennaReports() {
                         watch.health?.antenna(status, device: session.device, at: wall, into: &events)
                     }
+                    for report in decoder.takeReceiverReports() {
+                        watch.health?.report(report, device: session.device, at: wall, into: &events)
+                    }
                     await output.emit(events)
+                } else {
+                    _ = decoder.takeAntennaReports()
+                    _ = decoder.takeReceiverReports()
                 }
+                // ACKs of the init messages that came late: already reported as unanswered.
+                _ = decoder.takeAcknowledgements()
+                if let age = decoder.correctionAge { context.stats.set("ubx.correction_age_s", age) }
+                corrections?.note(positions)
             }
             await deliver(&positions, device: session.device, watch: &watch, output: output)
             var events: [Position] = []
@@ -318,8 +365,22 @@ public struct SerialNMEASource: PositionSource {
         context.logger.debug("duty cycle: \(awake ? "woke" : "put to sleep") the receiver (\(written) byte(s), method \(duty.method?.rawValue ?? "-"))")
     }
 
+    /// Writes the corrections waiting in the queue, whole frames in order, between two reads.
+    private func writeCorrections(_ corrections: CorrectionsFeed, to port: SerialPortHandle, wakeup: Wakeup) async throws {
+        // Cleared before taking: a frame queued after this is signalled again and wakes the next wait.
+        wakeup.clear()
+        let bytes = corrections.take()
+        guard !bytes.isEmpty else { return }
+        let written = try await BlockingWork.run { () throws(SerialPortError) in try port.write(bytes, timeoutMilliseconds: 1000) }
+        context.stats.count("corrections.bytes_written", by: written)
+        if written < bytes.count {
+            context.stats.count("corrections.bytes_not_written", by: bytes.count - written)
+            context.logger.warning("corrections: wrote only \(written) of \(bytes.count) bytes (the receiver's baud rate too low for the stream, or flow control holding the line)")
+        }
+    }
+
     /// Waits up to `timeout` for input and reads what is there; empty when nothing arrived.
-    private func readChunk(_ port: SerialPortHandle, wakeup: Wakeup, timeout: Duration = SerialNMEASource.timerTick) async throws -> [UInt8] {
+    fileprivate func readChunk(_ port: SerialPortHandle, wakeup: Wakeup, timeout: Duration = SerialNMEASource.timerTick) async throws -> [UInt8] {
         let ready = await wakeup.readiness([port.descriptor], timeout: timeout, clock: context.clock)
         try Task.checkCancellation()
         guard let ready = ready.first else { return [] }
@@ -328,7 +389,7 @@ public struct SerialNMEASource: PositionSource {
         }
     }
 
-    private func flush(_ decoder: inout NMEADecoder, device: String?, watch: inout Watch, output: SourceOutput) async {
+    private func flush(_ decoder: inout ReceiverStreamDecoder, device: String?, watch: inout Watch, output: SourceOutput) async {
         var positions: [Position] = []
         decoder.flush(into: &positions)
         decoder.statistics.publish(to: context.stats)
@@ -364,5 +425,25 @@ public struct SerialNMEASource: PositionSource {
         context.stats.count(kind == .disconnected ? "serial.disconnects" : "serial.open_failures")
         // A receiver left unplugged overnight must not fill the log: repeats go to debug.
         if repeated { context.logger.debug(message) } else { context.logger.warning(message) }
+    }
+}
+
+/// The port as the UBX configuration exchange uses it: writes through ``BlockingWork``, reads as
+/// the source reads (cancellable waits on the component's clock).
+private struct SerialReceiverLink: ReceiverLink {
+    let port: SerialPortHandle
+    let wakeup: Wakeup
+    let source: SerialNMEASource
+
+    func write(_ bytes: [UInt8]) async throws {
+        let port = port
+        let written = try await BlockingWork.run { () throws(SerialPortError) in try port.write(bytes, timeoutMilliseconds: 2000) }
+        if written < bytes.count {
+            throw SerialPortError(kind: .failed, operation: "write a UBX init message", detail: "\(written) of \(bytes.count) bytes written")
+        }
+    }
+
+    func read(timeout: Duration) async throws -> [UInt8] {
+        try await source.readChunk(port, wakeup: wakeup, timeout: timeout)
     }
 }

@@ -1,5 +1,7 @@
 import GatewayCore
 import NMEA
+import NTRIP
+import ReceiverSetup
 import SerialPorts
 import SystemIO
 import EnvironmentChecks
@@ -20,8 +22,12 @@ public struct SerialSourceConfiguration: Sendable {
     public var baud = SerialSourcePlugin.baud.defaultValue
     /// Baud (when fixed), data bits, parity, stop bits, flow control.
     var line = SerialLineSettings()
-    /// Lines written after opening, each ending in CR LF.
-    public var initLines = SerialSourcePlugin.initLines.defaultValue
+    /// Text lines of `init`, written after opening, each ending in CR LF.
+    public var initLines: [String] = []
+    /// UBX messages of `init`, sent after the text lines at every open, each awaiting its ACK.
+    public var ubxInit: [UBXCommand] = []
+    /// NTRIP corrections written into the port between reads; nil for none.
+    public var corrections: NTRIPConfiguration?
     /// Turn each init line's body into `$BODY*HH` with its checksum.
     public var initChecksum = SerialSourcePlugin.initChecksum.defaultValue
     /// No bytes for this long closes the port and reconnects.
@@ -128,8 +134,22 @@ public enum SerialSourcePlugin: SourcePlugin {
         "Stop bits, 1 or 2.")
     static let flowControl = Option("flow_control", default: SerialLineSettings.FlowControl.none,
         "Flow control.")
-    public static let initLines = Option("init", default: [String](),
-        "Lines written to the receiver after every open (e.g. \"$PMTK220,100*2F\"); CR LF is added.")
+    static let initSpec = OptionSpec("init", "array", default: "[]",
+        "Written to the receiver after every open: text lines (e.g. \"$PMTK220,100*2F\"; CR LF is added), then UBX messages, each awaiting ACK-ACK: {\"valset\": {KEY: value}, \"layers\": [\"ram\"]} (CFG-VALSET by u-blox key name or id) or {\"ubx\": \"hex\"}; optional \"timeout\" (1s). See the README's UBX section.")
+    static let correctionsSpecs: [OptionSpec] = [
+        OptionSpec("corrections", "object", default: "none", "NTRIP corrections written into the port between reads (RTK): the caster's RTCM 3 frames, CRC-checked, whole and in order; GGA sent back from the receiver's fix. See the README's Corrections section."),
+        OptionSpec("corrections.url", "string", required: true, "ntrip://[USER[:PASSWORD]@]HOST[:PORT]/MOUNTPOINT (port 2101 when left out); list mountpoints with `locgate ntrip sourcetable`."),
+        OptionSpec("corrections.user", "string", default: "none", "Basic authentication user (overrides one in url)."),
+        OptionSpec("corrections.password", "string", default: "none", "Password; use ${secret:NAME}. Never logged."),
+        OptionSpec("corrections.version", "integer", default: "2", "NTRIP version of the request: 1 (HTTP/1.0, ICY 200 OK) or 2 (HTTP/1.1, chunked). Either answer is understood."),
+        OptionSpec("corrections.gga", "auto | always | never", default: #""auto""#, "Send the receiver's position as GGA upstream: auto when the mountpoint's sourcetable entry asks (nmea=1, or the mountpoint is not listed)."),
+        OptionSpec("corrections.gga_interval", "duration", default: #""10s""#, "How often GGA is sent, once the receiver has a fix."),
+        OptionSpec("corrections.stall_timeout", "duration", default: #""20s""#, "No byte from the caster for this long: reconnect."),
+        OptionSpec("corrections.connect_timeout", "duration", default: #""10s""#, "Longest wait for the caster's TCP connection."),
+        OptionSpec("corrections.backoff", "duration", default: #""10s""#, "First delay after a failure (at least 10s), doubled after each failure in a row, ±20% jitter."),
+        OptionSpec("corrections.backoff_cap", "duration", default: #""5m""#, "Longest delay between attempts."),
+        OptionSpec("corrections.unauthorized_retry", "duration", default: #""10m""#, "Delay after a 401 (wrong user or password); reported once."),
+    ]
     public static let initChecksum = Option("init_checksum", default: false,
         "Treat init lines as sentence bodies (\"PMTK220,100\") and write them as $BODY*HH with the checksum computed.")
     public static let stallTimeout = Option("stall_timeout", default: Duration.seconds(5), minimum: .milliseconds(500),
@@ -151,13 +171,13 @@ public enum SerialSourcePlugin: SourcePlugin {
             parity.spec,
             stopBits.spec,
             flowControl.spec,
-            initLines.spec,
+            initSpec,
             initChecksum.spec,
             stallTimeout.spec,
             backoffCap.spec,
             OptionSpec("device", "string", default: "USB serial number, else the port path", "Device id given to every position."),
             requireChecksum.spec,
-        ] + HealthConfiguration.optionSpecs + DutyCycleConfiguration.optionSpecs(methods: true, summary: "Wakes the receiver for a window of on every every and puts it to sleep in between (see Docs/Power-and-health.md); positions outside the windows are dropped (duty.outside_window)."),
+        ] + correctionsSpecs + HealthConfiguration.optionSpecs + DutyCycleConfiguration.optionSpecs(methods: true, summary: "Wakes the receiver for a window of on every every and puts it to sleep in between (see Docs/Power-and-health.md); positions outside the windows are dropped (duty.outside_window)."),
         sample: #"{ "type": "serial", "port": "/dev/ttyACM0", "baud": 9600, "init": ["PMTK220,1000"], "init_checksum": true, "stall_timeout": "5s" }"#
     )
 
@@ -179,12 +199,22 @@ public enum SerialSourcePlugin: SourcePlugin {
         c.line.parity = options.read(parity)
         c.line.stopBits = options.read(stopBits)
         c.line.flowControl = options.read(flowControl)
-        c.initLines = options.read(initLines)
+        let steps = ReceiverInit.read("init", from: &options)
         c.initChecksum = options.read(initChecksum)
-        if c.initChecksum {
-            for (i, line) in c.initLines.enumerated() where line.contains("*") {
-                options.report("init[\(i)]", "already has a *HH checksum while init_checksum is true; give the body only, e.g. \"PMTK220,1000\"")
+        for (i, step) in steps.enumerated() {
+            switch step {
+            case .text(let line):
+                if c.initChecksum && line.contains("*") {
+                    options.report("init[\(i)]", "already has a *HH checksum while init_checksum is true; give the body only, e.g. \"PMTK220,1000\"")
+                }
+                c.initLines.append(line)
+            case .ubx(let command):
+                c.ubxInit.append(command)
             }
+        }
+        if var corrections = options.object("corrections") {
+            c.corrections = NTRIPConfiguration.read(&corrections)
+            corrections.finish()
         }
         c.stallTimeout = options.read(stallTimeout)
         c.backoffCap = options.read(backoffCap)

@@ -237,6 +237,14 @@ public struct PositionEvent: Sendable, Hashable {
         case dataResumed = "data_resumed"
         /// The receiver reported a change of its antenna status (``PositionEvent/status``).
         case antenna
+        /// The receiver reported a change of its jamming state (``PositionEvent/status``:
+        /// `ok`, `warning`, `critical`; u-blox MON-RF / MON-HW).
+        case jamming
+        /// The receiver reported a change of its spoofing detection (``PositionEvent/status``:
+        /// `none`, `indicated`, `multiple`; u-blox NAV-STATUS).
+        case spoofing
+        /// The fix became RTK fixed, RTK float, or left RTK (the position is the fix that shows it).
+        case rtkFixed = "rtk_fixed", rtkFloat = "rtk_float", rtkLost = "rtk_lost"
         /// A command to the device changed status (``PositionEvent/status``: `queued`, `sent`,
         /// `delivered`, `done`, …; its id, type and result in the position's attributes).
         case command
@@ -254,7 +262,8 @@ public struct PositionEvent: Sendable, Hashable {
         public var isFence: Bool {
             switch self {
             case .enter, .exit, .dwell: true
-            case .fixLost, .fixRegained, .noData, .dataResumed, .antenna, .command: false
+            case .fixLost, .fixRegained, .noData, .dataResumed, .antenna, .jamming, .spoofing, .command: false
+            case .rtkFixed, .rtkFloat, .rtkLost: false
             case .tripStart, .tripEnd, .stopStart, .stopEnd, .ignitionOn, .ignitionOff, .overspeed, .idle: false
             }
         }
@@ -263,7 +272,8 @@ public struct PositionEvent: Sendable, Hashable {
     /// The fence of a geofence event; nil for health and motion events.
     public var fenceId: String?
     public var fenceName: String?
-    /// The antenna status of an `antenna` event: `ok`, `open` or `short`.
+    /// The state an `antenna` (`ok`, `open`, `short`), `jamming` (`ok`, `warning`, `critical`)
+    /// or `spoofing` (`none`, `indicated`, `multiple`) event reports.
     public var status: String?
 
     public init(kind: Kind, fenceId: String? = nil, fenceName: String? = nil, status: String? = nil) {

@@ -32,7 +32,7 @@ public enum PositionJSON {
         ("x", "easting, metres, when datum is a projected CRS"),
         ("y", "northing, metres, when datum is a projected CRS"),
         ("attributes", "object of string values (geofence names, static tags)"),
-        ("event", "geofence transition {\"type\":\"enter|exit|dwell\",\"fence\":ID,\"name\":NAME}, receiver health {\"type\":\"fix_lost|fix_regained|no_data|data_resumed|antenna\",\"status\":\"ok|open|short\" (antenna only)} or motion {\"type\":\"trip_start|trip_end|stop_start|stop_end|ignition_on|ignition_off|overspeed|idle\"} (details in attributes)"),
+        ("event", "geofence transition {\"type\":\"enter|exit|dwell\",\"fence\":ID,\"name\":NAME}, receiver health {\"type\":\"fix_lost|fix_regained|no_data|data_resumed|antenna|jamming|spoofing|rtk_fixed|rtk_float|rtk_lost\",\"status\":\"ok|open|short\" (antenna), \"ok|warning|critical\" (jamming), \"none|indicated|multiple\" (spoofing)} or motion {\"type\":\"trip_start|trip_end|stop_start|stop_end|ignition_on|ignition_off|overspeed|idle\"} (details in attributes)"),
     ]
 
     /// Remembers the text of what a sink writes again and again: the last attributes written,

@@ -61,6 +61,12 @@ public struct ReceiverHealth: Sendable {
         var silent = false
         var fixLost = false
         var antenna: AntennaStatus?
+        var jamming: JammingState?
+        var spoofing: SpoofingState?
+        /// The RTK quality of the last position (`rtkFixed`, `rtkFloat`, or nil for anything else).
+        var rtk: FixQuality?
+        /// Whether any position was seen, so the first non-RTK one is no `rtk_lost`.
+        var sawPosition = false
         /// When duty cycling put the receiver to sleep on purpose; no timers run until it wakes.
         var suspendedAt: Timestamp?
     }
@@ -109,10 +115,11 @@ public struct ReceiverHealth: Sendable {
         }
     }
 
-    /// Appends `positions` to `out`, each followed by the `fix_regained` event it causes.
+    /// Appends `positions` to `out`, each followed by the `fix_regained` and `rtk_*` events it causes.
     public mutating func record(_ positions: [Position], at now: Timestamp, into out: inout [Position]) {
         for p in positions {
             out.append(p)
+            if p.event == nil { noteRTK(p, at: now, into: &out) }
             guard p.event == nil, p.mode >= .twoD, p.hasCoordinates else { continue }
             let key = p.deviceKey
             watch(device: key, at: now)
@@ -142,6 +149,58 @@ public struct ReceiverHealth: Sendable {
         devices[device] = d
         guard previous != status, previous != nil || status != .ok else { return }
         emit(.antenna, device: device, at: now, status: status.rawValue, into: &out)
+    }
+
+    /// A status the receiver reported: a change (or a first report that is not `ok` / `none`) is an event.
+    public mutating func report(_ report: ReceiverReport, device: String, at now: Timestamp, into out: inout [Position]) {
+        switch report {
+        case .antenna(let status):
+            antenna(status, device: device, at: now, into: &out)
+        case .jamming(let state):
+            watch(device: device, at: now)
+            guard let previous = devices[device].map({ $0.jamming }) else { return }
+            devices[device]?.jamming = state
+            guard previous != state, previous != nil || state != .ok else { return }
+            emit(.jamming, device: device, at: now, status: state.rawValue, into: &out)
+        case .spoofing(let state):
+            watch(device: device, at: now)
+            guard let previous = devices[device].map({ $0.spoofing }) else { return }
+            devices[device]?.spoofing = state
+            guard previous != state, previous != nil || state != .notIndicated else { return }
+            emit(.spoofing, device: device, at: now, status: state.rawValue, into: &out)
+        }
+    }
+
+    /// `rtk_fixed` / `rtk_float` when a position's quality enters that RTK state, `rtk_lost` when
+    /// it leaves RTK for anything else (a first position that is not RTK is no event). The
+    /// event is a copy of the position that shows the change (without coordinates: the last fix's).
+    private mutating func noteRTK(_ p: Position, at now: Timestamp, into out: inout [Position]) {
+        let key = p.deviceKey
+        let rtk: FixQuality? = p.quality == .rtkFixed || p.quality == .rtkFloat ? p.quality : nil
+        watch(device: key, at: now)
+        guard var d = devices[key] else { return }
+        let previous = d.rtk
+        let seen = d.sawPosition
+        d.rtk = rtk
+        d.sawPosition = true
+        devices[key] = d
+        guard seen ? previous != rtk : rtk != nil else { return }
+        let kind: PositionEvent.Kind
+        switch rtk {
+        case .rtkFixed?: kind = .rtkFixed
+        case .rtkFloat?: kind = .rtkFloat
+        default: kind = .rtkLost
+        }
+        var event = p
+        event.id = "\(p.id)-\(kind.rawValue)"
+        event.event = PositionEvent(kind: kind, status: p.quality?.name)
+        if !p.hasCoordinates, let last = d.lastFixPosition {
+            event.latitude = last.latitude
+            event.longitude = last.longitude
+            event.altitude = last.altitude
+        }
+        note(kind, device: key, detail: p.quality?.name ?? "no fix")
+        out.append(event)
     }
 
     /// Emits `no_data` and `fix_lost` for every watched device whose timer ran out.
@@ -239,6 +298,18 @@ public struct ReceiverHealth: Sendable {
             if detail == AntennaStatus.ok.rawValue { logger.info(message) } else {
                 logger.warning(message + (detail == AntennaStatus.open.rawValue ? " (antenna cable cut or unplugged?)" : " (antenna cable or antenna shorted?)"))
             }
+        case .jamming:
+            if detail == JammingState.ok.rawValue { logger.info("device \(device): jamming \(detail)") } else {
+                logger.warning("device \(device): jamming \(detail) (interference on the antenna input)")
+            }
+        case .spoofing:
+            if detail == SpoofingState.notIndicated.rawValue { logger.info("device \(device): spoofing \(detail)") } else {
+                logger.warning("device \(device): spoofing \(detail) (the receiver suspects false signals)")
+            }
+        case .rtkFixed, .rtkFloat:
+            logger.info("device \(device): \(kind == .rtkFixed ? "RTK fixed" : "RTK float")")
+        case .rtkLost:
+            logger.warning("device \(device): RTK lost (now \(detail))")
         case .enter, .exit, .dwell, .command, .tripStart, .tripEnd, .stopStart, .stopEnd, .ignitionOn, .ignitionOff, .overspeed, .idle:
             break
         }

@@ -37,6 +37,9 @@ public enum LocgateCommand {
                                   Commands to devices through the running gateway's operator API
                                   (api in CONFIG): send DEVICE TYPE [NAME=VALUE…] (set_interval
                                   interval=20s), list DEVICE, show ID, cancel ID.
+      locgate ntrip sourcetable URL [--user USER] [--password PASSWORD] [--ntrip-version 1|2] [--raw]
+                                  List an NTRIP caster's mountpoints (ntrip://HOST[:PORT]): format,
+                                  systems, position, whether it wants GGA (NMEA), authentication.
       locgate ports               List serial ports: path, transport (native/usb/bluetooth), USB
                                   vid:pid, manufacturer, product, serial number, description.
       locgate version             Print the version.
@@ -105,6 +108,8 @@ public enum LocgateCommand {
             StateCommand.run(rest, registry: registry)
         case "command":
             await CommandCommand.run(rest, registry: registry)
+        case "ntrip":
+            await NTRIPCommand.run(rest)
         case "ports":
             guard rest.isEmpty else { fail("usage: locgate ports", code: 2) }
             listPorts()

@@ -1,6 +1,7 @@
 import GatewayCore
 
-/// Counters of what an ``NMEADecoder`` saw, for logs and metrics.
+/// Counters of what an ``NMEADecoder`` saw, for logs and metrics; a receiver stream decoder
+/// (NMEA with UBX and RTCM 3 frames between the sentences) adds its binary frames.
 public struct NMEAStatistics: Sendable, Equatable, CustomStringConvertible {
     /// Input bytes consumed.
     public var bytes = 0
@@ -30,9 +31,23 @@ public struct NMEAStatistics: Sendable, Equatable, CustomStringConvertible {
     public var comments = 0
     /// Positions emitted (one per receiver epoch).
     public var epochs = 0
+    /// UBX frames with a good checksum, of any class.
+    public var ubxFrames = 0
+    /// UBX frames whose checksum failed (skipped; the scan resumed one byte after their sync).
+    public var ubxBadChecksum = 0
+    /// UBX headers stating a payload longer than the decoder accepts (a false sync).
+    public var ubxTooLong = 0
+    /// Binary frames (UBX or RTCM) cut off by the end of the input.
+    public var binaryTruncated = 0
+    /// RTCM 3 frames with a good CRC-24Q.
+    public var rtcmFrames = 0
+    /// RTCM 3 frames whose CRC-24Q failed.
+    public var rtcmBadCRC = 0
+    /// NMEA epochs dropped because a UBX NAV-PVT described the same epoch.
+    public var superseded = 0
 
     /// Sentences that passed the checksum, used or not: evidence the receiver is talking at the right rate.
-    public var wellFormed: Int { accepted + unknown + proprietary + ais + badField }
+    public var wellFormed: Int { accepted + unknown + proprietary + ais + badField + ubxFrames + rtcmFrames }
 
     /// Creates zeroed counters.
     public init() {}
@@ -56,6 +71,13 @@ public struct NMEAStatistics: Sendable, Equatable, CustomStringConvertible {
         }
         s += " unknown=\(unknown) proprietary=\(proprietary) ais=\(ais) comments=\(comments)"
         s += " noise_bytes=\(noiseBytes) epochs=\(epochs)"
+        // Binary counters only when the stream had binary frames: an NMEA log's line stays as it was.
+        let binary: [(String, Int)] = [
+            ("ubx", ubxFrames), ("ubx_bad_checksum", ubxBadChecksum), ("ubx_too_long", ubxTooLong),
+            ("rtcm", rtcmFrames), ("rtcm_bad_crc", rtcmBadCRC), ("binary_truncated", binaryTruncated),
+            ("superseded", superseded),
+        ]
+        for (name, value) in binary where value != 0 { s += " \(name)=\(value)" }
         return s
     }
 }
@@ -69,6 +91,9 @@ extension NMEAStatistics {
             ("nmea.bad_checksum", badChecksum), ("nmea.missing_checksum", missingChecksum),
             ("nmea.invalid_char", invalidCharacter), ("nmea.too_long", tooLong), ("nmea.truncated", truncated),
             ("nmea.bad_field", badField), ("nmea.noise_bytes", noiseBytes), ("nmea.unknown", unknown),
+            ("ubx.frames", ubxFrames), ("ubx.bad_checksum", ubxBadChecksum), ("ubx.too_long", ubxTooLong),
+            ("rtcm.frames", rtcmFrames), ("rtcm.bad_crc", rtcmBadCRC), ("stream.binary_truncated", binaryTruncated),
+            ("nmea.superseded", superseded),
         ] where value > 0 {
             stats.set(name, value, kind: .counter)
         }
@@ -88,6 +113,10 @@ extension NMEAStatistics {
         s.tooLong = op(s.tooLong, o.tooLong); s.truncated = op(s.truncated, o.truncated); s.badField = op(s.badField, o.badField)
         s.noiseBytes = op(s.noiseBytes, o.noiseBytes); s.unknown = op(s.unknown, o.unknown); s.proprietary = op(s.proprietary, o.proprietary)
         s.ais = op(s.ais, o.ais); s.comments = op(s.comments, o.comments); s.epochs = op(s.epochs, o.epochs)
+        s.ubxFrames = op(s.ubxFrames, o.ubxFrames); s.ubxBadChecksum = op(s.ubxBadChecksum, o.ubxBadChecksum)
+        s.ubxTooLong = op(s.ubxTooLong, o.ubxTooLong); s.binaryTruncated = op(s.binaryTruncated, o.binaryTruncated)
+        s.rtcmFrames = op(s.rtcmFrames, o.rtcmFrames); s.rtcmBadCRC = op(s.rtcmBadCRC, o.rtcmBadCRC)
+        s.superseded = op(s.superseded, o.superseded)
         return s
     }
 }

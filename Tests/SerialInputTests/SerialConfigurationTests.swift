@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import GatewayTesting
 import NMEA
 import SerialPorts
 import SerialInput
@@ -122,5 +123,34 @@ private func configure(_ json: String) throws -> (SerialSourceConfiguration, [St
             line.split(separator: "|")[0].trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "`"))
         }
         #expect(rows == SerialSourcePlugin.info.options.map(\.name))
+    }
+}
+
+/// `init` with UBX messages and `corrections`, read with their paths.
+@Suite struct SerialReceiverOptionsTests {
+    @Test func initMixesTextLinesAndUBXMessages() throws {
+        let c = try PluginOptions.valid(SerialSourcePlugin.self, """
+        { "port": "/dev/ttyACM0", "init": ["PMTK220,1000", {"valset": {"CFG-RATE-MEAS": 100}}, {"ubx": "0A 04"}], "init_checksum": true }
+        """)
+        #expect(c.initLines == ["PMTK220,1000"])
+        #expect(c.ubxInit.map(\.summary) == ["CFG-VALSET (ram) CFG-RATE-MEAS=100", "UBX-0A-04 (0 payload bytes)"])
+    }
+
+    @Test func correctionsAreReadAndTheirProblemsHaveTheirPaths() throws {
+        let c = try PluginOptions.valid(SerialSourcePlugin.self, """
+        { "port": "/dev/ttyACM0", "corrections": { "url": "ntrip://caster.example/VRS", "user": "u", "password": "${secret:P}", "gga_interval": "5s" } }
+        """, environment: ["P": "pw"])
+        #expect(c.corrections?.host == "caster.example" && c.corrections?.mountpoint == "VRS" && c.corrections?.password == "pw")
+        #expect(c.corrections?.ggaInterval == .seconds(5))
+        let (_, problems) = try PluginOptions.read(SerialSourcePlugin.self, """
+        { "port": "/dev/ttyACM0", "init": [{"valset": {"CFG-RATE-MEAS": -1}}],
+          "corrections": { "url": "ntrip://caster.example", "backoff": "1s", "ggainterval": "5s" } }
+        """)
+        #expect(problems.map(\.path) == [
+            "sources.under_test.init[0].valset.CFG-RATE-MEAS",
+            "sources.under_test.corrections.url",
+            "sources.under_test.corrections.backoff",
+            "sources.under_test.corrections.ggainterval",
+        ], "\(problems)")
     }
 }
