@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "load_common.h"
+
 static uint16_t crc16_x25(const uint8_t *p, size_t n) {
     uint16_t crc = 0xFFFF;
     for (size_t i = 0; i < n; i++) {
@@ -78,12 +80,9 @@ int main(int argc, char **argv) {
             lens[(size_t)d * frames + f] = position(buf + ((size_t)d * frames + f) * MAX, d, f);
     struct conn *c = calloc((size_t)n, sizeof *c);
     struct pollfd *pfd = calloc((size_t)n, sizeof *pfd);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-    a.sin_addr.s_addr = htonl(0x7f000001);
     for (int d = 0; d < n; d++) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-        if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) { perror("connect"); return 1; }
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        int fd = connect_loopback(port);
+        if (fd < 0) { perror("connect"); return 1; }
         uint8_t imei[8], login[18];
         long long id = 860000000000000LL + d;
         for (int k = 7; k >= 0; k--) { imei[k] = (uint8_t)((id % 10) | ((id / 10 % 10) << 4)); id /= 100; }
@@ -93,7 +92,7 @@ int main(int argc, char **argv) {
         pfd[d].fd = fd;
         pfd[d].events = POLLIN;
     }
-    struct timespec t0, t1;
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     long ok = 0, bad = 0;
     int active = n;
@@ -125,8 +124,7 @@ int main(int argc, char **argv) {
             if (write(k->fd, buf + i * MAX, lens[i]) != (ssize_t)lens[i]) { perror("write"); return 1; }
         }
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    double s = seconds_since(&t0);
     printf("records=%ld seconds=%.3f answers_ok=%ld answers_bad=%ld\n", ok, s, ok, bad);
     return bad == 0 ? 0 : 1;
 }

@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "load_common.h"
+
 static uint16_t crc16_ibm(const uint8_t *p, size_t n) {
     uint16_t crc = 0;
     for (size_t i = 0; i < n; i++) {
@@ -64,14 +66,10 @@ int main(int argc, char **argv) {
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0) { rl.rlim_cur = rl.rlim_max; setrlimit(RLIMIT_NOFILE, &rl); }
     struct dev *d = calloc((size_t)n, sizeof *d);
     int ep = epoll_create1(0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-    a.sin_addr.s_addr = htonl(0x7f000001);
     long connected = 0, refused = 0, answers = 0, bad = 0;
     for (int i = 0; i < n; i++) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+        int fd = connect_loopback(port);
         if (fd < 0) { d[i].state = GONE; refused++; continue; }
-        if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) { close(fd); d[i].state = GONE; refused++; continue; }
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         uint8_t login[17] = { 0, 15 };
         snprintf((char *)login + 2, 16, "%015d", 350000000 + i);
         if (write(fd, login, 17) != 17) { close(fd); d[i].state = GONE; refused++; continue; }

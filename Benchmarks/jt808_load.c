@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "load_common.h"
+
 static size_t put32(uint8_t *p, uint32_t v) { p[0] = v >> 24; p[1] = v >> 16; p[2] = v >> 8; p[3] = v; return 4; }
 static size_t put16(uint8_t *p, uint16_t v) { p[0] = v >> 8; p[1] = v; return 2; }
 static uint8_t bcd(int v) { return (uint8_t)((v / 10) << 4 | (v % 10)); }
@@ -105,12 +107,9 @@ int main(int argc, char **argv) {
 
     struct conn *c = calloc((size_t)n, sizeof *c);
     struct pollfd *pfd = calloc((size_t)n, sizeof *pfd);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-    a.sin_addr.s_addr = htonl(0x7f000001);
     for (int d = 0; d < n; d++) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-        if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) { perror("connect"); return 1; }
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        int fd = connect_loopback(port);
+        if (fd < 0) { perror("connect"); return 1; }
         uint8_t data[64], frame[140];
         char code[13];
         snprintf(code, sizeof code, "%012ld", 13900000000L + d);
@@ -124,7 +123,7 @@ int main(int argc, char **argv) {
         pfd[d].fd = fd;
         pfd[d].events = POLLIN;
     }
-    struct timespec t0, t1;
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     long ok = 0, bad = 0;
     int active = n;
@@ -163,8 +162,7 @@ int main(int argc, char **argv) {
             if (write(k->fd, buf + i * frame_max, lens[i]) != (ssize_t)lens[i]) { perror("write"); return 1; }
         }
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    double s = seconds_since(&t0);
     printf("records=%ld seconds=%.3f answers_ok=%ld answers_bad=%ld\n", ok * records, s, ok, bad);
     return bad == 0 ? 0 : 1;
 }

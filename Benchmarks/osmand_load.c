@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "load_common.h"
+
 struct conn { int fd, sent, done; char in[4096]; size_t have; };
 
 // Complete responses at the start of c->in: counts them, keeps the rest. Returns -1 on a status
@@ -59,17 +61,14 @@ int main(int argc, char **argv) {
         }
     struct conn *c = calloc((size_t)n, sizeof *c);
     struct pollfd *p = calloc((size_t)n, sizeof *p);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-    a.sin_addr.s_addr = htonl(0x7f000001);
     for (int d = 0; d < n; d++) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-        if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) { perror("connect"); return 1; }
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        int fd = connect_loopback(port);
+        if (fd < 0) { perror("connect"); return 1; }
         c[d].fd = fd;
         p[d].fd = fd;
         p[d].events = POLLIN;
     }
-    struct timespec t0, t1;
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     long ok = 0, bad = 0;
     for (int d = 0; d < n; d++) {
@@ -94,7 +93,6 @@ int main(int argc, char **argv) {
             }
         }
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    printf("requests=%ld seconds=%.3f ok=%ld bad=%ld\n", ok, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, ok, bad);
+    printf("requests=%ld seconds=%.3f ok=%ld bad=%ld\n", ok, seconds_since(&t0), ok, bad);
     return bad == 0 ? 0 : 1;
 }

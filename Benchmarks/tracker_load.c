@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "load_common.h"
+
 static uint16_t crc16_ibm(const uint8_t *p, size_t n) {
     uint16_t crc = 0;
     for (size_t i = 0; i < n; i++) {
@@ -87,12 +89,9 @@ int main(int argc, char **argv) {
 
     struct conn *c = calloc((size_t)n, sizeof *c);
     struct pollfd *pfd = calloc((size_t)n, sizeof *pfd);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-    a.sin_addr.s_addr = htonl(0x7f000001);
     for (int d = 0; d < n; d++) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-        if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) { perror("connect"); return 1; }
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        int fd = connect_loopback(port);
+        if (fd < 0) { perror("connect"); return 1; }
         char imei[16];
         snprintf(imei, sizeof imei, "%015d", 350000000 + d);
         uint8_t login[17] = { 0, 15 };
@@ -102,7 +101,7 @@ int main(int argc, char **argv) {
         pfd[d].fd = fd;
         pfd[d].events = POLLIN;
     }
-    struct timespec t0, t1;
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     long ok = 0, bad = 0;
     int active = n;
@@ -135,8 +134,7 @@ int main(int argc, char **argv) {
             if (write(k->fd, buf + i * frame_max, lens[i]) != (ssize_t)lens[i]) { perror("write"); return 1; }
         }
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    double s = seconds_since(&t0);
     printf("records=%ld seconds=%.3f answers_ok=%ld answers_bad=%ld\n", ok * records, s, ok, bad);
     return bad == 0 ? 0 : 1;
 }
