@@ -163,6 +163,7 @@ package struct TemplateReader: Sendable {
         case .lat: p.latitude = try number()
         case .lon: p.longitude = try number()
         case .altMSL: p.altitude = try number()
+        case .altHAE: p.ellipsoidHeight = try number()
         case .speed: p.speed = try number()
         case .track: p.course = try number()
         case .heading: p.heading = try number()
@@ -172,6 +173,9 @@ package struct TemplateReader: Sendable {
         case .pdop: p.pdop = try number()
         case .eph: p.horizontalError = try number()
         case .epv: p.verticalError = try number()
+        case .eps: p.speedError = try number()
+        case .epd: p.courseError = try number()
+        case .dgpsAge: p.correctionAge = try number()
         case .datum:
             guard let d = Datum(parsing: try text()) else { throw RequestRejection(400, "bad_body", "\(name): not a datum") }
             p.datum = d

@@ -299,6 +299,7 @@ struct RawJSONWriter {
         switch decimals {
         case 2: number(v, TwoDecimals.self)
         case 3: number(v, ThreeDecimals.self)
+        case 5: number(v, FiveDecimals.self)
         case 9: number(v, NineDecimals.self)
         case 0...18: number(v, decimals: decimals, scale: runtimeScale(decimals))
         default: count = Self.writeShortest(v, base, at: count)  // beyond 18 decimals the scaled value no longer fits the integers used here
@@ -373,6 +374,12 @@ enum ThreeDecimals: FixedDecimals {
     static var count: Int { 3 }
     static var scale: Double { 1e3 }
     static var divisor: UInt64 { 1000 }
+}
+
+enum FiveDecimals: FixedDecimals {
+    static var count: Int { 5 }
+    static var scale: Double { 1e5 }
+    static var divisor: UInt64 { 100_000 }
 }
 
 enum NineDecimals: FixedDecimals {

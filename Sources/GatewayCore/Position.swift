@@ -5,6 +5,10 @@
 public struct Position: Sendable, Hashable {
     /// UTC instant of the fix; nil until a date is known.
     public var time: Timestamp?
+    // Mode and quality (a byte each) next to the time's optional flag fill its padding: after
+    // the course they would cost the position 8 bytes.
+    public var mode: FixMode
+    public var quality: FixQuality?
     /// Degrees in ``datum`` (or nil without a fix).
     @CompactDouble public var latitude: Double?
     /// Degrees in ``datum`` (or nil without a fix).
@@ -15,8 +19,6 @@ public struct Position: Sendable, Hashable {
     @CompactDouble public var speed: Double?
     /// Degrees true.
     @CompactDouble public var course: Double?
-    public var mode: FixMode
-    public var quality: FixQuality?
     /// Satellites used in the fix, 0 to ``maximumSatellites``.
     public var satellites: Int?
     @CompactDouble public var hdop: Double?
@@ -48,12 +50,44 @@ public struct Position: Sendable, Hashable {
     public var attributes: [String: String]
     /// Set on geofence transitions and receiver health events.
     @inlinable public var event: PositionEvent? {
-        get { _event?.event }
-        set { _event = newValue.map(EventBox.init) }
+        get { _event?.value }
+        set { _event = newValue.map(ValueBox.init) }
     }
 
     /// Most positions carry no event: boxed, it takes 8 bytes instead of 64.
-    @usableFromInline var _event: EventBox?
+    @usableFromInline var _event: ValueBox<PositionEvent>?
+
+    /// What a receiver's binary protocol reports beyond NMEA's fields (u-blox NAV-PVT): nil
+    /// for most positions. Setting one with no figure in it stores nil.
+    @inlinable public var detail: FixDetail? {
+        get { _detail?.value }
+        set { _detail = newValue.flatMap { $0.isEmpty ? nil : ValueBox($0) } }
+    }
+
+    /// Boxed like the event: typed figures cost a UBX position one allocation where a
+    /// dictionary of their text cost four fifths of its decoding, and an NMEA position nothing.
+    @usableFromInline var _detail: ValueBox<FixDetail>?
+
+    /// Metres above the WGS84 ellipsoid (gpsd's `altHAE`); ``altitude`` is above mean sea level.
+    public var ellipsoidHeight: Double? {
+        get { _detail?.value.ellipsoidHeight }
+        set { var d = detail ?? FixDetail(); d.ellipsoidHeight = newValue; detail = d }
+    }
+    /// Metres per second, the speed's accuracy estimate (gpsd's `eps`).
+    public var speedError: Double? {
+        get { _detail?.value.speedError }
+        set { var d = detail ?? FixDetail(); d.speedError = newValue; detail = d }
+    }
+    /// Degrees, the course's (and heading's) accuracy estimate (gpsd's `epd`).
+    public var courseError: Double? {
+        get { _detail?.value.courseError }
+        set { var d = detail ?? FixDetail(); d.courseError = newValue; detail = d }
+    }
+    /// Seconds since the differential corrections in use were received (gpsd's `dgpsAge`).
+    public var correctionAge: Double? {
+        get { _detail?.value.correctionAge }
+        set { var d = detail ?? FixDetail(); d.correctionAge = newValue; detail = d }
+    }
 
     /// The largest satellite count a position may carry: every decoder refuses a larger one
     /// (more than all GNSS constellations fly), so whatever locgate writes, it reads back.
@@ -67,7 +101,7 @@ public struct Position: Sendable, Hashable {
         horizontalError: Double? = nil, verticalError: Double? = nil, heading: Double? = nil,
         datum: Datum = .wgs84, x: Double? = nil, y: Double? = nil,
         source: String = "", device: String? = nil, id: String = "",
-        attributes: [String: String] = [:], event: PositionEvent? = nil
+        attributes: [String: String] = [:], event: PositionEvent? = nil, detail: FixDetail? = nil
     ) {
         self.time = time; self.latitude = latitude; self.longitude = longitude
         self.altitude = altitude; self.speed = speed; self.course = course
@@ -76,7 +110,8 @@ public struct Position: Sendable, Hashable {
         self.horizontalError = horizontalError; self.verticalError = verticalError
         self.heading = heading; self.datum = datum; self.x = x; self.y = y
         self.source = source; self.device = device; self.identifier = PositionID(id)
-        self.attributes = attributes; _event = event.map(EventBox.init)
+        self.attributes = attributes; _event = event.map(ValueBox.init)
+        _detail = detail.flatMap { $0.isEmpty ? nil : ValueBox($0) }
     }
 
     /// True when the position carries both coordinates.
@@ -113,16 +148,37 @@ public struct CompactDouble: Sendable, Hashable, CustomDebugStringConvertible {
     public var debugDescription: String { String(describing: wrappedValue) }
 }
 
-/// A ``PositionEvent`` behind a pointer; compared and hashed by value.
+/// A value behind a pointer, for a position's rarely set parts; compared and hashed by value.
 @usableFromInline
-final class EventBox: Sendable, Hashable, CustomDebugStringConvertible {
-    @usableFromInline let event: PositionEvent
+final class ValueBox<Value: Sendable & Hashable>: Sendable, Hashable, CustomDebugStringConvertible {
+    @usableFromInline let value: Value
 
-    @usableFromInline init(_ event: PositionEvent) { self.event = event }
+    @usableFromInline init(_ value: Value) { self.value = value }
 
-    @usableFromInline static func == (a: EventBox, b: EventBox) -> Bool { a.event == b.event }
-    @usableFromInline func hash(into hasher: inout Hasher) { hasher.combine(event) }
-    @usableFromInline var debugDescription: String { String(describing: event) }
+    @usableFromInline static func == (a: ValueBox, b: ValueBox) -> Bool { a.value == b.value }
+    @usableFromInline func hash(into hasher: inout Hasher) { hasher.combine(value) }
+    @usableFromInline var debugDescription: String { String(describing: value) }
+}
+
+/// The figures of a fix that NMEA 0183 does not carry and a binary protocol does (u-blox
+/// NAV-PVT), named in JSON as gpsd's TPV names them.
+public struct FixDetail: Sendable, Hashable {
+    /// Metres above the WGS84 ellipsoid (`altHAE`).
+    @CompactDouble public var ellipsoidHeight: Double?
+    /// Metres per second, 1-sigma-like accuracy estimate of the speed (`eps`).
+    @CompactDouble public var speedError: Double?
+    /// Degrees, accuracy estimate of the course (`epd`).
+    @CompactDouble public var courseError: Double?
+    /// Seconds since the differential corrections in use were received (`dgpsAge`).
+    @CompactDouble public var correctionAge: Double?
+
+    public init(ellipsoidHeight: Double? = nil, speedError: Double? = nil, courseError: Double? = nil, correctionAge: Double? = nil) {
+        self.ellipsoidHeight = ellipsoidHeight; self.speedError = speedError
+        self.courseError = courseError; self.correctionAge = correctionAge
+    }
+
+    /// True when no figure is set.
+    public var isEmpty: Bool { ellipsoidHeight == nil && speedError == nil && courseError == nil && correctionAge == nil }
 }
 
 /// gpsd's TPV `mode`.

@@ -19,6 +19,7 @@ public enum PositionJSON {
         ("lat", "latitude, degrees, in datum"),
         ("lon", "longitude, degrees, in datum"),
         ("altMSL", "altitude above mean sea level, metres"),
+        ("altHAE", "height above the WGS84 ellipsoid, metres (UBX NAV-PVT)"),
         ("speed", "speed over ground, m/s"),
         ("track", "course over ground, degrees true"),
         ("heading", "vehicle heading, degrees true (HDT/THS)"),
@@ -28,6 +29,9 @@ public enum PositionJSON {
         ("pdop", "position dilution of precision"),
         ("eph", "horizontal error, metres (1-sigma)"),
         ("epv", "vertical error, metres (1-sigma)"),
+        ("eps", "speed accuracy estimate, m/s (UBX NAV-PVT sAcc)"),
+        ("epd", "course accuracy estimate, degrees (UBX NAV-PVT headAcc)"),
+        ("dgpsAge", "age of the differential corrections in use, seconds (UBX NAV-PVT: the upper bound of lastCorrectionAge's range)"),
         ("datum", "wgs84, gcj02, bd09 or EPSG:<code>; default wgs84"),
         ("x", "easting, metres, when datum is a projected CRS"),
         ("y", "northing, metres, when datum is a projected CRS"),
@@ -143,6 +147,8 @@ public enum PositionJSON {
         var room = 1200 + RawJSONWriter.maxLength(of: p.pointee.identifier) + RawJSONWriter.maxStringLength(p.pointee.source)
             + RawJSONWriter.maxStringLength(p.pointee.datum.name)
         if let d = p.pointee.device { room += RawJSONWriter.maxStringLength(d) }
+        // altHAE, eps, epd, dgpsAge: a key and a number of at most 25 characters each.
+        if p.pointee._detail != nil { room += 4 * 40 }
         let attributes = p.pointee.attributes
         let cached = cache.remembers && !attributes.isEmpty && !cache.text.isEmpty && cache.attributes == attributes
         if cached {
@@ -252,6 +258,8 @@ public enum PositionJSON {
         if let v = p.pointee.latitude { w.bytes(#","lat":"#); w.number(v, NineDecimals.self) }
         if let v = p.pointee.longitude { w.bytes(#","lon":"#); w.number(v, NineDecimals.self) }
         if let v = p.pointee.altitude { w.bytes(#","altMSL":"#); w.number(v, ThreeDecimals.self) }
+        let detail = p.pointee._detail?.value
+        if let v = detail?.ellipsoidHeight { w.bytes(#","altHAE":"#); w.number(v, ThreeDecimals.self) }
         if let v = p.pointee.speed { w.bytes(#","speed":"#); w.number(v, ThreeDecimals.self) }
         if let v = p.pointee.course { w.bytes(#","track":"#); w.number(v, ThreeDecimals.self) }
         if let v = p.pointee.heading { w.bytes(#","heading":"#); w.number(v, ThreeDecimals.self) }
@@ -261,6 +269,11 @@ public enum PositionJSON {
         if let v = p.pointee.pdop { w.bytes(#","pdop":"#); w.number(v, TwoDecimals.self) }
         if let v = p.pointee.horizontalError { w.bytes(#","eph":"#); w.number(v, ThreeDecimals.self) }
         if let v = p.pointee.verticalError { w.bytes(#","epv":"#); w.number(v, ThreeDecimals.self) }
+        if let detail {
+            if let v = detail.speedError { w.bytes(#","eps":"#); w.number(v, ThreeDecimals.self) }
+            if let v = detail.courseError { w.bytes(#","epd":"#); w.number(v, FiveDecimals.self) }
+            if let v = detail.correctionAge { w.bytes(#","dgpsAge":"#); w.number(v, ThreeDecimals.self) }
+        }
         w.bytes(#","datum":"#)
         if remembers { cache.datum.write(p.pointee.datum.name, to: &w) } else { w.string(p.pointee.datum.name) }
         if let v = p.pointee.x { w.bytes(#","x":"#); w.number(v, ThreeDecimals.self) }
@@ -351,6 +364,8 @@ public enum PositionJSON {
         p.pdop = try number("pdop")
         p.horizontalError = try number("eph")
         p.verticalError = try number("epv")
+        p.detail = FixDetail(ellipsoidHeight: try number("altHAE"), speedError: try number("eps"),
+                             courseError: try number("epd"), correctionAge: try number("dgpsAge"))
         if let d = try string("datum") {
             guard let datum = Datum(parsing: d) else { throw DecodeError(field: "datum", problem: "unknown datum \"\(d)\"") }
             p.datum = datum

@@ -74,15 +74,16 @@ public struct FieldMapping: Sendable {
 
 /// A position value a template can map, named as in ``PositionJSON``.
 public enum PositionField: Sendable, Equatable {
-    case id, source, device, mode, status, lat, lon, altMSL, speed, track, heading, uSat
-    case hdop, vdop, pdop, eph, epv, datum, x, y, event, fence
+    case id, source, device, mode, status, lat, lon, altMSL, altHAE, speed, track, heading, uSat
+    case hdop, vdop, pdop, eph, epv, eps, epd, dgpsAge, datum, x, y, event, fence
     case attribute(String)
 
     /// The names accepted in `from` (besides `time` and `attributes.KEY`).
     public static let names: [String: PositionField] = [
         "id": .id, "source": .source, "device": .device, "mode": .mode, "status": .status,
-        "lat": .lat, "lon": .lon, "altMSL": .altMSL, "speed": .speed, "track": .track, "heading": .heading,
+        "lat": .lat, "lon": .lon, "altMSL": .altMSL, "altHAE": .altHAE, "speed": .speed, "track": .track, "heading": .heading,
         "uSat": .uSat, "hdop": .hdop, "vdop": .vdop, "pdop": .pdop, "eph": .eph, "epv": .epv,
+        "eps": .eps, "epd": .epd, "dgpsAge": .dgpsAge,
         "datum": .datum, "x": .x, "y": .y, "event": .event, "fence": .fence,
     ]
 
@@ -104,6 +105,7 @@ public enum PositionField: Sendable, Equatable {
         case .lat: return num(p.latitude, 9)
         case .lon: return num(p.longitude, 9)
         case .altMSL: return num(p.altitude, 3)
+        case .altHAE: return num(p.ellipsoidHeight, 3)
         case .speed: return num(p.speed, 3)
         case .track: return num(p.course, 3)
         case .heading: return num(p.heading, 3)
@@ -113,6 +115,9 @@ public enum PositionField: Sendable, Equatable {
         case .pdop: return num(p.pdop, 2)
         case .eph: return num(p.horizontalError, 3)
         case .epv: return num(p.verticalError, 3)
+        case .eps: return num(p.speedError, 3)
+        case .epd: return num(p.courseError, 5)
+        case .dgpsAge: return num(p.correctionAge, 3)
         case .datum: return .text(p.datum.name)
         case .x: return num(p.x, 3)
         case .y: return num(p.y, 3)

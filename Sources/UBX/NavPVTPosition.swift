@@ -20,9 +20,9 @@ import GatewayCore
 ///   otherwise no time.
 /// - Fields: `hAcc` → horizontalError (eph), `vAcc` → verticalError (epv), `gSpeed` → speed,
 ///   `headMot` → course (track), `headVeh` → heading when headVehValid, `pDOP`, `numSV`;
-///   attributes (gpsd's TPV names): `altHAE` (m), `eps` (speed accuracy, m/s), `epd` (heading
-///   accuracy, degrees), `dgpsAge` (s, the upper bound of lastCorrectionAge's range) while
-///   corrections are in use.
+///   the ``FixDetail`` (gpsd's TPV names): `height` → ellipsoidHeight (altHAE, m, with a 3D
+///   fix), `sAcc` → speedError (eps, m/s), `headAcc` → courseError (epd, degrees), and while
+///   corrections are in use correctionAge (dgpsAge, s, the upper bound of lastCorrectionAge's range).
 public enum NavPVTPosition {
     /// Upper bounds of the lastCorrectionAge ranges (code 1: 0–1 s … 12: ≥ 120 s), seconds.
     static let correctionAgeSeconds: [Int] = [0, 1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 120]
@@ -91,47 +91,8 @@ public enum NavPVTPosition {
         p.pdop = Double(pvt.pDOP) / 100
         p.horizontalError = Double(pvt.hAcc) / 1000
         p.verticalError = Double(pvt.vAcc) / 1000
-        // One literal per shape: a dictionary built whole, not grown key by key (half of a
-        // NAV-PVT's decoding went to growing and rehashing it).
-        let eps = Decimals.text(Int64(pvt.sAcc), places: 3)
-        let epd = Decimals.text(Int64(pvt.headAcc), places: 5)
-        let altHAE = valid && mode == .threeD ? Decimals.text(Int64(pvt.height), places: 3) : nil
-        let age = pvt.diffSoln ? correctionAge(code: pvt.lastCorrectionAge).map(String.init) : nil
-        switch (altHAE, age) {
-        case (let h?, let a?): p.attributes = ["altHAE": h, "eps": eps, "epd": epd, "dgpsAge": a]
-        case (let h?, nil): p.attributes = ["altHAE": h, "eps": eps, "epd": epd]
-        case (nil, let a?): p.attributes = ["eps": eps, "epd": epd, "dgpsAge": a]
-        case (nil, nil): p.attributes = ["eps": eps, "epd": epd]
-        }
-    }
-}
-
-/// Integers with an implied decimal point written as text (`871234`, 3 → `"871.234"`), exactly:
-/// no binary floating point between the receiver's integer and the text.
-enum Decimals {
-    static func text(_ value: Int64, places: Int) -> String {
-        // Written from the end of a stack buffer, then made a String of the digits alone: at
-        // most 15 bytes (every field here) is a small string, with no allocation. A temporary
-        // array reversed into a String cost a third of a NAV-PVT's decoding.
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { buffer in
-            var i = 24
-            var v = value.magnitude
-            var n = 0
-            repeat {
-                i -= 1
-                buffer[i] = UInt8(ascii: "0") + UInt8(v % 10)
-                v /= 10
-                n += 1
-                if n == places {
-                    i -= 1
-                    buffer[i] = UInt8(ascii: ".")
-                }
-            } while v > 0 || n <= places
-            if value < 0 {
-                i -= 1
-                buffer[i] = UInt8(ascii: "-")
-            }
-            return String(decoding: UnsafeBufferPointer(rebasing: buffer[i..<24]), as: UTF8.self)
-        }
+        p.detail = FixDetail(ellipsoidHeight: valid && mode == .threeD ? Double(pvt.height) / 1000 : nil,
+                             speedError: Double(pvt.sAcc) / 1000, courseError: Double(pvt.headAcc) / 100_000,
+                             correctionAge: pvt.diffSoln ? correctionAge(code: pvt.lastCorrectionAge).map(Double.init) : nil)
     }
 }

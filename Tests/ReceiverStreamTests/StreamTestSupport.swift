@@ -36,8 +36,8 @@ struct Decoded {
 }
 
 extension Decoded {
-    /// The positions made from NAV-PVT (they carry `eps`; NMEA epochs carry no attributes).
-    var ubxPositions: [Position] { positions.filter { $0.attributes["eps"] != nil } }
+    /// The positions made from NAV-PVT (they carry `eps`; NMEA epochs carry no ``FixDetail``).
+    var ubxPositions: [Position] { positions.filter { $0.speedError != nil } }
 }
 
 /// Decodes `bytes` in reads of the given sizes (cycled; empty: all at once), then flushes.

@@ -36,7 +36,7 @@ import UBX
         // Epoch 2: second = 2, nano = -317 → 12:00:01.999999683, the epoch of 12:00:02.000.
         #expect(d.positions[2].time == Timestamp(iso8601: "2026-03-01T12:00:02.000Z"))
         #expect(d.positions[2].id == "rx-\(Timestamp(iso8601: "2026-03-01T12:00:02.000Z")!.milliseconds)")
-        #expect(d.positions[3].attributes["dgpsAge"] != nil && d.positions[0].attributes["dgpsAge"] == nil)
+        #expect(d.positions[3].correctionAge != nil && d.positions[0].correctionAge == nil)
     }
 
     @Test func monRFAndNavStatusBecomeReports() throws {

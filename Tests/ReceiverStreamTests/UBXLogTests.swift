@@ -38,7 +38,7 @@ import UBX
             #expect(position.longitude == Double(r.int("lon")) * 1e-7, "\(at): lon")
             if mode == .threeD {
                 #expect(position.altitude == Double(r.int("hMSL")) / 1000, "\(at): altMSL")
-                #expect(position.attributes["altHAE"].flatMap(Double.init) == Double(r.int("height")) / 1000, "\(at): altHAE")
+                #expect(position.ellipsoidHeight == Double(r.int("height")) / 1000, "\(at): altHAE")
             }
         } else {
             #expect(!position.hasCoordinates, "\(at): no coordinates for an invalid fix")
@@ -49,8 +49,13 @@ import UBX
         #expect(position.horizontalError == Double(r.int("hAcc")) / 1000, "\(at): hAcc")
         #expect(position.verticalError == Double(r.int("vAcc")) / 1000, "\(at): vAcc")
         #expect(position.pdop == Double(r.int("pDOP")) / 100, "\(at): pDOP")
-        #expect(position.attributes["eps"].flatMap(Double.init) == Double(r.int("sAcc")) / 1000, "\(at): sAcc")
-        #expect(abs((position.attributes["epd"].flatMap(Double.init) ?? -1) - Double(r.int("headAcc")) / 100_000) < 1e-9, "\(at): headAcc")
+        #expect(position.speedError == Double(r.int("sAcc")) / 1000, "\(at): sAcc")
+        #expect(position.courseError == Double(r.int("headAcc")) / 100_000, "\(at): headAcc")
+        // lastCorrectionAge codes 1–12 are ranges; the upper bound of each, only with diffSoln.
+        let ageCode = r.int("lastCorrectionAge")
+        let age: Double? = diff && (1...12).contains(ageCode) ? [1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 120][ageCode - 1] : nil
+        #expect(position.correctionAge == age, "\(at): lastCorrectionAge \(ageCode)")
+        #expect(position.attributes.isEmpty, "\(at): the figures are typed, not attributes")
         if r.int("headVehValid") == 1 {
             #expect(position.heading == Double(r.int("headVeh")) * 1e-5, "\(at): headVeh")
         }
@@ -65,7 +70,7 @@ import UBX
         for (p, r) in zip(ubx, oracle) { Self.expect(p, matches: r, log: log) }
         // One position per epoch: no NMEA epoch repeats a NAV-PVT's time, and ids are unique.
         let times = ubx.compactMap { $0.time?.milliseconds }
-        for p in decoded.positions where p.attributes["eps"] == nil {
+        for p in decoded.positions where p.speedError == nil {
             if let t = p.time?.milliseconds { #expect(!times.contains { abs($0 - t) <= 15 }, "\(log): NMEA epoch \(t) repeats a NAV-PVT") }
         }
         #expect(Set(decoded.positions.map(\.id)).count == decoded.positions.count, "\(log): ids are unique")
