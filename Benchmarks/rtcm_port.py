@@ -215,9 +215,8 @@ class PtyPair:
     def __init__(self, children, directory):
         self.port = os.path.join(directory, "ttyGNSS")
         self.receiver = os.path.join(directory, "receiver")
-        # -b: socat's default 8 KiB transfer size is plenty; say so rather than depend on it.
         self.process = children.start(
-            ["socat", "-b", "8192", f"pty,raw,echo=0,link={self.receiver}", f"pty,raw,echo=0,link={self.port}"],
+            ["socat", f"pty,raw,echo=0,link={self.receiver}", f"pty,raw,echo=0,link={self.port}"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         if not wait_for(lambda: os.path.exists(self.receiver) and os.path.exists(self.port), 10):
             raise Failure("socat did not create the pty pair")
