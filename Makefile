@@ -13,7 +13,7 @@ RUN_PACKAGES := pkg-config libserialport-dev libsqlite3-dev libproj-dev proj-dat
 # replay benchmark's C checksum scan, and PostgreSQL 15 with PostGIS 3 (the postgres sink's tests
 # and benchmark run their own server with initdb/pg_ctl in a temporary directory on a free port;
 # the package's own cluster is left alone), and RTKLIB's str2str as the NTRIP 1 caster of the
-# NTRIP client's tests.
+# NTRIP client's tests and the reference relay of the RTCM port benchmark.
 TEST_PACKAGES := proj-bin openssl gpsd gpsd-clients socat python3 procps bc util-linux sqlite3 \
                  nats-server mosquitto mosquitto-clients prometheus curl systemd \
                  chromium gcc postgresql-15 postgresql-client-15 postgresql-15-postgis-3 rtklib
@@ -109,7 +109,7 @@ test: deps build
 	@if [ "$(FUZZ_SMOKE)" = 1 ]; then $(MAKE) --no-print-directory fuzz-smoke; fi
 
 # Each benchmark prints its figures beside a reference run in the same process tree
-# (gpsdecode, cs2cs, 10 vs 10,000 fences, disk vs memory queue, psql \copy). Compare ratios, not seconds.
+# (gpsdecode, cs2cs, 10 vs 10,000 fences, disk vs memory queue, psql \copy, str2str). Compare ratios, not seconds.
 bench: deps
 	bash Benchmarks/nmea_replay.sh
 	bash Benchmarks/motion.sh
@@ -124,6 +124,7 @@ bench: deps
 	bash Benchmarks/lua.sh
 	bash Benchmarks/http_serving.sh
 	sh Benchmarks/receiver_stream.sh
+	bash Benchmarks/rtcm_port.sh
 
 bench-nmea: deps
 	bash Benchmarks/nmea_replay.sh
