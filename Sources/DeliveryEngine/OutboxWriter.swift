@@ -44,20 +44,12 @@ public struct OutboxWriter: Sendable {
 
     /// Commits `entries` (retrying while the disk is full), acknowledges `input`, applies the caps.
     /// Throws for faults retrying cannot fix, and `CancellationError` when cancelled while holding a batch.
-    ///
-    /// The acknowledgement runs as soon as the commit is done, where it is done
-    /// (``Outbox/commit(_:at:then:)``: on a durable queue's thread), not after this task is
-    /// resumed. It covers what `input` delivered so far: the caller took `entries` from it and
-    /// takes nothing more until this returns.
     public func commit(_ entries: [OutboxEntry], acknowledging input: any SinkInput) async throws {
         var dropped = 0
         var failed = false
-        var acknowledge: @Sendable () -> Void = { input.acknowledge() }
-        // A memory queue acknowledges once the records left it, delivered (`deliveryMarks`, below).
-        if deliveryMarks != nil { acknowledge = {} }
         while true {
             do {
-                dropped = try await outbox.commit(entries, at: context.clock.now(), then: acknowledge)
+                dropped = try await outbox.commit(entries, at: context.clock.now())
                 break
             } catch let e as OutboxError where e.isDiskFull {
                 failed = true
@@ -67,6 +59,8 @@ public struct OutboxWriter: Sendable {
         }
         if let deliveryMarks, let memory = outbox as? MemoryOutbox {
             deliveryMarks.committed(through: memory.newestSeq, mark: input.received, input: input, oldest: memory.oldestSeq)
+        } else {
+            input.acknowledge()
         }
         if failed, let held = writes.succeeded("commit") {
             context.logger.warning("queue \(outbox.location): committing again after \(DurationText.format(held)) with a full disk")

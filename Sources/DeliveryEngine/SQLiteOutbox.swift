@@ -284,23 +284,12 @@ public final class SQLiteOutbox: Outbox {
     /// (`synchronous=full`: a few milliseconds, far more on a slow card or a busy disk); on the
     /// pipeline's thread (one by default) every source and transform would wait with it. Here they
     /// go on, and what they produce meanwhile gathers in the sink's input, which the next commit
-    /// takes as one batch: one fsync serves more positions as the rate rises.
-    ///
-    /// `committed` (the sink's acknowledgement upstream) runs here too, once the commit is synced
-    /// and before the caller is resumed: a device's answer then goes from this thread to the I/O
-    /// loop's, instead of waiting for the pipeline's thread to run the caller first. Commits run
-    /// one after another on this queue, so acknowledgements keep their order.
-    public func commit(_ entries: [OutboxEntry], at now: Timestamp, then committed: @escaping @Sendable () -> Void) async throws -> Int {
-        guard !entries.isEmpty else {
-            committed()
-            return 0
-        }
+    /// takes as one batch: one fsync serves more positions as the rate rises. The caller still
+    /// waits for its own commit before it acknowledges upstream.
+    public func commit(_ entries: [OutboxEntry], at now: Timestamp) async throws -> Int {
+        guard !entries.isEmpty else { return 0 }
         return try await withCheckedThrowingContinuation { continuation in
-            commits.async {
-                let result = Result { try self.append(entries, at: now) }
-                if case .success = result { committed() }
-                continuation.resume(with: result)
-            }
+            commits.async { continuation.resume(with: Result { try self.append(entries, at: now) }) }
         }
     }
 

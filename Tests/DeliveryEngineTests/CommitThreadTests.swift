@@ -42,57 +42,6 @@ struct CommitThreadTests {
         #expect(committed.isSet)
         #expect(try outbox.oldest(limit: 10).map(\.id) == ["p0"])
     }
-
-    /// A durable commit is acknowledged where it completes, on the queue's thread: what waits for
-    /// it (a device's answer) does not also wait for the pipeline's thread, here held by another
-    /// component, to resume the committing task first.
-    @Test func aCommitIsAcknowledgedBeforeThePipelinesThreadResumesTheCommittingTask() async throws {
-        let dir = try makeTemporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let path = dir + "/q.sqlite"
-        let queue = try DiskQueue(path: path)
-        let outbox = queue.outbox
-        defer { outbox.close() }
-        let writer = queue.writer
-        let buffer = SinkBuffer(capacity: 100, policy: .block, durable: true, stats: ComponentStats(id: "up"))
-        let handled = Flag()
-        let output = SourceOutput(tracking: { batch, ack in await buffer.send(batch, acknowledgement: ack) })
-        await output.emit([position(0)]) { handled.set() }
-
-        // The commit waits for a lock another process holds, as it would for a slow disk's fsync.
-        let holder = try SQLiteLockHolder(path: path)
-        defer { holder.finish() }
-        let threads = PipelineThreads(count: 1, name: "locgate-test")
-        defer { threads.stop() }
-        let committing = Flag()
-        let committed = Flag()
-        let commit = Task(executorPreference: threads) {
-            let batch = try #require(await buffer.next())
-            committing.set()
-            try await writer.commit(batch.map { OutboxEntry(id: $0.id, payload: Array("{}".utf8), time: nil) }, acknowledging: buffer)
-            committed.set()
-        }
-        #expect(await Poll.until(timeout: .seconds(3)) { committing.isSet })
-        // Another component takes the thread once the commit left it, and keeps it.
-        let gate = DispatchSemaphore(value: 0)
-        defer { gate.signal() }
-        let busy = Flag()
-        Task(executorPreference: threads) {
-            busy.set()
-            Self.wait(for: gate)
-        }
-        #expect(await Poll.until(timeout: .seconds(3)) { busy.isSet })
-        holder.finish()
-        #expect(await Poll.until(timeout: .seconds(3)) { handled.isSet }, "the acknowledgement waited for the pipeline's thread")
-        #expect(!committed.isSet, "the committing task ran before the acknowledgement was seen: the test proves nothing")
-        #expect(try outbox.oldest(limit: 10).map(\.id) == ["p0"])
-        gate.signal()
-        try await commit.value
-        #expect(committed.isSet)
-    }
-
-    /// Blocks the calling thread (a component that does not yield it).
-    private static func wait(for gate: DispatchSemaphore) { gate.wait() }
 }
 
 /// A durable queue (`synchronous` full) of the sink "up" at `path`, and its writer.
