@@ -7,7 +7,7 @@
 // starts: the timed part only sends and reads answers, each checked byte for byte.
 //
 // Usage: gt06_load PORT CONNECTIONS FRAMES
-// Prints: records=N seconds=S answers_ok=N answers_bad=N
+// Prints: records=N seconds=S answers_ok=N answers_bad=N p50_ms=L p99_ms=L max_ms=L (answer latency)
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -65,7 +65,7 @@ static size_t position(uint8_t *out, int device, int frame) {
     return build(out, 0x22, c, sizeof c, (uint16_t)(frame + 2));
 }
 
-struct conn { int fd, frame, got; uint8_t answer[10]; int logged_in; };
+struct conn { int fd, frame, got; uint8_t answer[10]; int logged_in; struct timespec sent; };
 
 int main(int argc, char **argv) {
     if (argc != 4) { fprintf(stderr, "usage: gt06_load PORT CONNECTIONS FRAMES\n"); return 2; }
@@ -95,6 +95,7 @@ int main(int argc, char **argv) {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     long ok = 0, bad = 0;
+    struct latencies lat = { 0 };
     int active = n;
     while (active > 0) {
         if (poll(pfd, (nfds_t)n, 30000) <= 0) { fprintf(stderr, "no answer for 30 s\n"); return 1; }
@@ -112,6 +113,7 @@ int main(int argc, char **argv) {
                 k->logged_in = 1;
             } else {
                 if (k->answer[3] == 0x22 && serial == (uint16_t)(k->frame + 2)) ok++; else bad++;
+                latency_add(&lat, &k->sent);
                 k->frame++;
             }
             if (k->frame == frames) {
@@ -121,10 +123,13 @@ int main(int argc, char **argv) {
                 continue;
             }
             size_t i = (size_t)d * frames + k->frame;
+            clock_gettime(CLOCK_MONOTONIC, &k->sent);
             if (write(k->fd, buf + i * MAX, lens[i]) != (ssize_t)lens[i]) { perror("write"); return 1; }
         }
     }
     double s = seconds_since(&t0);
-    printf("records=%ld seconds=%.3f answers_ok=%ld answers_bad=%ld\n", ok, s, ok, bad);
+    printf("records=%ld seconds=%.3f answers_ok=%ld answers_bad=%ld", ok, s, ok, bad);
+    latency_print(&lat);
+    printf("\n");
     return bad == 0 ? 0 : 1;
 }

@@ -8,7 +8,7 @@
 // clock starts; the timed part sends frames and reads answers.
 //
 // Usage: jt808_load PORT CONNECTIONS FRAMES RECORDS
-// Prints: records=N seconds=S answers_ok=N answers_bad=N
+// Prints: records=N seconds=S answers_ok=N answers_bad=N p50_ms=L p99_ms=L max_ms=L (answer latency)
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -86,6 +86,7 @@ struct conn {
     uint8_t in[4096]; // bytes of the answer being read
     size_t got;
     uint16_t serial;  // serial of the message in flight
+    struct timespec sent;  // when it was written
 };
 
 int main(int argc, char **argv) {
@@ -126,6 +127,7 @@ int main(int argc, char **argv) {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     long ok = 0, bad = 0;
+    struct latencies lat = { 0 };
     int active = n;
     while (active > 0) {
         if (poll(pfd, (nfds_t)n, 30000) <= 0) { fprintf(stderr, "no answer for 30 s\n"); return 1; }
@@ -149,6 +151,7 @@ int main(int argc, char **argv) {
                 if (!good) { fprintf(stderr, "authentication refused\n"); return 1; }
             } else {
                 if (good) ok++; else bad++;
+                latency_add(&lat, &k->sent);
             }
             k->frame++;
             if (k->frame == frames) {
@@ -159,10 +162,13 @@ int main(int argc, char **argv) {
             }
             size_t i = (size_t)d * frames + k->frame;
             k->serial = (uint16_t)(k->frame + 2);
+            clock_gettime(CLOCK_MONOTONIC, &k->sent);
             if (write(k->fd, buf + i * frame_max, lens[i]) != (ssize_t)lens[i]) { perror("write"); return 1; }
         }
     }
     double s = seconds_since(&t0);
-    printf("records=%ld seconds=%.3f answers_ok=%ld answers_bad=%ld\n", ok * records, s, ok, bad);
+    printf("records=%ld seconds=%.3f answers_ok=%ld answers_bad=%ld", ok * records, s, ok, bad);
+    latency_print(&lat);
+    printf("\n");
     return bad == 0 ? 0 : 1;
 }

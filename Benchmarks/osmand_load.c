@@ -6,7 +6,7 @@
 // machine. Every request text is built before the clock starts.
 //
 // Usage: osmand_load PORT CONNECTIONS REQUESTS
-// Prints: requests=N seconds=S ok=N bad=N
+// Prints: requests=N seconds=S ok=N bad=N p50_ms=L p99_ms=L max_ms=L (answer latency)
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -22,11 +22,11 @@
 
 #include "load_common.h"
 
-struct conn { int fd, sent, done; char in[4096]; size_t have; };
+struct conn { int fd, sent, done; char in[4096]; size_t have; struct timespec at; /* the request in flight written */ };
 
 // Complete responses at the start of c->in: counts them, keeps the rest. Returns -1 on a status
 // other than 200.
-static int responses(struct conn *c, long *ok) {
+static int responses(struct conn *c, long *ok, struct latencies *lat) {
     for (;;) {
         char *end = memmem(c->in, c->have, "\r\n\r\n", 4);
         if (!end) return 0;
@@ -39,6 +39,7 @@ static int responses(struct conn *c, long *ok) {
         if (strncmp(c->in, "HTTP/1.1 200", 12) != 0) return -1;
         (*ok)++;
         c->done++;
+        latency_add(lat, &c->at);
         memmove(c->in, c->in + head + body, c->have - head - body);
         c->have -= head + body;
     }
@@ -71,8 +72,10 @@ int main(int argc, char **argv) {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     long ok = 0, bad = 0;
+    struct latencies lat = { 0 };
     for (int d = 0; d < n; d++) {
         size_t i = (size_t)d * requests;
+        clock_gettime(CLOCK_MONOTONIC, &c[d].at);
         if (write(c[d].fd, text[i], len[i]) != (ssize_t)len[i]) { perror("write"); return 1; }
         c[d].sent = 1;
     }
@@ -84,15 +87,18 @@ int main(int argc, char **argv) {
             ssize_t got = read(c[d].fd, c[d].in + c[d].have, sizeof c[d].in - c[d].have);
             if (got <= 0) { fprintf(stderr, "connection %d closed after %d answers: %s\n", d, c[d].done, got ? strerror(errno) : "eof"); return 1; }
             c[d].have += (size_t)got;
-            if (responses(&c[d], &ok) < 0) { bad++; fprintf(stderr, "%.*s\n", 40, c[d].in); return 1; }
+            if (responses(&c[d], &ok, &lat) < 0) { bad++; fprintf(stderr, "%.*s\n", 40, c[d].in); return 1; }
             if (c[d].done == requests) { close(c[d].fd); p[d].fd = -1; active--; continue; }
             if (c[d].sent == c[d].done) {
                 size_t i = (size_t)d * requests + c[d].sent;
+                clock_gettime(CLOCK_MONOTONIC, &c[d].at);
                 if (write(c[d].fd, text[i], len[i]) != (ssize_t)len[i]) { perror("write"); return 1; }
                 c[d].sent++;
             }
         }
     }
-    printf("requests=%ld seconds=%.3f ok=%ld bad=%ld\n", ok, seconds_since(&t0), ok, bad);
+    printf("requests=%ld seconds=%.3f ok=%ld bad=%ld", ok, seconds_since(&t0), ok, bad);
+    latency_print(&lat);
+    printf("\n");
     return bad == 0 ? 0 : 1;
 }

@@ -6,7 +6,7 @@
 // before the clock starts; the timed part only sends and reads answers.
 //
 // Usage: tracker_load PORT CONNECTIONS FRAMES RECORDS
-// Prints: records=N seconds=S answers_ok=N answers_bad=N
+// Prints: records=N seconds=S answers_ok=N answers_bad=N p50_ms=L p99_ms=L max_ms=L (answer latency)
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -73,6 +73,7 @@ struct conn {
     int got;         // answer bytes read for the frame in flight
     uint8_t answer[4];
     int logged_in;
+    struct timespec sent;  // when the frame in flight was written
 };
 
 int main(int argc, char **argv) {
@@ -104,6 +105,7 @@ int main(int argc, char **argv) {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     long ok = 0, bad = 0;
+    struct latencies lat = { 0 };
     int active = n;
     while (active > 0) {
         if (poll(pfd, (nfds_t)n, 30000) <= 0) { fprintf(stderr, "no answer for 30 s\n"); return 1; }
@@ -121,6 +123,7 @@ int main(int argc, char **argv) {
                 if (k->got < 4) continue;
                 uint32_t count = (uint32_t)k->answer[0] << 24 | k->answer[1] << 16 | k->answer[2] << 8 | k->answer[3];
                 if (count == (uint32_t)records) ok++; else bad++;
+                latency_add(&lat, &k->sent);
                 k->got = 0;
                 k->frame++;
             }
@@ -131,10 +134,13 @@ int main(int argc, char **argv) {
                 continue;
             }
             size_t i = (size_t)d * frames + k->frame;
+            clock_gettime(CLOCK_MONOTONIC, &k->sent);
             if (write(k->fd, buf + i * frame_max, lens[i]) != (ssize_t)lens[i]) { perror("write"); return 1; }
         }
     }
     double s = seconds_since(&t0);
-    printf("records=%ld seconds=%.3f answers_ok=%ld answers_bad=%ld\n", ok * records, s, ok, bad);
+    printf("records=%ld seconds=%.3f answers_ok=%ld answers_bad=%ld", ok * records, s, ok, bad);
+    latency_print(&lat);
+    printf("\n");
     return bad == 0 ? 0 : 1;
 }
