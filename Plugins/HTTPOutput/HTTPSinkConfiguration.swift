@@ -2,7 +2,7 @@ import GatewayCore
 import DeliveryEngine
 
 /// Configuration of the `http` sink (see the README for every option with its default).
-public struct HTTPSinkConfiguration: Sendable {
+public struct HTTPSinkConfiguration: QueuedSinkConfiguration {
     public enum Method: String, Sendable, CaseIterable { case post = "POST", put = "PUT" }
 
     /// What to do when a 2xx answer fails the `success.json` predicate.

@@ -167,16 +167,6 @@ public enum HTTPSinkPlugin: SinkPlugin {
         return ResponsePredicate(path: path.split(separator: ".").map(String.init), test: tests[0])
     }
 
-    public static func isDurable(_ configuration: HTTPSinkConfiguration) -> Bool {
-        OutboxOptions.isDurable(configuration.queue)
-    }
-
-    public static func stateStorePath(of configuration: HTTPSinkConfiguration) -> String? { OutboxOptions.stateStorePath(configuration.queue) }
-
-    public static func claims(of configuration: HTTPSinkConfiguration) -> [String] {
-        OutboxOptions.claims(configuration.queue)
-    }
-
     public static func makeSink(_ configuration: HTTPSinkConfiguration, context: ComponentContext) throws -> any PositionSink {
         for (option, path) in configuration.tls.files {
             if access(path, R_OK) != 0 {

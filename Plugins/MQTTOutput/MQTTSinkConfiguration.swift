@@ -3,7 +3,7 @@ import MQTTClient
 import DeliveryEngine
 
 /// Configuration of the `mqtt` sink (see the README for every option with its default).
-public struct MQTTSinkConfiguration: Sendable {
+public struct MQTTSinkConfiguration: QueuedSinkConfiguration {
     /// What `retain` asks of the broker.
     public enum Retain: Sendable, Equatable {
         case never, always
@@ -27,7 +27,7 @@ public struct MQTTSinkConfiguration: Sendable {
     public var format: MQTTPayloadFormat = .json
     public var status: Status?
     public var maxInflight = MQTTSinkPlugin.maxInflight.defaultValue
-    public var queue: OutboxMode = .memory(maxRecords: 100_000)
+    public var queue: OutboxMode = .memory(maxRecords: OutboxOptions.memoryCapacity)
 
     public init() {}
 }

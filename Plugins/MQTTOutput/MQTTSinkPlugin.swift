@@ -104,16 +104,6 @@ public enum MQTTSinkPlugin: SinkPlugin {
         return c
     }
 
-    public static func isDurable(_ configuration: MQTTSinkConfiguration) -> Bool {
-        OutboxOptions.isDurable(configuration.queue)
-    }
-
-    public static func stateStorePath(of configuration: MQTTSinkConfiguration) -> String? { OutboxOptions.stateStorePath(configuration.queue) }
-
-    public static func claims(of configuration: MQTTSinkConfiguration) -> [String] {
-        OutboxOptions.claims(configuration.queue)
-    }
-
     public static func makeSink(_ configuration: MQTTSinkConfiguration, context: ComponentContext) throws -> any PositionSink {
         try MQTTSink(configuration: configuration, context: context)
     }

@@ -3,7 +3,7 @@ import NATSClient
 import DeliveryEngine
 
 /// Configuration of the `nats` sink (see the README for every option with its default).
-public struct NATSSinkConfiguration: Sendable {
+public struct NATSSinkConfiguration: QueuedSinkConfiguration {
     /// The message body.
     public enum Format: String, Sendable, CaseIterable { case json }
 
@@ -21,7 +21,7 @@ public struct NATSSinkConfiguration: Sendable {
     /// How long to wait for a PubAck (or a flush) before sending the message again.
     public var ackTimeout = NATSSinkPlugin.ackTimeout.defaultValue
     public var format = NATSSinkPlugin.format.defaultValue
-    public var queue: OutboxMode = .memory(maxRecords: 100_000)
+    public var queue: OutboxMode = .memory(maxRecords: OutboxOptions.memoryCapacity)
 
     public init() {}
 }

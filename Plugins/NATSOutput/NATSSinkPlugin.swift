@@ -101,12 +101,6 @@ public enum NATSSinkPlugin: SinkPlugin {
         return nil
     }
 
-    public static func isDurable(_ configuration: NATSSinkConfiguration) -> Bool { OutboxOptions.isDurable(configuration.queue) }
-
-    public static func stateStorePath(of configuration: NATSSinkConfiguration) -> String? { OutboxOptions.stateStorePath(configuration.queue) }
-
-    public static func claims(of configuration: NATSSinkConfiguration) -> [String] { OutboxOptions.claims(configuration.queue) }
-
     public static func makeSink(_ configuration: NATSSinkConfiguration, context: ComponentContext) throws -> any PositionSink {
         let outbox = try OutboxOptions.open(configuration.queue, context: context)
         return NATSSink(configuration: configuration, context: context, outbox: outbox)

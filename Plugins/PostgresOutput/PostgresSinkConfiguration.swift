@@ -3,7 +3,7 @@ import Geodesy
 import DeliveryEngine
 
 /// Configuration of the `postgres` sink (see the README for every option with its default).
-public struct PostgresSinkConfiguration: Sendable {
+public struct PostgresSinkConfiguration: QueuedSinkConfiguration {
     /// A libpq connection string (`postgresql://user@host:port/db?sslmode=…` or `key=value …`);
     /// nil leaves everything to libpq's `PG*` environment variables and defaults.
     public var url: String?

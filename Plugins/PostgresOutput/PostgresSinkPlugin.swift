@@ -122,16 +122,6 @@ public enum PostgresSinkPlugin: SinkPlugin {
         return c
     }
 
-    public static func isDurable(_ configuration: PostgresSinkConfiguration) -> Bool {
-        OutboxOptions.isDurable(configuration.queue)
-    }
-
-    public static func stateStorePath(of configuration: PostgresSinkConfiguration) -> String? { OutboxOptions.stateStorePath(configuration.queue) }
-
-    public static func claims(of configuration: PostgresSinkConfiguration) -> [String] {
-        OutboxOptions.claims(configuration.queue)
-    }
-
     public static func makeSink(_ configuration: PostgresSinkConfiguration, context: ComponentContext) throws -> any PositionSink {
         if let path = configuration.sslRootCert, let problem = FileCheck.readProblem(path) {
             throw PostgresSinkError("sinks.\(context.id).sslrootcert: \(problem)")

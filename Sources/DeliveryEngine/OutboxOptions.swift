@@ -10,6 +10,19 @@ public enum OutboxMode: Sendable, Equatable {
     case memory(maxRecords: Int)
 }
 
+/// The configuration of a sink that delivers through an outbox: its `queue` decides whether the
+/// sink is durable, which file it claims and where the per-device state file goes beside it.
+public protocol QueuedSinkConfiguration: Sendable {
+    var queue: OutboxMode { get }
+}
+
+/// What ``SinkPlugin`` asks about the queue, answered once for every sink with a `queue` option.
+extension SinkPlugin where Configuration: QueuedSinkConfiguration {
+    public static func isDurable(_ configuration: Configuration) -> Bool { OutboxOptions.isDurable(configuration.queue) }
+    public static func stateStorePath(of configuration: Configuration) -> String? { OutboxOptions.stateStorePath(configuration.queue) }
+    public static func claims(of configuration: Configuration) -> [String] { OutboxOptions.claims(configuration.queue) }
+}
+
 /// The `queue` options of http, mqtt and nats: documented, read and opened in one place.
 public enum OutboxOptions {
     public static let maxRecords = Option("queue.max_records", default: 1_000_000, in: 1...1_000_000_000,
