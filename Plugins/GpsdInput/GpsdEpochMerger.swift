@@ -110,7 +110,7 @@ package struct GpsdEpochMerger {
             satellites: sky?.satellitesUsed, hdop: sky?.hdop, vdop: sky?.vdop, pdop: sky?.pdop,
             horizontalError: t.horizontalError, verticalError: t.verticalError,
             source: source, device: device,
-            id: device.map { "\(source)-\($0)-\(ms)" } ?? "\(source)-\(ms)")
+            id: device.map { "\(source)-\($0)-\(ms)" } ?? "\(source)-\(ms)", detail: t.detail)
     }
 
     private func emit(_ state: inout DeviceState, into out: inout [Position]) {

@@ -15,6 +15,8 @@ package struct GpsdTPV: Sendable, Equatable {
     /// `eph`, else the length of (`epx`, `epy`).
     var horizontalError: Double?
     var verticalError: Double?
+    /// `altHAE`, `eps`, `epd` and `dgpsAge`: the figures a u-blox or RTK receiver gives gpsd.
+    var detail = FixDetail()
 }
 
 /// A SKY report's fix-quality figures.
@@ -90,6 +92,8 @@ package enum GpsdReportParser {
             t.horizontalError = (x * x + y * y).squareRoot()
         }
         t.verticalError = finite(o["epv"])
+        t.detail = FixDetail(ellipsoidHeight: finite(o["altHAE"]), speedError: finite(o["eps"]),
+                             courseError: finite(o["epd"]), correctionAge: finite(o["dgpsAge"]))
         return t
     }
 

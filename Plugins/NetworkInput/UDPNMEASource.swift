@@ -1,16 +1,18 @@
 import GatewayCore
 import NMEA
+import ReceiverStream
 import StreamSessions
 import SystemIO
 
-/// Listens for NMEA datagrams; each sender gets its own decoder, so interleaved senders never
-/// mix sentences or epochs.
+/// Listens for datagrams of NMEA, UBX and RTCM (``ReceiverStreamDecoder``, as the tcp source);
+/// each sender gets its own decoder, so interleaved senders never mix sentences, frames or epochs,
+/// and a UBX frame split over datagrams is joined again.
 public struct UDPNMEASource: PositionSource {
     let configuration: UDPNMEAConfiguration
     let context: ComponentContext
 
     private struct Sender {
-        var decoder: NMEADecoder
+        var decoder: ReceiverStreamDecoder
         var lastSeen: MonotonicInstant
         var pending: Bool
     }
@@ -57,7 +59,7 @@ public struct UDPNMEASource: PositionSource {
                         }
                         let options = NMEAOptions.live(source: context.id, device: configuration.device ?? sender,
                                                        requireChecksum: configuration.requireChecksum, idPrefix: "\(context.id)-\(sender)-")
-                        senders[sender] = Sender(decoder: NMEADecoder(options: options), lastSeen: now, pending: false)
+                        senders[sender] = Sender(decoder: ReceiverStreamDecoder(options: options), lastSeen: now, pending: false)
                         context.logger.info("new sender \(sender)")
                     }
                     let before = senders[sender]?.decoder.statistics.wellFormed ?? 0
@@ -74,11 +76,19 @@ public struct UDPNMEASource: PositionSource {
                         for status in senders[sender]?.decoder.takeAntennaReports() ?? [] {
                             health?.antenna(status, device: device, at: stamp, into: &events)
                         }
+                        for report in senders[sender]?.decoder.takeReceiverReports() ?? [] {
+                            health?.report(report, device: device, at: stamp, into: &events)
+                        }
                         // This datagram's positions follow its events and precede the next
                         // datagram's, as a tcp source orders them per read.
                         health?.record(positions, at: stamp, into: &events)
                         positions.removeAll(keepingCapacity: true)
+                    } else {
+                        _ = senders[sender]?.decoder.takeAntennaReports()
+                        _ = senders[sender]?.decoder.takeReceiverReports()
                     }
+                    // Nothing is written to a udp sender: acknowledgements have no one to wait for them.
+                    _ = senders[sender]?.decoder.takeAcknowledgements()
                     senders[sender]?.lastSeen = now
                     senders[sender]?.pending = true
                 }

@@ -12,7 +12,7 @@ public struct UDPNMEAConfiguration: Sendable {
     public var health: HealthConfiguration?
 }
 
-/// The `udp` source: NMEA 0183 datagrams from one sender or many.
+/// The `udp` source: NMEA 0183 (and UBX) datagrams from one sender or many.
 public enum UDPNMEAPlugin: SourcePlugin {
     public static let bind = Option("bind", default: "0.0.0.0",
         "Local address to listen on (\"127.0.0.1\" for this machine only, \"::\" for IPv6).")
@@ -23,7 +23,7 @@ public enum UDPNMEAPlugin: SourcePlugin {
 
     public static let info = PluginInfo(
         type: "udp", kind: .source,
-        summary: "Listens for NMEA 0183 datagrams (one sender or many; each sender address is a device id).",
+        summary: "Listens for NMEA 0183 and u-blox UBX datagrams (one sender or many; each sender address is a device id).",
         folder: "NetworkInput",
         options: [
             bind.spec,

@@ -19,6 +19,6 @@ import Testing
         // 13 epochs, each NAV-PVT + GGA + RMC: NAV-PVT wins (RTK status, accuracies).
         #expect(all.count == 13)
         #expect(all.map { $0.quality?.name ?? "-" }.prefix(4) == ["gps", "dgps", "rtk_float", "rtk_fixed"])
-        #expect(all.allSatisfy { $0.attributes["eps"] != nil })
+        #expect(all.allSatisfy { $0.speedError != nil && $0.attributes.isEmpty })
     }
 }

@@ -6,7 +6,7 @@ import Testing
     static func parse(_ text: String) throws -> GpsdReport { try GpsdReportParser.parse(Array(text.utf8)) }
 
     @Test func tpvFieldsMapOntoPositionFields() throws {
-        let r = try Self.parse(#"{"class":"TPV","device":"/dev/ttyACM0","status":2,"mode":3,"time":"2020-03-18T13:28:20.600Z","lat":41.574970205,"lon":-93.750558641,"altHAE":250.1,"altMSL":278.02,"alt":278.02,"speed":1.673,"track":92.308,"eph":4.75,"epv":6.5,"climb":0.1}"#)
+        let r = try Self.parse(#"{"class":"TPV","device":"/dev/ttyACM0","status":2,"mode":3,"time":"2020-03-18T13:28:20.600Z","lat":41.574970205,"lon":-93.750558641,"altHAE":250.1,"altMSL":278.02,"alt":278.02,"speed":1.673,"track":92.308,"eph":4.75,"epv":6.5,"eps":0.35,"epd":12.5,"dgpsAge":3,"climb":0.1}"#)
         guard case .tpv(let t) = r else { Issue.record("not a TPV: \(r)"); return }
         #expect(t.device == "/dev/ttyACM0")
         #expect(t.time == Timestamp(iso8601: "2020-03-18T13:28:20.600Z"))
@@ -16,12 +16,14 @@ import Testing
         #expect(t.altitude == 278.02)
         #expect(t.speed == 1.673 && t.track == 92.308)
         #expect(t.horizontalError == 4.75 && t.verticalError == 6.5)
+        #expect(t.detail == FixDetail(ellipsoidHeight: 250.1, speedError: 0.35, courseError: 12.5, correctionAge: 3))
     }
 
     @Test func missingFieldsStayAbsentAndAltFallsBack() throws {
         guard case .tpv(let t) = try Self.parse(#"{"class":"TPV","mode":2,"lat":1.5,"lon":2.5,"alt":12.0,"epx":3,"epy":4}"#) else { Issue.record(); return }
         #expect(t.device == nil && t.time == nil && t.status == nil && t.speed == nil && t.track == nil && t.verticalError == nil)
         #expect(t.altitude == 12.0)
+        #expect(t.detail.isEmpty)
         #expect(t.horizontalError == 5.0)  // length of (epx, epy)
     }
 

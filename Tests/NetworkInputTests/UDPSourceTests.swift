@@ -1,3 +1,4 @@
+import Foundation
 import GatewayCore
 import GatewayTesting
 import NetworkInput
@@ -49,6 +50,40 @@ import Testing
             group.cancelAll()
         }
         #expect(collector.positions.allSatisfy { $0.device == "fleet" })
+    }
+
+    /// A u-blox receiver bridged to UDP: UBX frames split over datagrams are joined per sender, and
+    /// each epoch (NAV-PVT beside GGA and RMC) is one position from its NAV-PVT, RTK status included.
+    @Test func readsUBXSplitOverDatagrams() async throws {
+        let port = LoopbackTCPServer.freePort(udp: true)
+        let c = try configure(#"{ "bind": "127.0.0.1", "port": \#(port), "device": "rover" }"#)
+        let ctx = SourceConformance.makeContext()
+        let collector = PositionCollector()
+        let src = try UDPNMEAPlugin.makeSource(c, context: ctx)
+        let a = try LoopbackUDPSender()
+        let stream = try [UInt8](Data(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("ReceiverStreamTests/Fixtures/synthetic/synthetic-rtk.ubx")))
+        await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await src.run(output: collector.output) }
+            // Until the socket is bound, datagrams are lost: knock with a noise byte until it counts one.
+            #expect(await Poll.until {
+                a.send([0], to: port)
+                return ctx.stats.value("udp.datagrams") >= 1
+            })
+            // 100-byte datagrams cut every NAV-PVT (100 bytes with its header) somewhere inside.
+            var offset = 0
+            while offset < stream.count {
+                a.send(Array(stream[offset..<min(offset + 100, stream.count)]), to: port)
+                offset += 100
+            }
+            #expect(await Poll.until { collector.count >= 13 }, "\(collector.count) positions")
+            group.cancelAll()
+        }
+        let all = collector.positions
+        #expect(all.count == 13)
+        #expect(all.map { $0.quality?.name ?? "-" }.prefix(4) == ["gps", "dgps", "rtk_float", "rtk_fixed"])
+        #expect(all.allSatisfy { $0.speedError != nil && $0.device == "rover" })
+        #expect(ctx.stats.value("ubx.frames") > 0 && ctx.stats.value("ubx.bad_checksum") == 0)
     }
 
     @Test func countsGarbageDatagramsAndHonoursCancellation() async throws {
