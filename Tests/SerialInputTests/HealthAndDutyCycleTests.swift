@@ -57,7 +57,7 @@ struct HealthAndDutyCycleTests {
         defer { receiver.stop() }
         let config = """
             { "sources": { "rx": { "type": "serial", "port": "\(pty.reader)", "device": "gps0", "stall_timeout": "30s",
-                                   "health": { "fix_timeout": "1500ms", "data_timeout": "1s" } } },
+                                   "health": { "fix_timeout": "1s", "data_timeout": "600ms" } } },
               "sinks": { "up": { "type": "http", "inputs": ["rx"], "url": "http://127.0.0.1:\(receiver.port)/track",
                                  "batch": { "max_positions": 1000, "interval": "100ms" }, "queue": { "path": "\(dir.path)/q.sqlite" } } } }
             """
@@ -65,13 +65,13 @@ struct HealthAndDutyCycleTests {
         defer { locgate.stop(); pty.stop() }
         #expect(await Poll.until { locgate.count("opened \(pty.reader)") == 1 }, "log: \(locgate.log)")
 
-        try await Self.feed(pty, seconds: 1, fix: true)           // fixes
-        try await Self.feed(pty, seconds: 2.5, fix: false)        // sentences flow, status V / quality 0 → fix_lost
-        try await Self.feed(pty, seconds: 0.5, fix: true)         // → fix_regained
-        try await Task.sleep(for: .seconds(2))                    // silence → no_data (and fix_lost)
+        try await Self.feed(pty, seconds: 0.6, fix: true)         // fixes
+        try await Self.feed(pty, seconds: 1.6, fix: false)        // sentences flow, status V / quality 0 → fix_lost
+        try await Self.feed(pty, seconds: 0.4, fix: true)         // → fix_regained
+        try await Task.sleep(for: .milliseconds(1400))            // silence → no_data (and fix_lost)
         pty.write(Array(NMEAChecksum.sentence(body: "GPTXT,01,01,02,ANTSTATUS=OPEN").utf8))  // → data_resumed, antenna open
-        try await Task.sleep(for: .milliseconds(300))
-        try await Self.feed(pty, seconds: 0.5, fix: true)         // → fix_regained
+        try await Task.sleep(for: .milliseconds(200))
+        try await Self.feed(pty, seconds: 0.4, fix: true)         // → fix_regained
 
         let expected = ["fix_lost", "fix_regained", "no_data", "fix_lost", "data_resumed", "antenna", "fix_regained"]
         #expect(await Poll.until { Self.received(record).compactMap(Self.eventType).count >= expected.count }, "log: \(locgate.log)")
@@ -115,11 +115,11 @@ struct HealthAndDutyCycleTests {
         try await pty.start()
         let out = dir.path + "/out.jsonl"
         let locgate = try LocgateProcess(config: serialConfig(port: pty.reader, output: out, extra: #"""
-            "duty_cycle": { "on": "2s", "every": "6s", "method": "ublox", "emit": "best" }
+            "duty_cycle": { "on": "1s", "every": "3s", "method": "ublox", "emit": "best" }
             """#), directory: dir.path)
         defer { locgate.stop(); pty.stop() }
         #expect(await Poll.until { locgate.count("opened \(pty.reader)") == 1 }, "log: \(locgate.log)")
-        let period: Int64 = 6000, on: Int64 = 2000
+        let period: Int64 = 3000, on: Int64 = 1000
         func nowMs() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
         // Play a receiver that ignores sleep (so the filtering shows) for two whole windows after the next boundary.
         let firstWindow = (nowMs() / period + 1) * period
@@ -151,7 +151,7 @@ struct HealthAndDutyCycleTests {
         // Measured on-time: from each wake on the wire to the sleep that follows it (Docs/Power-and-health.md).
         let awake = alignedWakes.compactMap { w in alignedSleeps.first { $0 > w }.map { $0 - w } }
         let mean = Double(awake.reduce(0, +)) / Double(max(1, awake.count))
-        print("duty cycle on 2s every 6s: receiver awake \(awake) ms per window, mean \(Int(mean)) ms = \(Int(mean / Double(period) * 3600)) s per hour (always on: 3600 s)")
+        print("duty cycle on 1s every 3s: receiver awake \(awake) ms per window, mean \(Int(mean)) ms = \(Int(mean / Double(period) * 3600)) s per hour (always on: 3600 s)")
 
         #expect(await Poll.until { readPositions(out).count >= 3 }, "log: \(locgate.log)")
         var perWindow: [Int64: Int] = [:]
