@@ -9,6 +9,7 @@
 import Foundation
 import GatewayCore
 import NATSClient
+import PositionEncoding
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("NATSBenchmark: \(message)\n".utf8))

@@ -1,4 +1,5 @@
 import GatewayCore
+import PositionEncoding
 
 /// What every decoder's positions must satisfy, whatever the input: coordinates on Earth, and
 /// a record every sink can write, whose JSON the `file` source and the NATS and MQTT sources

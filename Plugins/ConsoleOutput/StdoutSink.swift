@@ -1,4 +1,5 @@
 import GatewayCore
+import PositionEncoding
 import SystemIO
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,6 @@
 import GatewayCore
 import NMEA
+import PositionEncoding
 import ReceiverStream
 import StreamSessions
 import SystemIO

@@ -1,5 +1,6 @@
 import GatewayCore
 import NMEA
+import PositionEncoding
 import ReceiverStream
 
 /// Reads the positions of an NMEA log, a JSON Lines file or a GPX track, one batch at a time.

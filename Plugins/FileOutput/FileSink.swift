@@ -1,4 +1,5 @@
 import GatewayCore
+import PositionEncoding
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import PositionEncoding
 import DeliveryEngine
 
 /// Uploads positions in batches over HTTP, from a queue that keeps them until the server accepted them.

@@ -1,5 +1,6 @@
 import GatewayCore
 import NATSClient
+import PositionEncoding
 
 /// Turns NATS messages into positions (locgate JSON, gpsd TPV names), counting what is not one.
 package struct MessageDecoder {

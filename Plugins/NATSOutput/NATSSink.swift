@@ -1,4 +1,5 @@
 import GatewayCore
+import PositionEncoding
 import Locking
 import NATSClient
 import DeliveryEngine

@@ -4,6 +4,7 @@
 /// Appends JSON text to a byte buffer; used by every JSON encoder in the project.
 public enum JSONWriter {
     /// Appends `s` as a quoted JSON string with the required escapes (``RawJSONWriter``'s).
+    @inlinable
     public static func appendString(_ s: String, to out: inout [UInt8]) {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: RawJSONWriter.maxStringLength(s)) { buf in
             guard let base = buf.baseAddress else { return }
@@ -24,6 +25,7 @@ public enum JSONWriter {
     }
 
     /// Appends a number rounded to a fixed count of decimals, without trailing zeros.
+    @inlinable
     public static func appendNumber(_ v: Double, decimals: Int, to out: inout [UInt8]) {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: RawJSONWriter.maxNumberLength) { buf in
             guard let base = buf.baseAddress else { return }
@@ -33,6 +35,7 @@ public enum JSONWriter {
         }
     }
 
+    @inlinable
     public static func appendInt(_ v: Int64, to out: inout [UInt8]) {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: RawJSONWriter.maxNumberLength) { buf in
             guard let base = buf.baseAddress else { return }
@@ -80,41 +83,47 @@ extension JSONValue {
 
 /// Writes JSON text into memory the caller has sized: whole records go out with one copy
 /// instead of dozens of small appends (the file sink's hot path).
-struct RawJSONWriter {
+///
+/// Visible to the package's modules (`package`) for the position encoders of PositionEncoding,
+/// and `@inlinable` throughout: the encoders there call it once per byte and per number, and
+/// only an inlinable body lets the release build inline and specialise those calls across the
+/// module boundary as it did when the encoders lived here.
+@usableFromInline package struct RawJSONWriter {
     /// Room one number can take: a 16-digit fixed-point value with sign and 20 decimals, or a
-    /// shortest-form `Double` such as `-1.7976931348623157e+308`.
-    static let maxNumberLength = 48
+    /// shortest-form `Double` such as `-1.7976931348623157e+308`. A constant, not a stored
+    /// `static let`: another module reads a global through its accessor, a call.
+    @inlinable package static var maxNumberLength: Int { 48 }
 
-    let base: UnsafeMutablePointer<UInt8>
+    @usableFromInline package let base: UnsafeMutablePointer<UInt8>
     /// Bytes written so far.
-    private(set) var count = 0
+    @usableFromInline package internal(set) var count = 0
 
-    init(_ base: UnsafeMutablePointer<UInt8>) { self.base = base }
+    @inlinable package init(_ base: UnsafeMutablePointer<UInt8>) { self.base = base }
 
     /// Room `s` can take as a quoted, escaped JSON string.
-    static func maxStringLength(_ s: String) -> Int { 2 + 6 * s.utf8.count }
+    @inlinable package static func maxStringLength(_ s: String) -> Int { 2 + 6 * s.utf8.count }
 
-    @inline(__always)
-    mutating func byte(_ b: UInt8) {
+    @inlinable @inline(__always)
+    package mutating func byte(_ b: UInt8) {
         base[count] = b
         count &+= 1
     }
 
-    @inline(__always)
-    mutating func bytes(_ s: StaticString) {
+    @inlinable @inline(__always)
+    package mutating func bytes(_ s: StaticString) {
         (base + count).update(from: s.utf8Start, count: s.utf8CodeUnitCount)
         count &+= s.utf8CodeUnitCount
     }
 
-    @inline(__always)
-    mutating func bytes(_ b: UnsafeBufferPointer<UInt8>) {
+    @inlinable @inline(__always)
+    package mutating func bytes(_ b: UnsafeBufferPointer<UInt8>) {
         guard let start = b.baseAddress else { return }
         (base + count).update(from: start, count: b.count)
         count &+= b.count
     }
 
     /// Room `id` can take as a quoted, escaped JSON string.
-    static func maxLength(of id: PositionID) -> Int {
+    @inlinable package static func maxLength(of id: PositionID) -> Int {
         switch id.storage {
         case .text(let s): maxStringLength(s)
         case .numbered(let prefix, _, _): maxStringLength(prefix) + 1 + maxNumberLength
@@ -122,14 +131,14 @@ struct RawJSONWriter {
     }
 
     /// `v` (0...99) as two digits, a leading zero included.
-    @inline(__always)
-    mutating func twoDigits(_ v: Int) {
+    @inlinable @inline(__always)
+    package mutating func twoDigits(_ v: Int) {
         byte(UInt8(truncatingIfNeeded: 48 &+ v / 10))
         byte(UInt8(truncatingIfNeeded: 48 &+ v % 10))
     }
 
     /// `YYYY-MM-DDT` of `day`, days since 1970-01-01 (years clamped to 0...9999).
-    mutating func date(_ day: Int) {
+    @inlinable package mutating func date(_ day: Int) {
         let c = Timestamp.civilFromDays(day)
         let y = max(0, min(9999, c.year))
         twoDigits(y / 100); twoDigits(y % 100)
@@ -138,16 +147,16 @@ struct RawJSONWriter {
     }
 
     /// `s` as a quoted JSON string with the required escapes.
-    @inline(__always)
-    mutating func string(_ s: String) {
+    @inlinable @inline(__always)
+    package mutating func string(_ s: String) {
         byte(0x22)
         count = Self.writeContents(s, base, at: count)
         byte(0x22)
     }
 
     /// The text of `id` as a JSON string, written from its parts.
-    @inline(__always)
-    mutating func string(_ id: PositionID) {
+    @inlinable @inline(__always)
+    package mutating func string(_ id: PositionID) {
         switch id.storage {
         case .text(let s): string(s)
         case .numbered(let prefix, let marker, let number):
@@ -161,10 +170,10 @@ struct RawJSONWriter {
 
     /// Writes `s` escaped, without quotes, at `base + at`; returns the count after it.
     ///
-    /// Out of line and by value, like ``writeShortest(_:_:at:)``: a writer whose address is never
-    /// passed to a call keeps its count in a register while the position is written; passed
-    /// once, it is stored to memory after every byte.
-    private static func writeContents(_ s: String, _ base: UnsafeMutablePointer<UInt8>, at: Int) -> Int {
+    /// A function of its own taking the writer by value, like ``writeShortest(_:_:at:)``: a
+    /// writer whose address is never passed to a call keeps its count in a register while the
+    /// position is written; passed once, it is stored to memory after every byte.
+    @inlinable static func writeContents(_ s: String, _ base: UnsafeMutablePointer<UInt8>, at: Int) -> Int {
         var w = RawJSONWriter(base)
         w.count = at
         var s = s
@@ -193,8 +202,8 @@ struct RawJSONWriter {
     }
 
     /// Same text as ``JSONWriter/appendInt(_:to:)``.
-    @inline(__always)
-    mutating func int(_ v: Int64) {
+    @inlinable @inline(__always)
+    package mutating func int(_ v: Int64) {
         let m = v.magnitude
         // Digits from the bit length: log10(2) ≈ 1233 / 4096 gives the count or one less.
         // `m | 1` gives 0 its one digit and compares like `m` with every power of ten above 1.
@@ -212,8 +221,8 @@ struct RawJSONWriter {
     /// runs for the longer numbers of every record: the halves, quarters and digits are split in
     /// parallel lanes of one word, each division a multiply and a shift that is exact for the
     /// lane's range (x·10486 >> 20 = x / 100 below 43,699; x·103 >> 10 = x / 10 below 179).
-    @inline(__always)
-    static func digitValues(_ v: UInt64) -> UInt64 {
+    @inlinable @inline(__always)
+    package static func digitValues(_ v: UInt64) -> UInt64 {
         let high = v / 10_000
         var x = high | (v &- high &* 10_000) << 32
         var q = ((x &* 10486) >> 20) & 0x0000_007F_0000_007F
@@ -222,18 +231,20 @@ struct RawJSONWriter {
         return q | (x &- q &* 10) << 8
     }
 
-    private static let zeros: UInt64 = 0x3030_3030_3030_3030
+    @inlinable static var zeros: UInt64 { 0x3030_3030_3030_3030 }
 
     /// "00" to "99", for numbers of one or two digits (counts, modes, whole degrees).
-    private static let digitPairs: StaticString = """
+    @inlinable static var digitPairs: StaticString {
+        """
         00010203040506070809101112131415161718192021222324252627282930313233343536373839\
         40414243444546474849505152535455565758596061626364656667686970717273747576777879\
         8081828384858687888990919293949596979899
         """
+    }
 
     /// Stores the eight bytes of `word`, lowest first, at `i`.
-    @inline(__always)
-    private func store(_ word: UInt64, at i: Int) {
+    @inlinable @inline(__always)
+    func store(_ word: UInt64, at i: Int) {
         UnsafeMutableRawPointer(base + i).storeBytes(of: word.littleEndian, as: UInt64.self)
     }
 
@@ -244,8 +255,8 @@ struct RawJSONWriter {
     /// write up to seven bytes past the number's end, which the following stores or text
     /// overwrite. Every writer's buffer holds ``maxNumberLength`` bytes per number, which leaves
     /// room for them.
-    @inline(__always)
-    private mutating func digits(_ value: UInt64, width: Int) {
+    @inlinable @inline(__always)
+    mutating func digits(_ value: UInt64, width: Int) {
         let start = count
         count = start &+ width
         if width <= 2 {
@@ -273,8 +284,8 @@ struct RawJSONWriter {
 
     /// Writes the fraction `value` (not zero, below 10^`width`) as `width` digits without
     /// their trailing zeros: the last digit kept is the highest non-zero byte of the digit word.
-    @inline(__always)
-    private mutating func fraction(_ value: UInt64, width: Int) {
+    @inlinable @inline(__always)
+    mutating func fraction(_ value: UInt64, width: Int) {
         let start = count
         if width <= 8 {
             let d = Self.digitValues(value) &>> (64 &- 8 &* UInt64(width))
@@ -295,7 +306,7 @@ struct RawJSONWriter {
 
     /// Same text as ``JSONWriter/appendNumber(_:decimals:to:)``: rounded to `decimals`, without
     /// trailing zeros.
-    mutating func number(_ v: Double, decimals: Int) {
+    @inlinable package mutating func number(_ v: Double, decimals: Int) {
         switch decimals {
         case 2: number(v, TwoDecimals.self)
         case 3: number(v, ThreeDecimals.self)
@@ -309,14 +320,14 @@ struct RawJSONWriter {
     /// ``number(_:decimals:)`` for the decimals the position schema uses: specialised per type,
     /// so the divisions are by constants (multiplications). With the count of decimals as a
     /// value, the compiler merged the cases into one hardware division per number.
-    @inline(__always)
-    mutating func number<D: FixedDecimals>(_ v: Double, _: D.Type) {
+    @inlinable @inline(__always)
+    package mutating func number<D: FixedDecimals>(_ v: Double, _: D.Type) {
         count = Self.writeFixed(v, D.self, base, at: count)
     }
 
     /// `number(v, D.self)` at `base + at`; returns the count after it. By value, like
     /// ``writeContents(_:_:at:)``: the count stays in a register.
-    private static func writeFixed<D: FixedDecimals>(_ v: Double, _: D.Type, _ base: UnsafeMutablePointer<UInt8>, at: Int) -> Int {
+    @inlinable static func writeFixed<D: FixedDecimals>(_ v: Double, _: D.Type, _ base: UnsafeMutablePointer<UInt8>, at: Int) -> Int {
         var w = RawJSONWriter(base)
         w.count = at
         w.number(v, decimals: D.count, scale: (D.scale, D.divisor))
@@ -324,8 +335,8 @@ struct RawJSONWriter {
     }
 
     /// The body of every `number` overload: `decimals` digits at most, `scale` = 10^decimals.
-    @inline(__always)
-    private mutating func number(_ v: Double, decimals: Int, scale: (factor: Double, divisor: UInt64)) {
+    @inlinable @inline(__always)
+    mutating func number(_ v: Double, decimals: Int, scale: (factor: Double, divisor: UInt64)) {
         guard v.isFinite else { bytes("null"); return }
         let x = abs(v) * scale.factor
         guard x < 9e15 else { count = Self.writeShortest(v, base, at: count); return }
@@ -347,7 +358,7 @@ struct RawJSONWriter {
 
     /// Writes the shortest form that reads back exactly, for values fixed-point cannot hold, at
     /// `base + at`; returns the count after it.
-    private static func writeShortest(_ v: Double, _ base: UnsafeMutablePointer<UInt8>, at: Int) -> Int {
+    @usableFromInline static func writeShortest(_ v: Double, _ base: UnsafeMutablePointer<UInt8>, at: Int) -> Int {
         var text: [UInt8] = []
         JSONWriter.appendNumber(v, to: &text)
         var w = RawJSONWriter(base)
@@ -358,38 +369,38 @@ struct RawJSONWriter {
 }
 
 /// A count of decimals fixed at compile time, for ``RawJSONWriter/number(_:_:)``.
-protocol FixedDecimals {
+@usableFromInline package protocol FixedDecimals {
     static var count: Int { get }
     static var scale: Double { get }
     static var divisor: UInt64 { get }
 }
 
-enum TwoDecimals: FixedDecimals {
-    static var count: Int { 2 }
-    static var scale: Double { 1e2 }
-    static var divisor: UInt64 { 100 }
+@usableFromInline package enum TwoDecimals: FixedDecimals {
+    @inlinable package static var count: Int { 2 }
+    @inlinable package static var scale: Double { 1e2 }
+    @inlinable package static var divisor: UInt64 { 100 }
 }
 
-enum ThreeDecimals: FixedDecimals {
-    static var count: Int { 3 }
-    static var scale: Double { 1e3 }
-    static var divisor: UInt64 { 1000 }
+@usableFromInline package enum ThreeDecimals: FixedDecimals {
+    @inlinable package static var count: Int { 3 }
+    @inlinable package static var scale: Double { 1e3 }
+    @inlinable package static var divisor: UInt64 { 1000 }
 }
 
-enum FiveDecimals: FixedDecimals {
-    static var count: Int { 5 }
-    static var scale: Double { 1e5 }
-    static var divisor: UInt64 { 100_000 }
+@usableFromInline package enum FiveDecimals: FixedDecimals {
+    @inlinable package static var count: Int { 5 }
+    @inlinable package static var scale: Double { 1e5 }
+    @inlinable package static var divisor: UInt64 { 100_000 }
 }
 
-enum NineDecimals: FixedDecimals {
-    static var count: Int { 9 }
-    static var scale: Double { 1e9 }
-    static var divisor: UInt64 { 1_000_000_000 }
+@usableFromInline package enum NineDecimals: FixedDecimals {
+    @inlinable package static var count: Int { 9 }
+    @inlinable package static var scale: Double { 1e9 }
+    @inlinable package static var divisor: UInt64 { 1_000_000_000 }
 }
 
 /// 10^decimals as the factor and the divisor of ``RawJSONWriter/number(_:decimals:)`` (0...18).
-private func runtimeScale(_ decimals: Int) -> (factor: Double, divisor: UInt64) {
+@inlinable func runtimeScale(_ decimals: Int) -> (factor: Double, divisor: UInt64) {
     var factor = 1.0
     var divisor: UInt64 = 1
     for _ in 0..<decimals { factor *= 10; divisor &*= 10 }

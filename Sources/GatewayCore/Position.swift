@@ -1,7 +1,7 @@
 /// One fix per receiver epoch: the value that flows through every pipeline.
 ///
 /// Coordinates are in ``datum``; a position with ``mode`` `.noFix` may carry no coordinates.
-/// Field names in JSON output follow gpsd's TPV report where one exists (see `PositionJSON`).
+/// Field names in JSON output follow gpsd's TPV report where one exists (see PositionEncoding's `PositionJSON`).
 public struct Position: Sendable, Hashable {
     /// UTC instant of the fix; nil until a date is known.
     public var time: Timestamp?

@@ -7,13 +7,15 @@
 ///
 /// Two ids are equal when their texts are, whichever way each was made.
 public struct PositionID: Sendable, Hashable, CustomStringConvertible {
-    enum Storage: Sendable {
+    /// `@usableFromInline` for ``RawJSONWriter``'s inlinable writers; other modules read a
+    /// numbered id through ``numberedParts``.
+    @usableFromInline enum Storage: Sendable {
         case text(String)
         /// `prefix`, then `marker` unless it is 0, then `number` in decimal.
         case numbered(prefix: String, marker: UInt8, number: Int64)
     }
 
-    var storage: Storage
+    @usableFromInline var storage: Storage
 
     /// An id with the given text.
     public init(_ text: String) { storage = .text(text) }
@@ -21,6 +23,13 @@ public struct PositionID: Sendable, Hashable, CustomStringConvertible {
     /// The id `prefix` + `marker` (unless 0) + `number` in decimal, e.g. `rx-1584538100600`.
     public init(prefix: String, marker: UInt8 = 0, number: Int64) {
         storage = .numbered(prefix: prefix, marker: marker, number: number)
+    }
+
+    /// The parts of a numbered id (`marker` 0 for none), or nil for an id made from its text: what
+    /// an encoder writes without building the text (PositionEncoding's `PositionJSON`).
+    @inlinable package var numberedParts: (prefix: String, marker: UInt8, number: Int64)? {
+        if case .numbered(let prefix, let marker, let number) = storage { return (prefix, marker, number) }
+        return nil
     }
 
     /// The id's text.

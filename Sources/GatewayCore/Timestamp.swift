@@ -39,7 +39,7 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     }
 
     /// Civil date for days since 1970-01-01.
-    public static func civilFromDays(_ z0: Int) -> (year: Int, month: Int, day: Int) {
+    @inlinable public static func civilFromDays(_ z0: Int) -> (year: Int, month: Int, day: Int) {
         let z = z0 + 719_468
         let era = (z >= 0 ? z : z - 146_096) / 146_097
         let doe = z - era * 146_097
@@ -52,7 +52,7 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     }
 
     /// Days since 1970-01-01 and milliseconds since that day's midnight (UTC).
-    public var dayAndTimeOfDay: (day: Int, millisecond: Int) {
+    @inlinable public var dayAndTimeOfDay: (day: Int, millisecond: Int) {
         var ms = milliseconds % 86_400_000
         var days = Int(milliseconds / 86_400_000)
         if ms < 0 { ms += 86_400_000; days -= 1 }

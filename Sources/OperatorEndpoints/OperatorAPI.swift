@@ -3,6 +3,7 @@ import Geodesy
 import HTTPServing
 import Locking
 import MapRendering
+import PositionEncoding
 import Synchronization
 
 /// The operator HTTP API: `GET /metrics`, `/health` and `/positions/latest` over a running

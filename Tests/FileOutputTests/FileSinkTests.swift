@@ -6,6 +6,7 @@ import FoundationXML
 import GatewayCore
 import GatewayRuntime
 import GatewayTesting
+import PositionEncoding
 import Testing
 
 /// `count` positions one second apart from `first`, moving north-east; every third has no

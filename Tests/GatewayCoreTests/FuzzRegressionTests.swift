@@ -1,7 +1,8 @@
 import GatewayCore
 import Testing
 
-/// Inputs on which fuzzing (`make fuzz`, Fuzz/README.md) found a defect, kept so it stays fixed.
+/// Inputs on which fuzzing (`make fuzz`, Fuzz/README.md) found a defect, kept so it stays fixed
+/// (those of the position object, PositionJSON, are in PositionEncodingTests).
 @Suite struct FuzzRegressionTests {
     /// `{"k0":0,"k1":1,…}` with `count` members, then `extra` (already a JSON member list).
     static func object(members count: Int, then extra: String = "") -> String {
@@ -113,15 +114,5 @@ import Testing
         let reader = OptionReader(object: JSONObject([(key, .number(1))]), path: "sources.gps", diagnostics: diagnostics)
         reader.finish()
         #expect(diagnostics.problems.map(\.path) == [path])
-    }
-
-    /// Fuzz/MQTTMessages crash-d2ddbdc3 (the whole payload is in MQTTInputTests): an explicit
-    /// `"id":""` was kept, so every such position carried the same empty idempotency key. An
-    /// empty id now counts as absent, in every source that reads this schema.
-    @Test(arguments: [#""id":"""#, #""id":null"#, ""])
-    func anEmptyOrAbsentIdIsGenerated(idMember: String) throws {
-        let text = #"{"lat":46.0569,"lon":14.5058"# + (idMember.isEmpty ? "" : "," + idMember) + "}"
-        let position = try PositionJSON.decode(JSONValue.parse(string: text), source: "rx") { _ in "rx-made" }
-        #expect(position.id == "rx-made")
     }
 }

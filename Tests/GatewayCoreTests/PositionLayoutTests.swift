@@ -65,18 +65,6 @@ import Testing
         #expect(Position(detail: FixDetail()) == Position())
     }
 
-    /// The figures travel as gpsd's TPV names them, and read back as themselves.
-    @Test func theDetailIsWrittenAndReadAsGpsdsFields() throws {
-        let p = Position(latitude: 47.1, longitude: 8.5, altitude: 410.25, mode: .threeD, source: "rx", id: "rx-2",
-                         detail: FixDetail(ellipsoidHeight: 457.912, speedError: 0.087, courseError: 12.34567, correctionAge: 2))
-        let text = PositionJSON.string(p)
-        #expect(text == #"{"class":"TPV","id":"rx-2","source":"rx","mode":3,"lat":47.1,"lon":8.5,"altMSL":410.25,"altHAE":457.912,"eps":0.087,"epd":12.34567,"dgpsAge":2,"datum":"wgs84"}"#)
-        let read = try PositionJSON.decode(JSONValue.parse(string: text), source: "rx") { _ in "unused" }
-        #expect(read == p)
-        let bare = try PositionJSON.decode(JSONValue.parse(string: #"{"lat":1,"lon":2}"#), source: "rx") { _ in "rx-3" }
-        #expect(bare.detail == nil)
-    }
-
     /// What the layout is for: 240 bytes on 64-bit Linux, 424 with plain optionals, event and detail.
     @Test func aPositionStaysSmall() {
         #expect(MemoryLayout<Position>.size <= 240, "\(MemoryLayout<Position>.size) bytes")

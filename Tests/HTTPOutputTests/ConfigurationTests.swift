@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import PositionEncoding
 @testable import HTTPOutput
 import DeliveryEngine
 import GatewayTesting

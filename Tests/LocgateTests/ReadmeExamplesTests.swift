@@ -1,6 +1,7 @@
 import Foundation
 import GatewayCore
 import GatewayTesting
+import PositionEncoding
 import Testing
 
 /// Every example of locgate's output in a README is the output of a real run: a block

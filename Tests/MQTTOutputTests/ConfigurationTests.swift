@@ -1,6 +1,7 @@
 import PluginCatalog
 import Foundation
 import GatewayCore
+import PositionEncoding
 import GatewayTesting
 import MQTTClient
 @testable import MQTTOutput

@@ -5,6 +5,7 @@ import Locking
 import NATSClient
 @testable import NATSInput
 import NATSTesting
+import PositionEncoding
 import Testing
 
 /// Positions as a gateway's nats sink writes them: locgate JSON with id and device.

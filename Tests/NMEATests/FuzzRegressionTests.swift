@@ -1,6 +1,7 @@
 import Foundation
 import GatewayCore
 import NMEA
+import PositionEncoding
 import Testing
 
 /// Inputs the NMEA fuzz target (Fuzz/NMEA) found that broke the decoder's contract, each kept in

@@ -1,5 +1,6 @@
 import GatewayCore
 import GatewayTesting
+import PositionEncoding
 import Testing
 
 /// A sink's text cache may only save work: every record must be the text written without it.

@@ -1,3 +1,5 @@
+import GatewayCore
+
 /// The JSON form of a ``Position``: gpsd TPV field names where gpsd has one.
 ///
 /// One object per position, e.g.
@@ -148,7 +150,7 @@ public enum PositionJSON {
             + RawJSONWriter.maxStringLength(p.pointee.datum.name)
         if let d = p.pointee.device { room += RawJSONWriter.maxStringLength(d) }
         // altHAE, eps, epd, dgpsAge: a key and a number of at most 25 characters each.
-        if p.pointee._detail != nil { room += 4 * 40 }
+        if p.pointee.detail != nil { room += 4 * 40 }
         let attributes = p.pointee.attributes
         let cached = cache.remembers && !attributes.isEmpty && !cache.text.isEmpty && cache.attributes == attributes
         if cached {
@@ -225,10 +227,10 @@ public enum PositionJSON {
         defer { writer = w }
         let remembers = cache.remembers
         w.bytes(#"{"class":"TPV","id":"#)
-        if remembers, case .numbered(let prefix, let marker, let number) = p.pointee.identifier.storage {
-            cache.idPrefix.write(prefix, to: &w)
-            if marker != 0 { w.byte(marker) }
-            w.int(number)
+        if remembers, let id = p.pointee.identifier.numberedParts {
+            cache.idPrefix.write(id.prefix, to: &w)
+            if id.marker != 0 { w.byte(id.marker) }
+            w.int(id.number)
             w.byte(0x22)
         } else {
             w.string(p.pointee.identifier)
@@ -258,7 +260,7 @@ public enum PositionJSON {
         if let v = p.pointee.latitude { w.bytes(#","lat":"#); w.number(v, NineDecimals.self) }
         if let v = p.pointee.longitude { w.bytes(#","lon":"#); w.number(v, NineDecimals.self) }
         if let v = p.pointee.altitude { w.bytes(#","altMSL":"#); w.number(v, ThreeDecimals.self) }
-        let detail = p.pointee._detail?.value
+        let detail = p.pointee.detail
         if let v = detail?.ellipsoidHeight { w.bytes(#","altHAE":"#); w.number(v, ThreeDecimals.self) }
         if let v = p.pointee.speed { w.bytes(#","speed":"#); w.number(v, ThreeDecimals.self) }
         if let v = p.pointee.course { w.bytes(#","track":"#); w.number(v, ThreeDecimals.self) }

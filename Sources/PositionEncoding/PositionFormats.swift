@@ -1,3 +1,5 @@
+import GatewayCore
+
 /// Text formats for writing positions: shared by the file, stdout and HTTP sinks.
 ///
 /// Each format is a header, records with a separator between them, and a trailer, so a sink can
