@@ -111,6 +111,7 @@ test: deps build
 # Each benchmark prints its figures beside a reference run in the same process tree
 # (gpsdecode, cs2cs, 10 vs 10,000 fences, disk vs memory queue, psql \copy, str2str). Compare ratios, not seconds.
 bench: deps
+	LOCGATE_BENCH=1 python3 Tests/Support/module_graph.py
 	bash Benchmarks/nmea_replay.sh
 	bash Benchmarks/motion.sh
 	sh Benchmarks/coordinates.sh
@@ -141,6 +142,8 @@ FUZZ_TARGETS ?= TeltonikaTCP TeltonikaUDP GT06 H02 JT808 GPS103 Watch GL200 Meit
                 ReceiverStream UBX RTCM NTRIP
 
 fuzz-build: deps-run
+	@# The fuzz targets' declared dependencies are checked as the package's are (see `test`).
+	LOCGATE_FUZZ=1 python3 Tests/Support/module_graph.py
 	bash Fuzz/run.sh build $(FUZZ_TARGETS)
 
 fuzz: fuzz-build
