@@ -16,6 +16,10 @@ struct GPXReader {
         var hdop: Double?
         var vdop: Double?
         var pdop: Double?
+        /// The geoid's height above the WGS84 ellipsoid (`geoidheight`), metres.
+        var geoidHeight: Double?
+        /// Seconds since the last DGPS update (`ageofdgpsdata`).
+        var correctionAge: Double?
         var fix: String?
         var speed: Double?
         var course: Double?
@@ -125,6 +129,8 @@ struct GPXReader {
             case "hdop": current?.hdop = Double(value)
             case "vdop": current?.vdop = Double(value)
             case "pdop": current?.pdop = Double(value)
+            case "geoidheight": current?.geoidHeight = Double(value)
+            case "ageofdgpsdata": current?.correctionAge = Double(value).flatMap { $0 >= 0 ? $0 : nil }
             case "fix": current?.fix = value.lowercased()
             case "speed": current?.speed = Double(value)
             case "course": current?.course = Double(value)
@@ -151,6 +157,10 @@ struct GPXReader {
         p.hdop = pt.hdop
         p.vdop = pt.vdop
         p.pdop = pt.pdop
+        // The ellipsoid height is the elevation plus the geoid's height; without an elevation
+        // the geoid's height alone says nothing about the point.
+        let ellipsoidHeight = pt.elevation.flatMap { e in pt.geoidHeight.map { e + $0 } }
+        p.detail = FixDetail(ellipsoidHeight: ellipsoidHeight, correctionAge: pt.correctionAge)
         p.speed = pt.speed
         p.course = pt.course
         switch pt.fix {

@@ -222,6 +222,11 @@ public enum PositionFormat: String, Sendable, CaseIterable {
         out.append(contentsOf: #"">"#.utf8)
         if let alt = p.altitude { out.append(contentsOf: "<ele>".utf8); JSONWriter.appendNumber(alt, decimals: 3, to: &out); out.append(contentsOf: "</ele>".utf8) }
         if let t = p.time { out.append(contentsOf: "<time>".utf8); t.appendISO8601(to: &out); out.append(contentsOf: "</time>".utf8) }
+        let detail = p.detail
+        if let alt = p.altitude, let hae = detail?.ellipsoidHeight {
+            // GPX's geoidheight is the geoid's height above the ellipsoid: altHAE − altMSL.
+            out.append(contentsOf: "<geoidheight>".utf8); JSONWriter.appendNumber(hae - alt, decimals: 3, to: &out); out.append(contentsOf: "</geoidheight>".utf8)
+        }
         let fix: String? = switch (p.mode, p.quality) {
         case (.noFix, _): "none"
         case (_, .dgps?): "dgps"
@@ -234,6 +239,7 @@ public enum PositionFormat: String, Sendable, CaseIterable {
         if let v = p.hdop { out.append(contentsOf: "<hdop>".utf8); JSONWriter.appendNumber(v, decimals: 2, to: &out); out.append(contentsOf: "</hdop>".utf8) }
         if let v = p.vdop { out.append(contentsOf: "<vdop>".utf8); JSONWriter.appendNumber(v, decimals: 2, to: &out); out.append(contentsOf: "</vdop>".utf8) }
         if let v = p.pdop { out.append(contentsOf: "<pdop>".utf8); JSONWriter.appendNumber(v, decimals: 2, to: &out); out.append(contentsOf: "</pdop>".utf8) }
+        if let v = detail?.correctionAge { out.append(contentsOf: "<ageofdgpsdata>".utf8); JSONWriter.appendNumber(v, decimals: 3, to: &out); out.append(contentsOf: "</ageofdgpsdata>".utf8) }
         if p.speed != nil || p.course != nil {
             // GPX 1.1 has no speed or course; the Garmin TrackPointExtension-style names are widely read.
             out.append(contentsOf: "<extensions>".utf8)

@@ -96,6 +96,12 @@ import Testing
         #expect(all.count == (try Self.expected("gpx1.1_with_all_fields.gpx")).points)
         let q = try #require(all.first { $0.satellites != nil })
         #expect(q.altitude != nil && q.satellites != nil && q.hdop != nil)
+        // ele 75.1 + geoidheight 2.0 is the height above the ellipsoid; ageofdgpsdata 9 s.
+        #expect(abs((q.detail?.ellipsoidHeight ?? 0) - 77.1) < 1e-9 && q.detail?.correctionAge == 9, "\(String(describing: q.detail))")
+        let t = try #require(all.first { $0.altitude == 11.1 })
+        #expect(abs((t.detail?.ellipsoidHeight ?? 0) - 24.1) < 1e-9 && t.detail?.correctionAge == 104, "\(String(describing: t.detail))")
+        // A point with neither element has no detail.
+        #expect(speed.allSatisfy { $0.detail == nil })
     }
 
     /// A `<sat>` count no receiver reports is left out (written as `uSat`, locgate's own JSON
