@@ -133,8 +133,7 @@ public final class NATSCommandStore: CommandStore, @unchecked Sendable {
         let outcome: NATSKeyValueWrite
         if let expecting {
             // The leader's value: a replica that is behind could let two gateways claim one send.
-            guard let current = try bucket.latest(key), !current.deleted,
-                  let stored = (try? JSONValue.parse(current.value)).flatMap(DeviceCommand.init(json:)) else {
+            guard let (current, stored) = try storedVersion(of: command) else {
                 throw CommandError.conflict("command \(command.id) is gone")
             }
             guard stored.status == expecting else {
@@ -147,6 +146,32 @@ public final class NATSCommandStore: CommandStore, @unchecked Sendable {
         if case .conflict(let text) = outcome {
             throw CommandError.conflict("command \(command.id) was written by another gateway meanwhile (\(text))")
         }
+    }
+
+    /// The stream leader's entry for `command` and the command it holds; nil when there is none.
+    ///
+    /// Another gateway's write reaches this one's watch on the core subscription, which does not
+    /// wait for the stream: the leader may not have stored it yet when this gateway acts on it.
+    /// A version missing or older than the one `command` was moved from is therefore read again
+    /// for a moment (eight reads over about 1.3 s) before it counts as gone or moved. Without this
+    /// a command submitted elsewhere and seen here first was taken for gone and never sent
+    /// (FleetCommandTests, seen under load).
+    private func storedVersion(of command: DeviceCommand) throws -> (NATSKeyValueEntry, DeviceCommand)? {
+        let key = Self.key(command.id)
+        var pause = 5
+        for attempt in 0..<8 {
+            if let current = try bucket.latest(key), !current.deleted,
+               let stored = (try? JSONValue.parse(current.value)).flatMap(DeviceCommand.init(json:)),
+               stored.history.count >= command.history.count - 1 || attempt == 7 {
+                return (current, stored)
+            }
+            if attempt == 7 { break }
+            // A bounded pause on the caller's thread (the board's queue): rare, and the answer is
+            // needed before the command may go.
+            _ = DispatchSemaphore(value: 0).wait(timeout: .now() + .milliseconds(pause))
+            pause *= 2
+        }
+        return nil
     }
 
     public func loadDevices() throws -> [String: String] {

@@ -2,6 +2,7 @@ import Foundation
 import GatewayCore
 import GatewayRuntime
 import GatewayTesting
+import NATSState
 import NATSTesting
 import PluginCatalog
 import Testing
@@ -108,5 +109,42 @@ import Testing
         #expect(terminal.deliveries == [21: 1, 22: 1])
         await a.stop()
         await b.stop()
+    }
+
+    /// Another gateway's command can reach this one's watch before the stream leader stored it
+    /// (the core subscription does not wait for the replicas). A gateway that moves it then must
+    /// find it once stored, not take it for gone: the cause of a command submitted on one gateway
+    /// and never sent by the other (seen under load).
+    @Test(.timeLimit(.minutes(2)))
+    func aCommandSeenBeforeTheStreamStoredItIsMovedOnceItIsStored() async throws {
+        let cluster = try NATSCluster()
+        defer { cluster.stop() }
+        try await cluster.start()
+        func open() throws -> NATSCommandStore {
+            var c = NATSStateConfiguration()
+            c.connection.servers = cluster.urls
+            c.timeout = .seconds(20)
+            return try NATSCommandStore(configuration: c, context: StateStoreContext(logger: RecordingLogHandler().logger(label: "commands"), clock: .system))
+        }
+        let here = try open(), there = try open()
+        defer { here.close(); there.close() }
+        let created = Timestamp(year: 2026, month: 12, day: 1)
+        let queued = DeviceCommand(id: "c-late", device: "bus-12", type: .setInterval, parameters: ["interval": "30s"], created: created,
+                                   expires: Timestamp(milliseconds: created.milliseconds + 3_600_000), attempts: 3, submittedBy: "ops", source: "trk")
+        var sent = queued
+        sent.move(to: .sent, at: Timestamp(milliseconds: created.milliseconds + 1000))
+        // The other gateway's write lands 100 ms after this one starts moving the command.
+        let writer = Task.detached {
+            try await Task.sleep(for: .milliseconds(100))
+            try there.save(queued, expecting: nil)
+        }
+        try here.save(sent, expecting: .queued)
+        try await writer.value
+        #expect(try there.fetch("c-late")?.history.map(\.status) == [.queued, .sent])
+        // A command that never comes is still gone, after the bounded wait.
+        var phantom = queued
+        phantom.id = "c-never"
+        phantom.move(to: .sent, at: created)
+        #expect(throws: CommandError.self) { try here.save(phantom, expecting: .queued) }
     }
 }
