@@ -11,3 +11,18 @@ public func positions(_ range: Range<Int>, prefix: String = "t-", devices: Int =
                  id: "\(prefix)\(i)")
     }
 }
+
+/// Numbered ids and the text each must read as: the edges of the number (0, one and two digits,
+/// Int64's ends), a marker, an empty prefix and one with characters JSON escapes. Shared by the
+/// id's own tests (GatewayCoreTests) and the JSON encoder's, which writes the parts directly
+/// (PositionEncodingTests).
+public let numberedIDCases: [(PositionID, String)] = [
+    (PositionID(prefix: "rx-", number: 1_584_538_100_600), "rx-1584538100600"),
+    (PositionID(prefix: "rx-", marker: UInt8(ascii: "n"), number: 7), "rx-n7"),
+    (PositionID(prefix: "", number: 0), "0"),
+    (PositionID(prefix: "a\"b\\", number: -42), "a\"b\\-42"),
+    (PositionID(prefix: "p", number: Int64.min), "p-9223372036854775808"),
+    (PositionID(prefix: "p", number: Int64.max), "p9223372036854775807"),
+    (PositionID(prefix: "p", number: 9), "p9"),
+    (PositionID(prefix: "p", number: 10), "p10"),
+]

@@ -1,19 +1,11 @@
 import Testing
 @testable import GatewayCore
+import GatewayTesting
 
 /// A numbered id is text written late: every reader must see the same id as if it had been
 /// built as a string when the position was made.
 @Suite struct PositionIDTests {
-    @Test(arguments: [
-        (PositionID(prefix: "rx-", number: 1_584_538_100_600), "rx-1584538100600"),
-        (PositionID(prefix: "rx-", marker: UInt8(ascii: "n"), number: 7), "rx-n7"),
-        (PositionID(prefix: "", number: 0), "0"),
-        (PositionID(prefix: "a\"b\\", number: -42), "a\"b\\-42"),
-        (PositionID(prefix: "p", number: Int64.min), "p-9223372036854775808"),
-        (PositionID(prefix: "p", number: Int64.max), "p9223372036854775807"),
-        (PositionID(prefix: "p", number: 9), "p9"),
-        (PositionID(prefix: "p", number: 10), "p10"),
-    ])
+    @Test(arguments: numberedIDCases)
     func numberedIdsReadAsTheirText(id: PositionID, text: String) {
         #expect(id.description == text)
         #expect(id == PositionID(text))

@@ -1,20 +1,12 @@
 import GatewayCore
+import GatewayTesting
 import PositionEncoding
 import Testing
 
 /// A numbered id is text written late: the JSON encoder, which writes its parts directly, must
 /// write the same string as the id built as text.
 @Suite struct PositionIDTests {
-    @Test(arguments: [
-        (PositionID(prefix: "rx-", number: 1_584_538_100_600), "rx-1584538100600"),
-        (PositionID(prefix: "rx-", marker: UInt8(ascii: "n"), number: 7), "rx-n7"),
-        (PositionID(prefix: "", number: 0), "0"),
-        (PositionID(prefix: "a\"b\\", number: -42), "a\"b\\-42"),
-        (PositionID(prefix: "p", number: Int64.min), "p-9223372036854775808"),
-        (PositionID(prefix: "p", number: Int64.max), "p9223372036854775807"),
-        (PositionID(prefix: "p", number: 9), "p9"),
-        (PositionID(prefix: "p", number: 10), "p10"),
-    ])
+    @Test(arguments: numberedIDCases)
     func numberedIdsAreWrittenAsTheirText(id: PositionID, text: String) {
         var p = Position(source: "rx")
         p.identifier = id
