@@ -93,22 +93,9 @@ public struct TCPNMEASource: PositionSource {
                 let wall = clock.now()
                 let before = decoder.statistics.wellFormed
                 buffer.withUnsafeBytes { decoder.decode(UnsafeRawBufferPointer(rebasing: $0[0..<n]), into: &positions) }
-                if health != nil {
-                    var events: [Position] = []
-                    if decoder.statistics.wellFormed > before {
-                        health?.dataReceived(device: configuration.device, at: wall, into: &events)
-                    }
-                    for status in decoder.takeAntennaReports() {
-                        health?.antenna(status, device: configuration.device, at: wall, into: &events)
-                    }
-                    for report in decoder.takeReceiverReports() {
-                        health?.report(report, device: configuration.device, at: wall, into: &events)
-                    }
-                    await output.emit(events)
-                } else {
-                    _ = decoder.takeAntennaReports()
-                    _ = decoder.takeReceiverReports()
-                }
+                var events: [Position] = []
+                decoder.reportHealth(to: &health, device: configuration.device, wellFormedBefore: before, at: wall, into: &events)
+                await output.emit(events)
                 _ = decoder.takeAcknowledgements()
                 await emit(&positions, health: &health, output: output)
                 base.adding(decoder.statistics).publish(to: context.stats)

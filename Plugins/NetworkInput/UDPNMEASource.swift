@@ -67,25 +67,13 @@ public struct UDPNMEASource: PositionSource {
                         senders[sender]?.decoder.decode(UnsafeRawBufferPointer(rebasing: b[0..<n]), into: &positions)
                     }
                     timers.received(at: now)
+                    senders[sender]?.decoder.reportHealth(to: &health, device: configuration.device ?? sender, wellFormedBefore: before,
+                                                          at: wall, into: &events)
                     if health != nil {
-                        let device = configuration.device ?? sender
-                        let stamp = wall
-                        if (senders[sender]?.decoder.statistics.wellFormed ?? 0) > before {
-                            health?.dataReceived(device: device, at: stamp, into: &events)
-                        }
-                        for status in senders[sender]?.decoder.takeAntennaReports() ?? [] {
-                            health?.antenna(status, device: device, at: stamp, into: &events)
-                        }
-                        for report in senders[sender]?.decoder.takeReceiverReports() ?? [] {
-                            health?.report(report, device: device, at: stamp, into: &events)
-                        }
                         // This datagram's positions follow its events and precede the next
                         // datagram's, as a tcp source orders them per read.
-                        health?.record(positions, at: stamp, into: &events)
+                        health?.record(positions, at: wall, into: &events)
                         positions.removeAll(keepingCapacity: true)
-                    } else {
-                        _ = senders[sender]?.decoder.takeAntennaReports()
-                        _ = senders[sender]?.decoder.takeReceiverReports()
                     }
                     // Nothing is written to a udp sender: acknowledgements have no one to wait for them.
                     _ = senders[sender]?.decoder.takeAcknowledgements()

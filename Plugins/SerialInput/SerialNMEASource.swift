@@ -304,23 +304,9 @@ public struct SerialNMEASource: PositionSource {
                 let before = decoder.statistics.wellFormed
                 bytes.withUnsafeBytes { decoder.decode($0, into: &positions) }
                 decoder.statistics.publish(to: context.stats)
-                if watch.health != nil {
-                    let wall = clock.now()
-                    var events: [Position] = []
-                    if decoder.statistics.wellFormed > before {
-                        watch.health?.dataReceived(device: session.device, at: wall, into: &events)
-                    }
-                    for status in decoder.takeAntennaReports() {
-                        watch.health?.antenna(status, device: session.device, at: wall, into: &events)
-                    }
-                    for report in decoder.takeReceiverReports() {
-                        watch.health?.report(report, device: session.device, at: wall, into: &events)
-                    }
-                    await output.emit(events)
-                } else {
-                    _ = decoder.takeAntennaReports()
-                    _ = decoder.takeReceiverReports()
-                }
+                var events: [Position] = []
+                decoder.reportHealth(to: &watch.health, device: session.device, wellFormedBefore: before, at: clock.now(), into: &events)
+                await output.emit(events)
                 // ACKs of the init messages that came late: already reported as unanswered.
                 _ = decoder.takeAcknowledgements()
                 if let age = decoder.correctionAge { context.stats.set("ubx.correction_age_s", age) }

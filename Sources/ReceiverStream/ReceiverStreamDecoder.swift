@@ -149,6 +149,20 @@ public struct ReceiverStreamDecoder: Sendable {
         return receiverReports
     }
 
+    /// Hands what the decoding since `wellFormedBefore` (``statistics``' `wellFormed` then) said
+    /// of the receiver to `health`: data received when something well formed came, then the
+    /// antenna states and the jamming and spoofing reports, in the order they came, as events
+    /// into `events`. Without health they are taken and dropped, so they do not pile up. What
+    /// every live source reading a receiver stream (serial, tcp, udp) does after each read.
+    public mutating func reportHealth(to health: inout ReceiverHealth?, device: String, wellFormedBefore: Int,
+                                      at now: Timestamp, into events: inout [Position]) {
+        let antenna = takeAntennaReports(), reports = takeReceiverReports()
+        guard health != nil else { return }
+        if statistics.wellFormed > wellFormedBefore { health?.dataReceived(device: device, at: now, into: &events) }
+        for status in antenna { health?.antenna(status, device: device, at: now, into: &events) }
+        for report in reports { health?.report(report, device: device, at: now, into: &events) }
+    }
+
     /// UBX ACK-ACK and ACK-NAK answers received since the last call, oldest first.
     public mutating func takeAcknowledgements() -> [UBXAcknowledgement] {
         guard !acknowledgements.isEmpty else { return [] }
