@@ -123,8 +123,14 @@ public final class NATSCommandStore: CommandStore, @unchecked Sendable {
     }
 
     public func fetch(_ id: String) throws -> DeviceCommand? {
-        guard let e = try bucket.latest(Self.key(id)), !e.deleted, let value = try? JSONValue.parse(e.value) else { return nil }
-        return DeviceCommand(json: value)
+        try stored(Self.key(id))?.command
+    }
+
+    /// The stream leader's entry under `key` and the command it holds; nil when there is none.
+    private func stored(_ key: String) throws -> (entry: NATSKeyValueEntry, command: DeviceCommand)? {
+        guard let e = try bucket.latest(key), !e.deleted,
+              let command = (try? JSONValue.parse(e.value)).flatMap(DeviceCommand.init(json:)) else { return nil }
+        return (e, command)
     }
 
     public func save(_ command: DeviceCommand, expecting: CommandStatus?) throws {
@@ -133,7 +139,7 @@ public final class NATSCommandStore: CommandStore, @unchecked Sendable {
         let outcome: NATSKeyValueWrite
         if let expecting {
             // The leader's value: a replica that is behind could let two gateways claim one send.
-            guard let (current, stored) = try storedVersion(of: command) else {
+            guard let (current, stored) = try storedVersion(of: command, key: key) else {
                 throw CommandError.conflict("command \(command.id) is gone")
             }
             guard stored.status == expecting else {
@@ -148,30 +154,25 @@ public final class NATSCommandStore: CommandStore, @unchecked Sendable {
         }
     }
 
-    /// The stream leader's entry for `command` and the command it holds; nil when there is none.
+    /// The stream leader's entry for `command` and the version it holds; nil when there is none.
     ///
     /// Another gateway's write reaches this one's watch on the core subscription, which does not
     /// wait for the stream: the leader may not have stored it yet when this gateway acts on it.
     /// A version missing or older than the one `command` was moved from is therefore read again
-    /// for a moment (eight reads over about 1.3 s) before it counts as gone or moved. Without this
-    /// a command submitted elsewhere and seen here first was taken for gone and never sent
-    /// (FleetCommandTests, seen under load).
-    private func storedVersion(of command: DeviceCommand) throws -> (NATSKeyValueEntry, DeviceCommand)? {
-        let key = Self.key(command.id)
+    /// for a moment (eight more reads, 5 ms to 640 ms apart, about 1.3 s in all) before it counts
+    /// as gone or moved. Without this a command submitted elsewhere and seen here first was taken
+    /// for gone and never sent (FleetCommandTests, seen under load).
+    private func storedVersion(of command: DeviceCommand, key: String) throws -> (entry: NATSKeyValueEntry, command: DeviceCommand)? {
+        var found = try stored(key)
         var pause = 5
-        for attempt in 0..<8 {
-            if let current = try bucket.latest(key), !current.deleted,
-               let stored = (try? JSONValue.parse(current.value)).flatMap(DeviceCommand.init(json:)),
-               stored.history.count >= command.history.count - 1 || attempt == 7 {
-                return (current, stored)
-            }
-            if attempt == 7 { break }
+        while pause <= 640, (found?.command.history.count ?? 0) < command.history.count - 1 {
             // A bounded pause on the caller's thread (the board's queue): rare, and the answer is
             // needed before the command may go.
             _ = DispatchSemaphore(value: 0).wait(timeout: .now() + .milliseconds(pause))
             pause *= 2
+            found = try stored(key)
         }
-        return nil
+        return found
     }
 
     public func loadDevices() throws -> [String: String] {
